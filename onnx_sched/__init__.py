@@ -1,0 +1,16 @@
+"""onnx-sched: operator ordering and device placement passes for ONNX and OpenVINO graphs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+__version__ = "0.1.0"
+__all__ = ["__version__", "optimize"]
+
+
+def optimize(model: Any, objective: str = "peak-mem", **kwargs: Any) -> Any:
+    """Reorder ``model`` (``onnx.ModelProto`` or ``onnx_ir.Model``) for ``objective``;
+    returns the same type.  See :func:`onnx_sched.api.optimize`."""
+    from onnx_sched.api import optimize as _optimize
+
+    return _optimize(model, objective=objective, **kwargs)

@@ -1,0 +1,45 @@
+"""The ``onnx-sched`` command line.
+
+Each sub-command lives in its own module of this package and exposes a
+``click.Command`` named ``command``; this group discovers them.  Every
+:class:`~onnx_sched.errors.OnnxSchedError` (and ``ValueError`` raised on bad input)
+is printed as one line on stderr with exit status 2, never a traceback.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+import sys
+
+import click
+
+from onnx_sched import __version__
+from onnx_sched.errors import OnnxSchedError
+
+
+class _Group(click.Group):
+    def invoke(self, ctx: click.Context):  # noqa: ANN201
+        try:
+            return super().invoke(ctx)
+        except (OnnxSchedError, ValueError, FileNotFoundError, PermissionError, IsADirectoryError) as exc:
+            message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            click.echo(f"onnx-sched: error: {message}", err=True)
+            sys.exit(2)
+        except KeyboardInterrupt:
+            click.echo("onnx-sched: interrupted", err=True)
+            sys.exit(130)
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="onnx-sched")
+def main() -> None:
+    """Order and place the operators of ONNX / OpenVINO models for peak memory,
+    makespan or latency."""
+
+
+for _mod in pkgutil.iter_modules(__path__):
+    if not _mod.name.startswith("_"):
+        _command = getattr(importlib.import_module(f"{__name__}.{_mod.name}"), "command", None)
+        if isinstance(_command, click.Command):
+            main.add_command(_command)

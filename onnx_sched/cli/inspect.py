@@ -1,0 +1,62 @@
+"""``onnx-sched inspect``: graph and memory statistics of a model."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import click
+import numpy as np
+from rich.console import Console
+from rich.table import Table
+
+from onnx_sched.cli._common import fmt_bytes, import_options, write_json_atomic
+
+__all__ = ["command"]
+
+
+@click.command("inspect")
+@click.argument("model", type=click.Path(path_type=Path))
+@click.option("--inplace/--no-inplace", default=False, help="Memory model with in-place reuse.")
+@click.option("--json", "json_path", type=click.Path(path_type=Path), default=None, help="Also write the stats as JSON.")
+@import_options
+def command(model: Path, inplace: bool, json_path: Path | None, input_shapes: tuple[str, ...], dims: tuple[str, ...]) -> None:
+    """Print MODEL's graph and memory statistics."""
+    from onnx_sched.cost.memory import lower_bound, profile
+    from onnx_sched.dag import longest_path_to_sink
+    from onnx_sched.importers.onnx import import_onnx, parse_dims, parse_input_shapes
+
+    imported = import_onnx(model, parse_input_shapes(input_shapes), parse_dims(dims))
+    g = imported.graph
+    prof = profile(g, np.arange(g.n_ops), inplace)
+    lb = lower_bound(g, inplace)
+    stats = g.summary()
+    stats.update(
+        {
+            "weight_nodes": len(imported.weight_nodes),
+            "longest_path_ops": int(longest_path_to_sink(g).max()) if g.n_ops else 0,
+            "max_fanout": int(g.op_succs.lengths().max()) if g.n_ops else 0,
+            "file_order_peak_bytes": prof.peak,
+            "file_order_peak_op": g.op_names[prof.peak_step] if g.n_ops else None,
+            "lower_bound_bytes": lb,
+            "gap_to_bound": (prof.peak - lb) / lb if lb else 0.0,
+            "gflops": float(g.op_flops.sum() / 1e9),
+            "shape_sources": dict(imported.shape_sources),
+        }
+    )
+    table = Table(title=f"{model}")
+    table.add_column("statistic")
+    table.add_column("value", justify="right")
+    for key, value in stats.items():
+        shown = fmt_bytes(value) if key.endswith("bytes") else (f"{value:.1%}" if key == "gap_to_bound" else str(value))
+        table.add_row(key, shown)
+    console = Console()
+    console.print(table)
+    types = Table(title="op types (top 12)")
+    types.add_column("op type")
+    types.add_column("count", justify="right")
+    for t, c in Counter(g.op_types).most_common(12):
+        types.add_row(t, str(c))
+    console.print(types)
+    if json_path is not None:
+        write_json_atomic({**stats, "op_types": dict(Counter(g.op_types))}, json_path)

@@ -1,0 +1,115 @@
+"""``onnx-sched optimize``: reorder (and place) a model's ops for an objective."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+import numpy as np
+from rich.console import Console
+from rich.table import Table
+
+from onnx_sched.cli._common import fmt_bytes, import_options, write_json_atomic
+from onnx_sched.passes import OBJECTIVES
+
+__all__ = ["command"]
+
+
+def _peak_table(report: dict) -> Table:
+    pk = report["peak_bytes"]
+    table = Table(title=f"onnx-sched: {report['model']} ({report['ops']} ops, {report['objective']}, {report['memory_model']})")
+    table.add_column("")
+    table.add_column("Original", justify="right")
+    table.add_column("Optimized", justify="right")
+    bound = pk["lower_bound"]
+    gap_in = (pk["input"] - bound) / bound if bound else 0.0
+    table.add_row("Peak memory", fmt_bytes(pk["input"]), fmt_bytes(pk["output"]))
+    table.add_row("Lower bound", fmt_bytes(bound), fmt_bytes(bound))
+    table.add_row("Gap to bound", f"{gap_in:.1%}", f"{report['gap']:.1%}")
+    table.add_row("Proven optimal", "-", "yes" if report["optimal"] else "no")
+    table.add_row("Method", "file order", report["method_used"] + (" (input kept)" if report["kept_input_order"] else ""))
+    table.add_row("Seconds", "-", f"{report['seconds']:.2f}")
+    return table
+
+
+def _makespan_table(report: dict) -> Table:
+    ms = report["makespan"]
+    table = Table(title=f"onnx-sched: {report['model']} ({report['ops']} ops, makespan)")
+    table.add_column("")
+    table.add_column("List (CP)", justify="right")
+    table.add_column("Optimized", justify="right")
+    table.add_row("Makespan", f"{ms['list_cp']:.6g}", f"{ms['output']:.6g}")
+    table.add_row("Lower bound", f"{ms['lower_bound']:.6g}", f"{ms['lower_bound']:.6g}")
+    table.add_row("Gap to bound", "-", f"{report['gap']:.1%}")
+    table.add_row("Speedup (work / makespan)", "-", f"{report['speedup']:.3f}")
+    table.add_row("Proven optimal", "-", "yes" if report["optimal"] else "no")
+    table.add_row("Method", "list-cp", report["method_used"])
+    table.add_row("Seconds", "-", f"{report['seconds']:.2f}")
+    return table
+
+
+@click.command("optimize")
+@click.argument("model", type=click.Path(path_type=Path))
+@click.option("-o", "--output", type=click.Path(path_type=Path), required=True, help="Where to write the optimized model.")
+@click.option("--objective", type=click.Choice(OBJECTIVES), default="peak-mem", show_default=True)
+@click.option("--method", default="auto", show_default=True, help="Pass name (see `onnx-sched methods`).")
+@click.option("--time-limit", type=float, default=10.0, show_default=True, help="Seconds for search methods.")
+@click.option("--inplace/--no-inplace", default=False, help="Memory model with in-place reuse of dying inputs.")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--beam", "beam", type=int, default=None, help="Beam width (beam, learned).")
+@click.option("--samples", type=int, default=None, help="Samples (random, learned).")
+@click.option("--machines", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+              help="Machine description JSON (makespan / latency).")
+@click.option("--report", "report_path", type=click.Path(path_type=Path), default=None, help="Write a JSON report.")
+@click.option("--plot", "plot_path", type=click.Path(path_type=Path), default=None,
+              help="Draw memory over steps (peak-mem) or a Gantt chart (makespan) to a PNG.")
+@import_options
+def command(model: Path, output: Path, objective: str, method: str, time_limit: float, inplace: bool, seed: int,
+            beam: int | None, samples: int | None, machines: Path | None, report_path: Path | None,
+            plot_path: Path | None, input_shapes: tuple[str, ...], dims: tuple[str, ...]) -> None:
+    """Reorder MODEL's operators for OBJECTIVE and write the result to -o."""
+    from onnx_sched.api import optimize_model
+    from onnx_sched.exporters.onnx import save_model_atomic
+    from onnx_sched.importers.onnx import import_onnx, parse_dims, parse_input_shapes
+
+    if output.exists() and model.exists() and output.resolve() == model.resolve():
+        raise ValueError(f"{output}: output path is the input model; choose another -o path")
+    if time_limit <= 0:
+        raise ValueError(f"--time-limit must be positive, got {time_limit}")
+    shapes, dim_values = parse_input_shapes(input_shapes), parse_dims(dims)
+    problem = None
+    if objective != "peak-mem":
+        if machines is None:
+            raise ValueError(f"--objective {objective} needs --machines M.json (see docs/machines.md)")
+        from onnx_sched.cost.makespan import makespan_problem
+        from onnx_sched.machines import load_machines
+
+        graph = import_onnx(model, input_shapes=shapes, dims=dim_values).graph
+        problem = makespan_problem(graph, load_machines(machines))
+    options = {"beam_width": beam, "beam": beam, "samples": samples}
+    result = optimize_model(model, objective, method, time_limit, inplace, seed, shapes, dim_values, options, problem)
+    save_model_atomic(result.model, output, source_path=model)
+    console = Console()
+    report = dict(result.report)
+    report["input"], report["output"] = str(model), str(output)
+    console.print(_peak_table(report) if objective == "peak-mem" else _makespan_table(report))
+    if report.get("kept_input_order"):
+        console.print("No method beat the input order: kept it.")
+    if report_path is not None:
+        write_json_atomic(report, report_path)
+    if plot_path is not None:
+        g = result.imported.graph
+        if objective == "peak-mem":
+            from onnx_sched.cost.memory import profile
+            from onnx_sched.plot import plot_memory
+
+            plot_memory(
+                {"input order": profile(g, np.arange(g.n_ops), inplace), result.schedule.method: profile(g, result.schedule.order, inplace)},
+                plot_path,
+                title=f"{g.name}: live activation memory",
+            )
+        else:
+            from onnx_sched.cost.gantt import plot_gantt
+
+            plot_gantt(problem, result.schedule, plot_path)
+    console.print(f"wrote {output}")

@@ -1,0 +1,117 @@
+"""Plain functions over a :class:`~onnx_sched.graph.Graph` viewed as a DAG of ops.
+
+Example:
+    >>> from onnx_sched.graph import Graph
+    >>> g = Graph.from_edges(4, [(0, 1), (0, 2), (1, 3), (2, 3)], output_bytes=[1, 1, 1, 1])
+    >>> kahn_order(g).tolist()
+    [0, 1, 2, 3]
+    >>> is_topological_order(g, [0, 2, 1, 3]), is_topological_order(g, [1, 0, 2, 3])
+    (True, False)
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Sequence
+
+import numpy as np
+
+from onnx_sched.graph import Graph
+
+__all__ = [
+    "CycleError",
+    "check_acyclic",
+    "check_order",
+    "is_topological_order",
+    "kahn_order",
+    "longest_path_to_sink",
+    "longest_path_from_source",
+]
+
+
+class CycleError(ValueError):
+    """The graph has a dependency cycle."""
+
+
+def in_degrees(g: Graph) -> np.ndarray:
+    return g.op_preds.lengths().astype(np.int64)
+
+
+def kahn_order(g: Graph, priority: Sequence[float] | np.ndarray | None = None) -> np.ndarray:
+    """Kahn's algorithm: among ready ops take the smallest ``priority`` (default: op id).
+
+    Raises :class:`CycleError` naming an op on a cycle when the graph is not a DAG.
+    """
+    n = g.n_ops
+    key = np.arange(n, dtype=np.float64) if priority is None else np.asarray(priority, dtype=np.float64)
+    indeg = in_degrees(g)
+    heap = [(key[i], i) for i in range(n) if indeg[i] == 0]
+    heapq.heapify(heap)
+    succ_ptr, succ_idx = g.op_succs.indptr, g.op_succs.indices
+    order = np.empty(n, dtype=np.int64)
+    k = 0
+    while heap:
+        _, u = heapq.heappop(heap)
+        order[k] = u
+        k += 1
+        for v in succ_idx[succ_ptr[u] : succ_ptr[u + 1]]:
+            indeg[v] -= 1
+            if indeg[v] == 0:
+                heapq.heappush(heap, (key[v], int(v)))
+    if k != n:
+        stuck = int(np.flatnonzero(indeg > 0)[0])
+        raise CycleError(f"graph {g.name!r} has a cycle through op {g.op_names[stuck]!r} ({n - k} ops unreachable)")
+    return order
+
+
+def check_acyclic(g: Graph) -> None:
+    """Raise :class:`CycleError` if ``g`` has a cycle."""
+    kahn_order(g)
+
+
+def is_topological_order(g: Graph, order: Sequence[int] | np.ndarray) -> bool:
+    """True when ``order`` lists every op once and every op after its predecessors."""
+    order = np.asarray(order, dtype=np.int64)
+    if len(order) != g.n_ops or (g.n_ops and (order.min() < 0 or order.max() >= g.n_ops)):
+        return False
+    pos = np.full(g.n_ops, -1, dtype=np.int64)
+    pos[order] = np.arange(g.n_ops)
+    if (pos < 0).any():
+        return False
+    e = g.edges
+    return bool((pos[e[:, 0]] < pos[e[:, 1]]).all()) if len(e) else True
+
+
+def check_order(g: Graph, order: Sequence[int] | np.ndarray) -> np.ndarray:
+    """Return ``order`` as an int64 array or raise ``ValueError`` saying what is wrong."""
+    arr = np.asarray(order, dtype=np.int64)
+    if not is_topological_order(g, arr):
+        if len(arr) != g.n_ops or len(np.unique(arr)) != g.n_ops:
+            raise ValueError(f"order has {len(arr)} entries ({len(np.unique(arr))} distinct), graph has {g.n_ops} ops")
+        pos = np.empty(g.n_ops, dtype=np.int64)
+        pos[arr] = np.arange(g.n_ops)
+        bad = next((u, v) for u, v in g.edges.tolist() if pos[u] >= pos[v])
+        raise ValueError(f"order runs {g.op_names[bad[1]]!r} before its input producer {g.op_names[bad[0]]!r}")
+    return arr
+
+
+def longest_path_to_sink(g: Graph, weight: np.ndarray | None = None) -> np.ndarray:
+    """Per op: the heaviest path from the op to a sink, op itself included (unit weights by default)."""
+    w = np.ones(g.n_ops) if weight is None else np.asarray(weight, dtype=np.float64)
+    out = w.astype(np.float64).copy()
+    for u in kahn_order(g)[::-1]:
+        s = g.succs(u)
+        if len(s):
+            out[u] = w[u] + out[s].max()
+    return out
+
+
+def longest_path_from_source(g: Graph, weight: np.ndarray | None = None) -> np.ndarray:
+    """Per op: the heaviest path from a source to the op, op itself included."""
+    w = np.ones(g.n_ops) if weight is None else np.asarray(weight, dtype=np.float64)
+    out = w.astype(np.float64).copy()
+    for u in kahn_order(g):
+        p = g.preds(u)
+        if len(p):
+            out[u] = w[u] + out[p].max()
+    return out

@@ -1,0 +1,27 @@
+"""Errors that the CLI turns into one line on stderr and a non-zero exit."""
+
+from __future__ import annotations
+
+__all__ = ["DeviceError", "ModelLoadError", "OnnxSchedError", "UnknownOpError", "UnknownShapeError"]
+
+
+class OnnxSchedError(Exception):
+    """A problem with the user's input, reported without a traceback."""
+
+
+class ModelLoadError(OnnxSchedError):
+    """The model file is missing, unreadable or not a valid model."""
+
+
+class UnknownShapeError(OnnxSchedError):
+    """Some tensor sizes could not be inferred; the message lists them."""
+
+
+class UnknownOpError(OnnxSchedError):
+    """An op type no registered opset defines."""
+
+
+class DeviceError(OnnxSchedError):
+    """A device was asked for that this machine does not have."""
+
+

@@ -1,0 +1,149 @@
+"""Schedule -> ONNX model: the same model with its nodes in the scheduled order.
+
+Nothing else changes: initializers, external-data references, names, opsets,
+doc strings and the IR version are kept.  Weight-producing nodes are placed just
+before their first consumer (their relative file order kept), so a runtime that
+executes them does not hold every weight from the start.  The result's metadata
+records the objective, method, predicted cost and bound under ``onnx_sched.*``
+keys; a placement, when given, is written per node as ``metadata_props`` key
+``pkg.onnx_sched.device``.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import numpy as np
+import onnx
+
+from onnx_sched.importers.onnx import ImportedOnnx
+from onnx_sched.schedule import Schedule
+
+__all__ = ["DEVICE_KEY", "MAX_IR_VERSION", "export_onnx", "save_model_atomic"]
+
+DEVICE_KEY = "pkg.onnx_sched.device"
+MAX_IR_VERSION = 13  # the newest IR version ONNX Runtime 1.31 loads
+
+
+def _node_order(imported: ImportedOnnx, order: np.ndarray) -> list[int]:
+    nodes = imported.model.graph.node
+    producer: dict[str, int] = {}
+    for idx in imported.weight_nodes:
+        for name in nodes[idx].output:
+            producer[name] = idx
+    emitted: set[int] = set()
+    out: list[int] = []
+
+    def emit_weights(names: Sequence[str]) -> None:
+        # depth-first over weight producers, so each appears after what it reads
+        stack = [producer[n] for n in names if n in producer and producer[n] not in emitted]
+        pending: list[int] = []
+        while stack:
+            idx = stack.pop()
+            if idx in emitted or idx in pending:
+                continue
+            pending.append(idx)
+            stack.extend(producer[n] for n in nodes[idx].input if n in producer and producer[n] not in emitted)
+        for idx in sorted(pending):  # file order is a topological order of weight nodes
+            emitted.add(idx)
+            out.append(idx)
+
+    from onnx_sched.importers.onnx import _subgraph_reads
+
+    for op in order:
+        idx = int(imported.op_node[op])
+        node = nodes[idx]
+        emit_weights(list(node.input) + _subgraph_reads(node))
+        out.append(idx)
+    out.extend(i for i in imported.weight_nodes if i not in emitted)
+    return out
+
+
+def export_onnx(
+    imported: ImportedOnnx,
+    schedule: Schedule,
+    metadata: Mapping[str, str] | None = None,
+    device_names: Sequence[str] | None = None,
+) -> onnx.ModelProto:
+    """The imported model with nodes in ``schedule.order`` and metadata added."""
+    src = imported.model
+    order = np.asarray(schedule.order, dtype=np.int64)
+    if len(order) != len(imported.op_node):
+        raise ValueError(f"schedule has {len(order)} ops, model has {len(imported.op_node)}")
+    model = onnx.ModelProto()
+    model.CopyFrom(src)
+    node_order = _node_order(imported, order)
+    del model.graph.node[:]
+    model.graph.node.extend(src.graph.node[i] for i in node_order)
+    if schedule.placement is not None:
+        names = list(device_names) if device_names else None
+        node_of_op = {int(idx): op for op, idx in enumerate(imported.op_node)}
+        for new_pos, idx in enumerate(node_order):
+            op = node_of_op.get(idx)
+            if op is None:
+                continue
+            dev = int(schedule.placement[op])
+            node = model.graph.node[new_pos]
+            keep = [p for p in node.metadata_props if p.key != DEVICE_KEY]
+            del node.metadata_props[:]
+            node.metadata_props.extend(keep)
+            node.metadata_props.add(key=DEVICE_KEY, value=names[dev] if names else str(dev))
+        if model.ir_version < 10:
+            model.ir_version = 10  # node metadata_props needs IR >= 10
+    props = {p.key: p.value for p in model.metadata_props}
+    props.update({k: str(v) for k, v in (metadata or {}).items()})
+    del model.metadata_props[:]
+    for k, v in props.items():
+        model.metadata_props.add(key=k, value=v)
+    return model
+
+
+def _external_locations(model: onnx.ModelProto) -> set[str]:
+    locs: set[str] = set()
+    for init in model.graph.initializer:
+        if init.data_location == onnx.TensorProto.EXTERNAL:
+            for e in init.external_data:
+                if e.key == "location":
+                    locs.add(e.value)
+    return locs
+
+
+def save_model_atomic(model: onnx.ModelProto, out_path: str | os.PathLike, source_path: str | os.PathLike | None = None) -> None:
+    """Write ``model`` to ``out_path`` through a temporary file and ``os.replace``.
+
+    External data files the model references (relative to ``source_path``) are
+    hard-linked or copied next to the output when it goes to another folder.
+    Refuses to overwrite ``source_path``.
+    """
+    out = Path(out_path)
+    if source_path is not None and out.exists() and out.resolve() == Path(source_path).resolve():
+        raise ValueError(f"{out}: output path is the input model; choose another -o path")
+    if out.is_dir():
+        raise ValueError(f"{out}: is a directory, expected a file path")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    if source_path is not None:
+        src_dir = Path(source_path).resolve().parent
+        for loc in _external_locations(model):
+            src_file, dst_file = src_dir / loc, out.parent.resolve() / loc
+            if src_file.resolve() == dst_file.resolve() or dst_file.exists():
+                continue
+            if not src_file.exists():
+                raise ValueError(f"external data file {src_file} referenced by the model is missing")
+            dst_file.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                os.link(src_file, dst_file)
+            except OSError:
+                shutil.copyfile(src_file, dst_file)
+    fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(model.SerializeToString())
+        os.replace(tmp, out)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise

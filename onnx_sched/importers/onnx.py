@@ -1,0 +1,436 @@
+"""ONNX model (file or ``ModelProto``) -> :class:`~onnx_sched.graph.Graph`.
+
+What becomes what:
+
+* every node that depends on a graph input is a compute **op**; nodes computed
+  only from initializers / ``Constant`` (e.g. ``ConstantOfShape`` of a constant
+  shape, the corpus's stripped weights) are **weight** producers: their outputs are
+  weight tensors and the exporter places them just before their first consumer;
+* control-flow nodes (If / Loop / Scan) are single ops whose inputs include the
+  outer-scope values their subgraphs read;
+* tensor sizes come from onnx shape inference, then ONNX Runtime's symbolic shape
+  inference, then OpenVINO's ONNX frontend; ``input_shapes`` / ``dims`` pin dynamic
+  dimensions.  Any size still unknown raises :class:`UnknownShapeError` naming the
+  tensors: sizes are never silently zero.
+
+Weight bytes are never read: files are loaded with ``load_external_data=False``,
+so models with external data and models over 2 GB import in memory proportional to
+their graph, not their weights.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import onnx
+from onnx import helper
+
+from onnx_sched.cost.flops import op_flops
+from onnx_sched.errors import ModelLoadError, UnknownOpError, UnknownShapeError
+from onnx_sched.graph import Csr, Graph, TensorKind
+
+__all__ = ["ImportedOnnx", "import_onnx", "load_model", "parse_dims", "parse_input_shapes"]
+
+_NONDETERMINISTIC = frozenset(
+    {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial", "Bernoulli"}
+)
+_CONTROL_FLOW = frozenset({"If", "Loop", "Scan"})
+
+
+@dataclass(frozen=True, eq=False)
+class ImportedOnnx:
+    """The graph plus what the exporter needs to write the model back.
+
+    ``op_node[i]`` is the index in ``model.graph.node`` of graph op ``i``;
+    ``weight_nodes`` are the node indices that only compute weights.
+    """
+
+    graph: Graph
+    model: onnx.ModelProto
+    op_node: np.ndarray
+    weight_nodes: tuple[int, ...]
+    path: Path | None = None
+    shape_sources: Mapping[str, int] = field(default_factory=dict)
+
+
+# ----------------------------------------------------------------- CLI parsing
+def parse_input_shapes(specs: list[str] | tuple[str, ...] | None) -> dict[str, tuple[int, ...]]:
+    """``["x=1x3x224x224"]`` -> ``{"x": (1, 3, 224, 224)}``."""
+    out: dict[str, tuple[int, ...]] = {}
+    for spec in specs or ():
+        name, sep, dims = spec.rpartition("=")
+        try:
+            if not sep or not name:
+                raise ValueError
+            out[name] = tuple(int(d) for d in dims.lower().split("x"))
+        except ValueError:
+            raise ValueError(f"--input-shape {spec!r}: expected NAME=D1xD2x..., e.g. input=1x3x224x224") from None
+    return out
+
+
+def parse_dims(specs: list[str] | tuple[str, ...] | None) -> dict[str, int]:
+    """``["batch=1"]`` -> ``{"batch": 1}``."""
+    out: dict[str, int] = {}
+    for spec in specs or ():
+        name, sep, value = spec.rpartition("=")
+        try:
+            if not sep or not name:
+                raise ValueError
+            out[name] = int(value)
+        except ValueError:
+            raise ValueError(f"--dim {spec!r}: expected NAME=VALUE, e.g. batch_size=1") from None
+    return out
+
+
+# ---------------------------------------------------------------------- loading
+def load_model(path: str | os.PathLike) -> onnx.ModelProto:
+    """Load an ONNX file without its external weight data, with one-line errors."""
+    p = Path(path)
+    if not p.exists():
+        raise ModelLoadError(f"{p}: no such file")
+    if p.is_dir():
+        raise ModelLoadError(f"{p}: is a directory, expected an .onnx file")
+    try:
+        model = onnx.load(str(p), load_external_data=False)
+    except Exception as exc:  # protobuf raises DecodeError and friends
+        raise ModelLoadError(f"{p}: not a readable ONNX model ({type(exc).__name__}: {_first_line(exc)})") from None
+    if not model.graph.node and not model.graph.output:
+        raise ModelLoadError(f"{p}: not an ONNX model (empty graph)")
+    return model
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0][:300] if text else type(exc).__name__
+
+
+def _check(model: onnx.ModelProto, where: str) -> None:
+    try:
+        onnx.checker.check_model(model)
+    except onnx.checker.ValidationError as exc:
+        msg = _first_line(exc)
+        if "No Op registered" in str(exc) or "No opset import" in str(exc):
+            raise UnknownOpError(f"{where}: unknown operator: {msg}") from None
+        if "topologically sorted" in str(exc):
+            raise ModelLoadError(f"{where}: graph has a cycle or is not topologically sorted: {msg}") from None
+        raise ModelLoadError(f"{where}: invalid ONNX model: {msg}") from None
+    except Exception as exc:  # noqa: BLE001 - checker may raise other errors on corrupt protos
+        raise ModelLoadError(f"{where}: invalid ONNX model: {_first_line(exc)}") from None
+
+
+# ------------------------------------------------------------------- shapes
+def _pin_inputs(model: onnx.ModelProto, input_shapes: Mapping[str, tuple[int, ...]], dims: Mapping[str, int]) -> onnx.ModelProto:
+    m = onnx.ModelProto()
+    m.CopyFrom(model)
+    names = {i.name for i in m.graph.input}
+    for name in input_shapes:
+        if name not in names:
+            raise ValueError(f"--input-shape {name}: the model has no input {name!r} (inputs: {sorted(names)})")
+    for inp in m.graph.input:
+        tt = inp.type.tensor_type
+        if not inp.type.HasField("tensor_type"):
+            continue
+        if inp.name in input_shapes:
+            shape = input_shapes[inp.name]
+            tt.ClearField("shape")
+            for d in shape:
+                tt.shape.dim.add().dim_value = int(d)
+            continue
+        for d in tt.shape.dim:
+            if d.HasField("dim_param") and d.dim_param in dims:
+                value = dims[d.dim_param]
+                d.Clear()
+                d.dim_value = value
+    # the value_info of the file may carry the old symbolic dims: drop them, re-infer
+    if input_shapes or dims:
+        del m.graph.value_info[:]
+    return m
+
+
+def _shape_of(t: onnx.TypeProto) -> tuple[int, ...] | None:
+    if not t.HasField("tensor_type") or not t.tensor_type.HasField("shape"):
+        return None
+    out = []
+    for d in t.tensor_type.shape.dim:
+        if not d.HasField("dim_value") or d.dim_value < 0:
+            return None
+        out.append(int(d.dim_value))
+    return tuple(out)
+
+
+def _collect_types(model: onnx.ModelProto) -> dict[str, tuple[int, tuple[int, ...] | None]]:
+    g = model.graph
+    out: dict[str, tuple[int, tuple[int, ...] | None]] = {}
+    for vi in list(g.input) + list(g.value_info) + list(g.output):
+        if vi.type.HasField("tensor_type"):
+            prev = out.get(vi.name)
+            shape = _shape_of(vi.type)
+            if prev is None or (prev[1] is None and shape is not None):
+                out[vi.name] = (vi.type.tensor_type.elem_type, shape)
+    for init in g.initializer:
+        out[init.name] = (init.data_type, tuple(int(d) for d in init.dims))
+    return out
+
+
+def _infer_onnx(model: onnx.ModelProto) -> dict:
+    try:
+        inferred = onnx.shape_inference.infer_shapes(model, check_type=False, strict_mode=False, data_prop=True)
+    except Exception:  # noqa: BLE001 - fall through to the other engines
+        return {}
+    return _collect_types(inferred)
+
+
+def _infer_ort_symbolic(model: onnx.ModelProto) -> dict:
+    try:
+        from onnxruntime.tools.symbolic_shape_infer import SymbolicShapeInference
+    except Exception:  # noqa: BLE001
+        return {}
+    try:
+        inferred = SymbolicShapeInference.infer_shapes(model, auto_merge=True, guess_output_rank=False)
+    except Exception:  # noqa: BLE001
+        return {}
+    return _collect_types(inferred) if inferred is not None else {}
+
+
+def _infer_openvino(model: onnx.ModelProto, path: Path | None) -> dict:
+    try:
+        import openvino as ov
+    except Exception:  # noqa: BLE001
+        return {}
+    try:
+        if path is not None and not model.graph.value_info:
+            ov_model = ov.Core().read_model(str(path))
+        else:
+            import tempfile
+
+            with tempfile.TemporaryDirectory() as tmp:
+                f = Path(tmp) / "m.onnx"
+                onnx.save(model, str(f))
+                ov_model = ov.Core().read_model(str(f))
+    except Exception:  # noqa: BLE001
+        return {}
+    out: dict = {}
+    from onnx.helper import np_dtype_to_tensor_dtype
+
+    for op in ov_model.get_ordered_ops():
+        for o in op.outputs():
+            ps = o.get_partial_shape()
+            if not ps.is_static:
+                continue
+            try:
+                elem = np_dtype_to_tensor_dtype(np.dtype(o.get_element_type().to_dtype()))
+            except Exception:  # noqa: BLE001
+                continue
+            for name in o.get_names():
+                out[name] = (elem, tuple(int(d) for d in ps.to_shape()))
+    return out
+
+
+def _itemsize(elem_type: int) -> int | None:
+    if elem_type in (onnx.TensorProto.STRING, onnx.TensorProto.UNDEFINED):
+        return None
+    try:
+        return int(np.dtype(helper.tensor_dtype_to_np_dtype(elem_type)).itemsize)
+    except Exception:  # noqa: BLE001 - 4-bit and exotic types
+        bits = {onnx.TensorProto.INT4: 4, onnx.TensorProto.UINT4: 4}.get(elem_type)
+        return None if bits is None else 1
+
+
+# ------------------------------------------------------------------ structure
+def _subgraph_reads(node: onnx.NodeProto) -> list[str]:
+    """Outer-scope names read by the subgraphs of a control-flow node (recursively)."""
+    reads: list[str] = []
+    for attr in node.attribute:
+        graphs = [attr.g] if attr.type == onnx.AttributeProto.GRAPH else list(attr.graphs)
+        for sub in graphs:
+            defined = {i.name for i in sub.input} | {i.name for i in sub.initializer}
+            for n in sub.node:
+                for name in list(n.input) + _subgraph_reads(n):
+                    if name and name not in defined and name not in reads:
+                        reads.append(name)
+                defined.update(o for o in n.output if o)
+    return reads
+
+
+def _attrs(node: onnx.NodeProto) -> dict:
+    out = {}
+    for a in node.attribute:
+        if a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS, onnx.AttributeProto.TENSOR):
+            continue
+        try:
+            out[a.name] = helper.get_attribute_value(a)
+        except Exception:  # noqa: BLE001
+            continue
+    return out
+
+
+def import_onnx(
+    source: str | os.PathLike | onnx.ModelProto,
+    input_shapes: Mapping[str, tuple[int, ...]] | None = None,
+    dims: Mapping[str, int] | None = None,
+    check: bool = True,
+) -> ImportedOnnx:
+    """Import an ONNX model for scheduling (see module docstring).
+
+    Raises :class:`ModelLoadError`, :class:`UnknownOpError` or
+    :class:`UnknownShapeError` with a one-line message on bad input.
+    """
+    path = None
+    if isinstance(source, onnx.ModelProto):
+        model = source
+        where = model.graph.name or "model"
+    else:
+        path = Path(source)
+        model = load_model(path)
+        where = str(path)
+    if check:
+        _check(model, where)
+    g = model.graph
+    pinned = _pin_inputs(model, input_shapes or {}, dims or {})
+
+    types = _collect_types(pinned)
+    sources: dict[str, int] = {}
+    needed = [o for n in g.node for o in n.output if o] + [i.name for i in g.input]
+
+    def missing() -> list[str]:
+        return [t for t in needed if t not in types or types[t][1] is None]
+
+    for engine, infer in (
+        ("onnx", lambda: _infer_onnx(pinned)),
+        ("ort-symbolic", lambda: _infer_ort_symbolic(pinned)),
+        ("openvino", lambda: _infer_openvino(pinned, path if not (input_shapes or dims) else None)),
+    ):
+        if not missing():
+            break
+        found = infer()
+        got = 0
+        for name in missing():
+            if name in found and found[name][1] is not None:
+                types[name] = found[name]
+                got += 1
+        sources[engine] = got
+
+    initializers = {i.name for i in g.initializer}
+    graph_inputs = [i.name for i in g.input if i.name not in initializers]
+    graph_outputs = [o.name for o in g.output]
+
+    # weights: initializers, Constant, and deterministic nodes fed only by weights
+    weight_names = set(initializers)
+    weight_nodes: list[int] = []
+    op_node: list[int] = []
+    for idx, node in enumerate(g.node):
+        ins = [x for x in list(node.input) + (_subgraph_reads(node) if node.op_type in _CONTROL_FLOW else []) if x]
+        is_weight = node.domain in ("", "ai.onnx") and (
+            node.op_type == "Constant"
+            or (ins and node.op_type not in _NONDETERMINISTIC and node.op_type not in _CONTROL_FLOW and all(x in weight_names for x in ins))
+        )
+        if is_weight:
+            weight_nodes.append(idx)
+            weight_names.update(o for o in node.output if o)
+        else:
+            op_node.append(idx)
+
+    # tensors: graph inputs, weights actually read by ops, op outputs
+    tensor_id: dict[str, int] = {}
+    names: list[str] = []
+    kinds: list[int] = []
+    producer: list[int] = []
+
+    def add_tensor(name: str, kind: TensorKind, prod: int) -> int:
+        tensor_id[name] = len(names)
+        names.append(name)
+        kinds.append(int(kind))
+        producer.append(prod)
+        return tensor_id[name]
+
+    for name in graph_inputs:
+        add_tensor(name, TensorKind.INPUT, -1)
+    op_in: list[list[int]] = []
+    op_out: list[list[int]] = []
+    out_set = set(graph_outputs)
+    for op, idx in enumerate(op_node):
+        node = g.node[idx]
+        reads = list(node.input) + (_subgraph_reads(node) if node.op_type in _CONTROL_FLOW else [])
+        row = []
+        for name in reads:
+            if not name:
+                continue
+            if name not in tensor_id:
+                if name in weight_names:
+                    add_tensor(name, TensorKind.WEIGHT, -1)
+                else:
+                    raise ModelLoadError(f"{where}: node {node.name or node.op_type!r} reads {name!r}, which nothing defines")
+            row.append(tensor_id[name])
+        op_in.append(row)
+        outs = []
+        for name in node.output:
+            if not name:
+                continue
+            if name in tensor_id:
+                raise ModelLoadError(f"{where}: tensor {name!r} is defined twice")
+            outs.append(add_tensor(name, TensorKind.OUTPUT if name in out_set else TensorKind.ACTIVATION, op))
+        op_out.append(outs)
+
+    unknown: list[str] = []
+    sizes = np.zeros(len(names), dtype=np.int64)
+    dtypes: list[str] = []
+    shapes: list[tuple[int, ...] | None] = []
+    for i, name in enumerate(names):
+        elem, shape = types.get(name, (0, None))
+        item = _itemsize(elem) if elem else None
+        dtypes.append(helper.tensor_dtype_to_string(elem).replace("TensorProto.", "").lower() if elem else "unknown")
+        shapes.append(shape)
+        if shape is None or item is None:
+            if kinds[i] != TensorKind.WEIGHT:
+                unknown.append(name)
+            sizes[i] = 0 if kinds[i] == TensorKind.WEIGHT else -1
+            continue
+        sizes[i] = int(np.prod(shape, dtype=np.int64)) * item
+    if unknown:
+        dyn = sorted({d.dim_param for i in g.input for d in i.type.tensor_type.shape.dim if d.dim_param})
+        hint = f"; pin dynamic dims with --dim ({', '.join(dyn)}) or --input-shape" if dyn else ""
+        shown = ", ".join(repr(u) for u in unknown[:5]) + (f" and {len(unknown) - 5} more" if len(unknown) > 5 else "")
+        raise UnknownShapeError(f"{where}: unknown size for {len(unknown)} tensors ({shown}){hint}")
+
+    op_types = tuple(g.node[i].op_type for i in op_node)
+    attrs = tuple(_attrs(g.node[i]) for i in op_node)
+    flops = np.zeros(len(op_node))
+    nbytes = np.zeros(len(op_node))
+    for op in range(len(op_node)):
+        in_shapes = [shapes[t] for t in op_in[op]]
+        out_shapes = [shapes[t] for t in op_out[op]]
+        flops[op] = op_flops(op_types[op], in_shapes, out_shapes, attrs[op])
+        nbytes[op] = float(sizes[op_in[op]].sum() + sizes[op_out[op]].sum())
+
+    graph = Graph(
+        name=path.stem if path else (g.name or "model"),
+        op_names=tuple(g.node[i].name or f"{g.node[i].op_type}_{i}" for i in op_node),
+        op_types=op_types,
+        op_inputs=Csr.from_lists(op_in),
+        op_outputs=Csr.from_lists(op_out),
+        tensor_names=tuple(names),
+        tensor_bytes=sizes,
+        tensor_kind=np.asarray(kinds, dtype=np.int8),
+        tensor_producer=np.asarray(producer, dtype=np.int64),
+        tensor_dtypes=tuple(dtypes),
+        tensor_shapes=tuple(shapes),
+        op_attrs=attrs,
+        op_flops=flops,
+        op_bytes=nbytes,
+        metadata={"source": "onnx", "ir_version": int(model.ir_version)},
+    )
+    from onnx_sched.dag import check_acyclic
+
+    check_acyclic(graph)
+    return ImportedOnnx(
+        graph=graph,
+        model=model,
+        op_node=np.asarray(op_node, dtype=np.int64),
+        weight_nodes=tuple(weight_nodes),
+        path=path,
+        shape_sources=sources,
+    )

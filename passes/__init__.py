@@ -1,0 +1,94 @@
+"""The passes: one module per method, each registered under a name and objective.
+
+Every pass has the same shape::
+
+    @register("dfs", objective="peak-mem")
+    def run(graph: Graph, ctx: PassContext) -> Schedule: ...
+
+``PassContext`` carries the time limit, a seeded ``numpy.random.Generator``, the
+memory model (``inplace``), method options (``beam_width``, ``samples`` ...) and
+objective-specific problem data (``machines`` for makespan).  The CLI's
+``--method`` and the ``auto`` portfolio find passes through :func:`get_pass`.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from onnx_sched.graph import Graph
+from onnx_sched.schedule import Schedule
+
+__all__ = ["OBJECTIVES", "PassContext", "PassFn", "available", "get_pass", "register"]
+
+OBJECTIVES = ("peak-mem", "makespan", "latency")
+
+
+@dataclass(frozen=True)
+class PassContext:
+    """Everything a pass may use besides the graph."""
+
+    time_limit: float = 10.0
+    seed: int = 0
+    inplace: bool = False
+    options: Mapping[str, Any] = field(default_factory=dict)
+    problem: Any = None  # objective-specific data, e.g. a makespan Problem
+
+    def rng(self) -> np.random.Generator:
+        return np.random.default_rng(self.seed)
+
+    def option(self, name: str, default: Any) -> Any:
+        value = self.options.get(name)
+        return default if value is None else value
+
+
+PassFn = Callable[[Graph, PassContext], Schedule]
+_REGISTRY: dict[tuple[str, str], PassFn] = {}
+_LOADED = False
+
+
+def register(name: str, objective: str) -> Callable[[PassFn], PassFn]:
+    """Register a pass under ``(objective, name)``."""
+    if objective not in OBJECTIVES:
+        raise ValueError(f"unknown objective {objective!r}; expected one of {OBJECTIVES}")
+
+    def deco(fn: PassFn) -> PassFn:
+        key = (objective, name)
+        if key in _REGISTRY and _REGISTRY[key] is not fn:
+            raise ValueError(f"pass {name!r} for {objective!r} registered twice")
+        _REGISTRY[key] = fn
+        return fn
+
+    return deco
+
+
+def _load_all() -> None:
+    global _LOADED
+    if _LOADED:
+        return
+    for mod in pkgutil.iter_modules(__path__):
+        if not mod.name.startswith("_"):
+            importlib.import_module(f"{__name__}.{mod.name}")
+    _LOADED = True
+
+
+def available(objective: str) -> list[str]:
+    """Names of the passes registered for ``objective``."""
+    _load_all()
+    return sorted(name for (obj, name) in _REGISTRY if obj == objective)
+
+
+def get_pass(name: str, objective: str) -> PassFn:
+    """The pass registered as ``name`` for ``objective``; ``ValueError`` lists the choices."""
+    _load_all()
+    try:
+        return _REGISTRY[(objective, name)]
+    except KeyError:
+        raise ValueError(
+            f"no method {name!r} for objective {objective!r}; choose from {', '.join(available(objective))}"
+        ) from None

@@ -1,0 +1,82 @@
+"""Shared test helpers: small ONNX models built in memory, corpus paths, ORT runs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper
+
+CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus"
+if not CORPUS.exists():
+    CORPUS = Path("/work/shared/corpus")
+CORPUS_ONNX = sorted((CORPUS / "onnx").glob("*.onnx"))
+LIGHT_DIR = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
+LIGHT_ONNX = sorted(LIGHT_DIR.glob("*.onnx"))
+
+
+def branchy_model(branches: int = 3, n: int = 256, ir_version: int = 10) -> onnx.ModelProto:
+    """x -> [Relu -> Sigmoid -> Neg] x branches -> Sum.  Breadth-first file order
+    (all first ops, then all second ops...), so depth-first orders need less memory."""
+    nodes = []
+    stages = ["Relu", "Sigmoid", "Neg"]
+    for s, op in enumerate(stages):
+        for b in range(branches):
+            src = "x" if s == 0 else f"b{b}_{s - 1}"
+            nodes.append(helper.make_node(op, [src], [f"b{b}_{s}"], name=f"{op}_{b}"))
+    nodes.append(helper.make_node("Sum", [f"b{b}_{len(stages) - 1}" for b in range(branches)], ["y"], name="sum"))
+    graph = helper.make_graph(
+        nodes,
+        "branchy",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [n, n])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [n, n])],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = ir_version
+    return model
+
+
+def random_feeds(session: ort.InferenceSession, seed: int = 0) -> dict[str, np.ndarray]:
+    """Seeded inputs: floats ~N(0,1), integers in {0, 1} (valid ids and masks), bools."""
+    rng = np.random.default_rng(seed)
+    feeds = {}
+    for inp in session.get_inputs():
+        shape = [d if isinstance(d, int) and d > 0 else 1 for d in inp.shape]
+        t = inp.type
+        if "float16" in t:
+            feeds[inp.name] = rng.standard_normal(shape).astype(np.float16)
+        elif "double" in t:
+            feeds[inp.name] = rng.standard_normal(shape)
+        elif "float" in t:
+            feeds[inp.name] = rng.standard_normal(shape).astype(np.float32)
+        elif "bool" in t:
+            feeds[inp.name] = rng.integers(0, 2, shape).astype(bool)
+        elif "int32" in t:
+            feeds[inp.name] = rng.integers(0, 2, shape).astype(np.int32)
+        else:
+            feeds[inp.name] = rng.integers(0, 2, shape).astype(np.int64)
+    return feeds
+
+
+def run_ort(model: onnx.ModelProto | str | Path, seed: int = 0) -> list[np.ndarray]:
+    data = model.SerializeToString() if isinstance(model, onnx.ModelProto) else str(model)
+    so = ort.SessionOptions()
+    so.execution_order = ort.ExecutionOrder.PRIORITY_BASED
+    so.log_severity_level = 3
+    session = ort.InferenceSession(data, so, providers=["CPUExecutionProvider"])
+    return session.run(None, random_feeds(session, seed))
+
+
+def assert_bitwise_equal(a: list[np.ndarray], b: list[np.ndarray]) -> None:
+    assert len(a) == len(b)
+    for x, y in zip(a, b):
+        assert x.dtype == y.dtype and x.shape == y.shape
+        assert np.array_equal(x, y, equal_nan=True) if x.dtype.kind in "fc" else np.array_equal(x, y)
+
+
+@pytest.fixture
+def branchy() -> onnx.ModelProto:
+    return branchy_model()

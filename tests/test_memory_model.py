@@ -1,0 +1,103 @@
+"""The peak-memory model on graphs whose peaks are worked out by hand."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from onnx_sched.cost.memory import MemoryState, lower_bound, peak_memory, profile
+from onnx_sched.dag import CycleError, is_topological_order, kahn_order
+from onnx_sched.graph import Csr, Graph, TensorKind
+
+
+def fork_join() -> Graph:
+    # 0 -> (1 -> 2), (3 -> 4); 2, 4 -> 5.  Big heads (1, 3), small tails (2, 4).
+    return Graph.from_edges(6, [(0, 1), (1, 2), (0, 3), (3, 4), (2, 5), (4, 5)], output_bytes=[1, 10, 1, 10, 1, 1])
+
+
+def test_chain_peak_is_largest_adjacent_pair():
+    g = Graph.from_edges(3, [(0, 1), (1, 2)], output_bytes=[4, 2, 1])
+    # step0: 4, step1: 4+2 (then free 4), step2: 2+1 (sink freed after)
+    assert profile(g, [0, 1, 2]).step.tolist() == [4, 6, 3]
+    assert peak_memory(g, [0, 1, 2]) == 6
+
+
+def test_fork_join_depth_first_beats_breadth_first():
+    g = fork_join()
+    depth = [0, 1, 2, 3, 4, 5]  # 1,10 ->11 ; after 1 done: 1+10+1=12 then free10 ->2 ; 2+10=12 ...
+    breadth = [0, 1, 3, 2, 4, 5]  # 1+10+10 = 21 at step of op 3
+    assert peak_memory(g, depth) == 12
+    assert peak_memory(g, breadth) == 21
+    best = min(peak_memory(g, list(p)) for p in itertools.permutations(range(6)) if is_topological_order(g, p))
+    assert best == 12
+    assert lower_bound(g) <= best
+
+
+def test_param_bytes_count_only_during_their_step():
+    g = Graph.from_edges(2, [(0, 1)], output_bytes=[3, 3], param_bytes=[100, 0])
+    assert profile(g, [0, 1]).step.tolist() == [103, 6]
+
+
+def test_multi_output_op_and_shared_consumer():
+    # op0 -> (t0: 8, t1: 2); op1 reads t0 and t1, op2 reads t1 only.
+    g = Graph(
+        name="multi",
+        op_names=("a", "b", "c"),
+        op_types=("Split", "Add", "Relu"),
+        op_inputs=Csr.from_lists([[], [0, 1], [1]]),
+        op_outputs=Csr.from_lists([[0, 1], [2], [3]]),
+        tensor_names=("t0", "t1", "t2", "t3"),
+        tensor_bytes=[8, 2, 8, 2],
+        tensor_kind=[TensorKind.ACTIVATION] * 2 + [TensorKind.OUTPUT] * 2,
+        tensor_producer=[0, 0, 1, 2],
+    )
+    # order a,b,c: a=10; b: 10+8=18, frees t0 -> 10 ; c: 10+2 = 12, frees t1 -> 10
+    assert profile(g, [0, 1, 2]).step.tolist() == [10, 18, 12]
+    # order a,c,b: a=10; c: 12 (t1 still needed by b); b: 12+8=20
+    assert peak_memory(g, [0, 2, 1]) == 20
+    # graph outputs are kept to the end: the bound counts both
+    assert lower_bound(g) >= 10
+
+
+def test_graph_inputs_live_from_start_and_weights_are_free():
+    g = Graph(
+        name="io",
+        op_names=("mm",),
+        op_types=("MatMul",),
+        op_inputs=Csr.from_lists([[0, 1]]),
+        op_outputs=Csr.from_lists([[2]]),
+        tensor_names=("x", "w", "y"),
+        tensor_bytes=[5, 1000, 7],
+        tensor_kind=[TensorKind.INPUT, TensorKind.WEIGHT, TensorKind.OUTPUT],
+        tensor_producer=[-1, -1, 0],
+    )
+    assert profile(g, [0]).base == 5
+    assert peak_memory(g, [0]) == 12
+    assert lower_bound(g) == 12
+
+
+def test_inplace_reuses_a_dying_input_of_the_same_size():
+    g = Graph.from_edges(3, [(0, 1), (1, 2)], output_bytes=[4, 4, 4], op_types=["Conv", "Relu", "Sigmoid"])
+    assert peak_memory(g, [0, 1, 2]) == 8
+    assert peak_memory(g, [0, 1, 2], inplace=True) == 4
+    # an input that is still needed elsewhere cannot be reused
+    g2 = Graph.from_edges(3, [(0, 1), (0, 2), (1, 2)], output_bytes=[4, 4, 4], op_types=["Conv", "Relu", "Add"])
+    assert profile(g2, [0, 1, 2], inplace=True).step.tolist() == [4, 8, 8]
+
+
+def test_incremental_state_matches_profile():
+    rng = np.random.default_rng(1)
+    edges = [(i, j) for i in range(12) for j in range(i + 1, 12) if rng.random() < 0.25]
+    g = Graph.from_edges(12, edges, output_bytes=rng.integers(1, 50, 12), param_bytes=rng.integers(0, 5, 12))
+    order = kahn_order(g, rng.random(12))
+    state = MemoryState(g)
+    steps = [state.step(int(op)) for op in order]
+    assert steps == profile(g, order).step.tolist()
+    assert state.peak == peak_memory(g, order)
+
+
+def test_cycle_is_reported():
+    with pytest.raises(CycleError, match="cycle"):
+        Graph.from_edges(3, [(0, 1), (1, 2), (2, 0)], output_bytes=[1, 1, 1])
