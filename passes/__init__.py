@@ -49,6 +49,7 @@ class PassContext:
 
 PassFn = Callable[[Graph, PassContext], Schedule]
 _REGISTRY: dict[tuple[str, str], PassFn] = {}
+_FAILED: dict[str, str] = {}  # module -> why it could not be imported
 _LOADED = False
 
 
@@ -73,7 +74,10 @@ def _load_all() -> None:
         return
     for mod in pkgutil.iter_modules(__path__):
         if not mod.name.startswith("_"):
-            importlib.import_module(f"{__name__}.{mod.name}")
+            try:
+                importlib.import_module(f"{__name__}.{mod.name}")
+            except ImportError as exc:  # an optional dependency is missing: keep the other passes
+                _FAILED[mod.name] = f"{type(exc).__name__}: {exc}"
     _LOADED = True
 
 
@@ -89,6 +93,7 @@ def get_pass(name: str, objective: str) -> PassFn:
     try:
         return _REGISTRY[(objective, name)]
     except KeyError:
+        why = "".join(f"; module {m!r} failed to load ({e})" for m, e in _FAILED.items())
         raise ValueError(
-            f"no method {name!r} for objective {objective!r}; choose from {', '.join(available(objective))}"
+            f"no method {name!r} for objective {objective!r}; choose from {', '.join(available(objective))}{why}"
         ) from None

@@ -19,20 +19,24 @@ LIGHT_ONNX = sorted(LIGHT_DIR.glob("*.onnx"))
 
 
 def branchy_model(branches: int = 3, n: int = 256, ir_version: int = 10) -> onnx.ModelProto:
-    """x -> [Relu -> Sigmoid -> Neg] x branches -> Sum.  Breadth-first file order
-    (all first ops, then all second ops...), so depth-first orders need less memory."""
+    """x -> [Relu -> Sigmoid -> ReduceMean] x branches -> Sum of the small means.
+
+    Nodes are in breadth-first file order (all first ops, then all second ops...),
+    which keeps every branch's big tensor live at once; depth-first orders keep one.
+    """
     nodes = []
-    stages = ["Relu", "Sigmoid", "Neg"]
+    stages = ["Relu", "Sigmoid", "ReduceMean"]
     for s, op in enumerate(stages):
         for b in range(branches):
             src = "x" if s == 0 else f"b{b}_{s - 1}"
-            nodes.append(helper.make_node(op, [src], [f"b{b}_{s}"], name=f"{op}_{b}"))
+            kwargs = {"keepdims": 1} if op == "ReduceMean" else {}
+            nodes.append(helper.make_node(op, [src], [f"b{b}_{s}"], name=f"{op}_{b}", **kwargs))
     nodes.append(helper.make_node("Sum", [f"b{b}_{len(stages) - 1}" for b in range(branches)], ["y"], name="sum"))
     graph = helper.make_graph(
         nodes,
         "branchy",
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, [n, n])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [n, n])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 1])],
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = ir_version

@@ -108,9 +108,10 @@ def _first_line(exc: BaseException) -> str:
     return text.splitlines()[0][:300] if text else type(exc).__name__
 
 
-def _check(model: onnx.ModelProto, where: str) -> None:
+def _check(model: onnx.ModelProto | Path, where: str) -> None:
+    """onnx.checker, given the path for files so external data resolves next to the model."""
     try:
-        onnx.checker.check_model(model)
+        onnx.checker.check_model(str(model) if isinstance(model, Path) else model)
     except onnx.checker.ValidationError as exc:
         msg = _first_line(exc)
         if "No Op registered" in str(exc) or "No opset import" in str(exc):
@@ -240,6 +241,21 @@ def _itemsize(elem_type: int) -> int | None:
         return None if bits is None else 1
 
 
+def _default_opset(model: onnx.ModelProto) -> int:
+    return next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 1)
+
+
+def _fill_known_rules(g: onnx.GraphProto, types: dict, opset: int) -> None:
+    """Shapes that inference engines leave out but the op's definition fixes,
+    e.g. the mask of ``Dropout`` (same shape as its input; bool from opset 10)."""
+    for node in g.node:
+        if node.op_type == "Dropout" and len(node.output) > 1 and node.output[1]:
+            mask, src = node.output[1], node.input[0]
+            if (mask not in types or types[mask][1] is None) and src in types and types[src][1] is not None:
+                elem = onnx.TensorProto.BOOL if opset >= 10 else types[src][0]
+                types[mask] = (elem, types[src][1])
+
+
 # ------------------------------------------------------------------ structure
 def _subgraph_reads(node: onnx.NodeProto) -> list[str]:
     """Outer-scope names read by the subgraphs of a control-flow node (recursively)."""
@@ -288,7 +304,7 @@ def import_onnx(
         model = load_model(path)
         where = str(path)
     if check:
-        _check(model, where)
+        _check(path if path is not None else model, where)
     g = model.graph
     pinned = _pin_inputs(model, input_shapes or {}, dims or {})
 
@@ -313,6 +329,8 @@ def import_onnx(
                 types[name] = found[name]
                 got += 1
         sources[engine] = got
+
+    _fill_known_rules(g, types, opset=_default_opset(model))
 
     initializers = {i.name for i in g.initializer}
     graph_inputs = [i.name for i in g.input if i.name not in initializers]

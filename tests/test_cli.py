@@ -1,0 +1,111 @@
+"""The console script end to end: good runs and one-line errors on bad input."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import onnx
+import pytest
+from onnx import TensorProto, helper
+
+from conftest import assert_bitwise_equal, branchy_model, run_ort
+
+EXE = [sys.executable, "-m", "onnx_sched.cli.__main__"]
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([*EXE, *args], capture_output=True, text=True, timeout=300)
+
+
+def _save(model: onnx.ModelProto, path: Path) -> Path:
+    onnx.save(model, str(path))
+    return path
+
+
+def test_optimize_writes_model_report_and_plot(tmp_path):
+    src = _save(branchy_model(n=128), tmp_path / "branchy.onnx")
+    out, report, plot = tmp_path / "out.onnx", tmp_path / "r.json", tmp_path / "mem.png"
+    res = run_cli("optimize", str(src), "-o", str(out), "--objective", "peak-mem", "--method", "dfs",
+                  "--report", str(report), "--plot", str(plot))
+    assert res.returncode == 0, res.stderr
+    assert "Peak memory" in res.stdout
+    r = json.loads(report.read_text())
+    assert {"objective", "method", "peak_bytes", "optimal", "seconds"} <= set(r)
+    assert r["peak_bytes"]["output"] < r["peak_bytes"]["input"]
+    assert r["peak_bytes"]["lower_bound"] <= r["peak_bytes"]["output"]
+    assert plot.stat().st_size > 1000
+    out_model = onnx.load(str(out))
+    onnx.checker.check_model(out_model)
+    assert_bitwise_equal(run_ort(src), run_ort(out_model))
+
+
+def test_inspect_prints_statistics(tmp_path):
+    src = _save(branchy_model(n=16), tmp_path / "m.onnx")
+    res = run_cli("inspect", str(src), "--json", str(tmp_path / "s.json"))
+    assert res.returncode == 0, res.stderr
+    stats = json.loads((tmp_path / "s.json").read_text())
+    assert stats["ops"] == 10 and stats["file_order_peak_bytes"] >= stats["lower_bound_bytes"]
+
+
+def _bad_models(tmp_path: Path) -> dict[str, tuple[Path, str]]:
+    good = _save(branchy_model(n=16), tmp_path / "good.onnx")
+    not_onnx = tmp_path / "notes.onnx"
+    not_onnx.write_text("hello, I am a text file\n" * 10)
+    truncated = tmp_path / "truncated.onnx"
+    truncated.write_bytes(good.read_bytes()[: len(good.read_bytes()) // 2])
+    vi = helper.make_tensor_value_info
+    cyc = helper.make_model(helper.make_graph(
+        [helper.make_node("Add", ["x", "b"], ["a"]), helper.make_node("Relu", ["a"], ["b"])], "c",
+        [vi("x", TensorProto.FLOAT, [4])], [vi("b", TensorProto.FLOAT, [4])]), opset_imports=[helper.make_opsetid("", 17)])
+    cyc.ir_version = 10
+    unknown_op = helper.make_model(helper.make_graph(
+        [helper.make_node("FrobnicateTensor", ["x"], ["y"])], "u",
+        [vi("x", TensorProto.FLOAT, [4])], [vi("y", TensorProto.FLOAT, [4])]), opset_imports=[helper.make_opsetid("", 17)])
+    unknown_op.ir_version = 10
+    dyn = helper.make_model(helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["y"])], "d",
+        [vi("x", TensorProto.FLOAT, ["n", 4])], [vi("y", TensorProto.FLOAT, ["n", 4])]), opset_imports=[helper.make_opsetid("", 17)])
+    dyn.ir_version = 10
+    return {
+        "not_onnx": (not_onnx, "not a readable ONNX model"),
+        "truncated": (truncated, "ONNX"),
+        "cycle": (_save(cyc, tmp_path / "cycle.onnx"), "cycle"),
+        "missing": (tmp_path / "missing.onnx", "no such file"),
+        "unknown_op": (_save(unknown_op, tmp_path / "unknown_op.onnx"), "unknown operator"),
+        "unknown_shapes": (_save(dyn, tmp_path / "dyn.onnx"), "--dim"),
+    }
+
+
+@pytest.mark.parametrize("case", ["not_onnx", "truncated", "cycle", "missing", "unknown_op", "unknown_shapes"])
+def test_bad_input_gives_one_line_and_nonzero_exit(tmp_path, case):
+    path, expected = _bad_models(tmp_path)[case]
+    res = run_cli("optimize", str(path), "-o", str(tmp_path / "out.onnx"))
+    assert res.returncode != 0
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1, res.stderr
+    assert "Traceback" not in res.stderr
+    assert expected in lines[0]
+    assert not (tmp_path / "out.onnx").exists()
+
+
+def test_output_equal_to_input_is_refused_and_input_untouched(tmp_path):
+    src = _save(branchy_model(n=16), tmp_path / "m.onnx")
+    before = src.read_bytes()
+    res = run_cli("optimize", str(src), "-o", str(src), "--method", "dfs")
+    assert res.returncode != 0 and len(res.stderr.strip().splitlines()) == 1
+    assert "input model" in res.stderr
+    assert src.read_bytes() == before
+
+
+def test_dim_option_makes_dynamic_model_work(tmp_path):
+    vi = helper.make_tensor_value_info
+    dyn = helper.make_model(helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["y"])], "d",
+        [vi("x", TensorProto.FLOAT, ["n", 4])], [vi("y", TensorProto.FLOAT, ["n", 4])]), opset_imports=[helper.make_opsetid("", 17)])
+    dyn.ir_version = 10
+    src = _save(dyn, tmp_path / "dyn.onnx")
+    res = run_cli("optimize", str(src), "-o", str(tmp_path / "o.onnx"), "--dim", "n=2", "--method", "dfs")
+    assert res.returncode == 0, res.stderr

@@ -1,0 +1,178 @@
+"""ONNX importer and exporter on models built in memory and on real files."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from conftest import LIGHT_ONNX, assert_bitwise_equal, branchy_model, run_ort
+from onnx_sched.api import optimize_model
+from onnx_sched.cost.memory import peak_memory
+from onnx_sched.errors import ModelLoadError, UnknownOpError, UnknownShapeError
+from onnx_sched.exporters.onnx import DEVICE_KEY, export_onnx, save_model_atomic
+from onnx_sched.graph import TensorKind
+from onnx_sched.importers.onnx import import_onnx, parse_dims, parse_input_shapes
+from onnx_sched.schedule import Schedule
+
+
+def _model(nodes, inputs, outputs, initializers=(), ir_version=10, opset=17):
+    graph = helper.make_graph(nodes, "g", inputs, outputs, initializer=list(initializers))
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    m.ir_version = ir_version
+    return m
+
+
+def test_branchy_model_sizes_and_kinds():
+    imp = import_onnx(branchy_model(n=64))
+    g = imp.graph
+    assert g.n_ops == 10
+    x = g.tensor_names.index("x")
+    y = g.tensor_names.index("y")
+    assert g.tensor_kind[x] == TensorKind.INPUT and g.tensor_kind[y] == TensorKind.OUTPUT
+    big = 64 * 64 * 4
+    assert g.tensor_bytes[x] == big and g.tensor_bytes[y] == 4
+    # breadth-first file order: x + 3 Relu outputs + 1 Sigmoid output at the peak
+    assert peak_memory(g, np.arange(10)) == 5 * big
+    depth_first = [0, 3, 6, 1, 4, 7, 2, 5, 8, 9]
+    assert peak_memory(g, depth_first) == 3 * big + 2 * 4  # x, Relu, Sigmoid + two earlier means
+
+
+def test_weight_nodes_are_folded_into_weights():
+    shape = numpy_helper.from_array(np.array([4, 4], dtype=np.int64), "w__SHAPE")
+    nodes = [
+        helper.make_node("ConstantOfShape", ["w__SHAPE"], ["w"], value=helper.make_tensor("v", TensorProto.FLOAT, [1], [0.5])),
+        helper.make_node("Transpose", ["w"], ["wt"]),
+        helper.make_node("MatMul", ["x", "wt"], ["y"]),
+    ]
+    m = _model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4])],
+               [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4])], [shape])
+    imp = import_onnx(m)
+    assert imp.graph.op_types == ("MatMul",)
+    assert imp.weight_nodes == (0, 1)
+    wt = imp.graph.tensor_names.index("wt")
+    assert imp.graph.tensor_kind[wt] == TensorKind.WEIGHT
+    out = export_onnx(imp, Schedule(order=[0], method="file"))
+    onnx.checker.check_model(out)
+    assert [n.op_type for n in out.graph.node] == ["ConstantOfShape", "Transpose", "MatMul"]
+    assert_bitwise_equal(run_ort(m), run_ort(out))
+
+
+def test_control_flow_reads_outer_scope_values():
+    then_g = helper.make_graph([helper.make_node("Relu", ["a"], ["t"])], "then", [],
+                               [helper.make_tensor_value_info("t", TensorProto.FLOAT, [8])])
+    else_g = helper.make_graph([helper.make_node("Neg", ["b"], ["e"])], "else", [],
+                               [helper.make_tensor_value_info("e", TensorProto.FLOAT, [8])])
+    nodes = [
+        helper.make_node("Sigmoid", ["x"], ["a"]),
+        helper.make_node("Tanh", ["x"], ["b"]),
+        helper.make_node("ReduceSum", ["x"], ["s"], keepdims=0),
+        helper.make_node("Greater", ["s", "zero"], ["c"]),
+        helper.make_node("If", ["c"], ["y"], then_branch=then_g, else_branch=else_g),
+    ]
+    zero = numpy_helper.from_array(np.array(0, dtype=np.float32), "zero")
+    m = _model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [8])],
+               [helper.make_tensor_value_info("y", TensorProto.FLOAT, [8])], [zero])
+    g = import_onnx(m).graph
+    if_op = g.op_types.index("If")
+    preds = {g.op_types[p] for p in g.preds(if_op)}
+    assert preds == {"Sigmoid", "Tanh", "Greater"}
+
+
+def test_dynamic_dims_need_values():
+    m = _model([helper.make_node("Relu", ["x"], ["y"])],
+               [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 16])],
+               [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 16])])
+    with pytest.raises(UnknownShapeError, match="--dim"):
+        import_onnx(m)
+    assert import_onnx(m, dims=parse_dims(["batch=3"])).graph.tensor_bytes.tolist() == [3 * 16 * 4] * 2
+    assert import_onnx(m, input_shapes=parse_input_shapes(["x=5x16"])).graph.tensor_bytes.tolist() == [5 * 16 * 4] * 2
+    with pytest.raises(ValueError, match="NAME=VALUE"):
+        parse_dims(["batch"])
+
+
+def test_unknown_op_and_cycle_and_garbage(tmp_path):
+    m = _model([helper.make_node("NoSuchOp", ["x"], ["y"])],
+               [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])],
+               [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])])
+    with pytest.raises(UnknownOpError):
+        import_onnx(m)
+    cyc = _model([helper.make_node("Add", ["x", "b"], ["a"]), helper.make_node("Relu", ["a"], ["b"])],
+                 [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])],
+                 [helper.make_tensor_value_info("b", TensorProto.FLOAT, [4])])
+    with pytest.raises(ModelLoadError, match="cycle"):
+        import_onnx(cyc)
+    bad = tmp_path / "bad.onnx"
+    bad.write_bytes(b"this is not a protobuf at all \xff\xfe")
+    with pytest.raises(ModelLoadError):
+        import_onnx(bad)
+    with pytest.raises(ModelLoadError, match="no such file"):
+        import_onnx(tmp_path / "missing.onnx")
+
+
+def test_external_data_over_2gb_is_not_read(tmp_path):
+    """A 3 GB external weight (sparse file) imports and exports without being read."""
+    n = 3 * 2**30 // 4
+    w = onnx.TensorProto(name="w", data_type=TensorProto.FLOAT, dims=[n])
+    w.data_location = TensorProto.EXTERNAL
+    for k, v in (("location", "weights.bin"), ("offset", "0"), ("length", str(n * 4))):
+        w.external_data.add(key=k, value=v)
+    nodes = [helper.make_node("Relu", ["x"], ["a"]), helper.make_node("Neg", ["x"], ["b"]),
+             helper.make_node("ReduceSum", ["w"], ["s"], keepdims=1), helper.make_node("Add", ["a", "b"], ["c"]),
+             helper.make_node("Add", ["c", "s"], ["y"])]
+    m = _model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])],
+               [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])], [w])
+    src = tmp_path / "src"
+    src.mkdir()
+    with open(src / "weights.bin", "wb") as f:
+        f.truncate(n * 4)  # sparse: no disk blocks, never read
+    onnx.save(m, str(src / "big.onnx"))
+    imp = import_onnx(src / "big.onnx")
+    assert imp.graph.n_ops == 4 and imp.weight_nodes == (2,)  # ReduceSum(w) only reads weights
+    res = optimize_model(src / "big.onnx", method="bfs", time_limit=1)
+    out_dir = tmp_path / "out"
+    save_model_atomic(res.model, out_dir / "big.sched.onnx", source_path=src / "big.onnx")
+    assert (out_dir / "weights.bin").exists()
+    assert os.stat(out_dir / "weights.bin").st_ino == os.stat(src / "weights.bin").st_ino  # hard link, not a copy
+    reread = onnx.load(str(out_dir / "big.sched.onnx"), load_external_data=False)
+    assert reread.graph.initializer[0].data_location == TensorProto.EXTERNAL
+
+
+def test_export_keeps_everything_but_order_and_adds_metadata(tmp_path):
+    m = branchy_model(n=32)
+    m.doc_string = "keep me"
+    m.metadata_props.add(key="author", value="test")
+    res = optimize_model(m, method="dfs", time_limit=1)
+    out = res.model
+    onnx.checker.check_model(out)
+    assert out.ir_version == m.ir_version and out.doc_string == "keep me"
+    props = {p.key: p.value for p in out.metadata_props}
+    assert props["author"] == "test"
+    assert props["onnx_sched.objective"] == "peak-mem"
+    assert int(props["onnx_sched.predicted_peak_bytes"]) < int(props["onnx_sched.input_peak_bytes"])
+    assert sorted(n.name for n in out.graph.node) == sorted(n.name for n in m.graph.node)
+    assert_bitwise_equal(run_ort(m), run_ort(out))
+    with pytest.raises(ValueError, match="input model"):
+        p = tmp_path / "m.onnx"
+        onnx.save(m, str(p))
+        save_model_atomic(out, p, source_path=p)
+
+
+def test_placement_is_written_as_node_metadata():
+    imp = import_onnx(branchy_model(n=8))
+    n = imp.graph.n_ops
+    out = export_onnx(imp, Schedule(order=np.arange(n), method="x", placement=np.arange(n) % 2), device_names=["CPU", "GPU"])
+    devices = [p.value for node in out.graph.node for p in node.metadata_props if p.key == DEVICE_KEY]
+    assert devices == ["CPU", "GPU"] * (n // 2)
+    onnx.checker.check_model(out)
+
+
+@pytest.mark.parametrize("path", LIGHT_ONNX, ids=lambda p: p.stem)
+def test_onnx_light_models_round_trip(path):
+    res = optimize_model(path, method="auto", time_limit=2)
+    onnx.checker.check_model(res.model)
+    assert res.report["peak_bytes"]["output"] <= res.report["peak_bytes"]["input"]
+    assert_bitwise_equal(run_ort(onnx.load(str(path))), run_ort(res.model))
