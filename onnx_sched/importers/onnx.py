@@ -190,8 +190,13 @@ def _infer_ort_symbolic(model: onnx.ModelProto) -> dict:
         from onnxruntime.tools.symbolic_shape_infer import SymbolicShapeInference
     except Exception:  # noqa: BLE001
         return {}
+    import contextlib
+    import tempfile
+
     try:
-        inferred = SymbolicShapeInference.infer_shapes(model, auto_merge=True, guess_output_rank=False)
+        # it writes a scratch file into the working directory: keep that out of the user's folder
+        with tempfile.TemporaryDirectory() as tmp, contextlib.chdir(tmp):
+            inferred = SymbolicShapeInference.infer_shapes(model, auto_merge=True, guess_output_rank=False)
     except Exception:  # noqa: BLE001
         return {}
     return _collect_types(inferred) if inferred is not None else {}

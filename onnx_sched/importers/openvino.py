@@ -1,0 +1,254 @@
+"""OpenVINO IR (``.xml``/``.bin``) or in-memory ``ov.Model`` → :class:`~onnx_sched.graph.Graph`.
+
+Ops are the compute nodes: everything except ``Parameter``, ``Result``,
+``Constant`` and nodes computed only from constants (the corpus's
+``Broadcast(0, shape)`` ``/stripped_weight`` nodes, ``Convert`` of a constant,
+...).  Those constant subgraphs are folded into weight tensors sized by their
+*result* (what a runtime materializes), because a schedule never decides when a
+weight exists.  Tensors are op outputs sized from static shapes and element
+types; ``Parameter`` outputs are graph inputs and the inputs of ``Result`` nodes
+are graph outputs.  Op types are ``node.get_type_name()``.
+
+OpenVINO is an optional dependency: importing this module works without it,
+calling :func:`import_openvino` raises a clear error.
+
+Example:
+    >>> imp = import_openvino("model.xml")          # doctest: +SKIP
+    >>> imp.graph.n_ops, imp.op_index[0]            # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from math import prod
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from onnx_sched.cost.flops import op_flops
+from onnx_sched.errors import ModelLoadError, OnnxSchedError, UnknownShapeError
+from onnx_sched.graph import Csr, Graph, TensorKind
+
+__all__ = ["ImportedOpenVINO", "import_openvino"]
+
+# Never folded into weights even when all inputs are constant: state and randomness.
+_NOT_FOLDABLE = frozenset({"ReadValue", "Assign", "RandomUniform", "Multinomial", "Parameter", "Result"})
+# OpenVINO type -> ONNX-like name understood by :func:`op_flops` (shape layouts match).
+_FLOP_ALIASES = {
+    "Convolution": "Conv",
+    "AvgPool": "AveragePool",
+    "MVN": "LayerNormalization",
+    "SoftMax": "Softmax",
+    "NormalizeL2": "LayerNormalization",
+}
+
+
+@dataclass(frozen=True, eq=False)
+class ImportedOpenVINO:
+    """The graph plus the model it came from.
+
+    ``op_index[i]`` is the friendly name of the OpenVINO node that is graph op ``i``
+    (ops are numbered in ``model.get_ordered_ops()`` order); ``weight_nodes`` are
+    the friendly names of nodes folded into weights.
+    """
+
+    graph: Graph
+    model: Any  # openvino.Model
+    op_index: tuple[str, ...]
+    weight_nodes: tuple[str, ...] = ()
+    path: Path | None = None
+
+
+def _require_openvino() -> Any:
+    try:
+        import openvino as ov
+    except ImportError as exc:  # pragma: no cover - openvino is a dev dependency here
+        raise OnnxSchedError(
+            "OpenVINO support needs the 'openvino' package: pip install 'onnx-sched[openvino]'"
+        ) from exc
+    return ov
+
+
+def _read_model(source: Any, ov: Any) -> tuple[Any, Path | None]:
+    if isinstance(source, ov.Model):
+        return source, None
+    if not isinstance(source, (str, os.PathLike)):
+        raise TypeError(
+            f"import_openvino expects a path to an .xml file or an openvino.Model, got {type(source).__name__}"
+        )
+    path = Path(source)
+    if not path.is_file():
+        raise ModelLoadError(f"OpenVINO model not found: {path}")
+    try:
+        return ov.Core().read_model(str(path)), path
+    except Exception as exc:  # OpenVINO raises RuntimeError with a long message
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ModelLoadError(f"cannot read OpenVINO model {path}: {first}") from exc
+
+
+def _type_bits(et: Any) -> int:
+    return int(et.bitwidth)
+
+
+def _dtype_name(et: Any) -> str:
+    try:
+        return str(np.dtype(et.to_dtype()))
+    except Exception:  # sub-byte or exotic types have no numpy dtype
+        return et.get_type_name()
+
+
+def _flops(op_type: str, in_shapes: Sequence[tuple[int, ...] | None], out_shapes: Sequence[tuple[int, ...] | None],
+           attrs: dict[str, Any]) -> float:
+    """FLOPs of an OpenVINO op via the ONNX estimator, translating layouts that differ."""
+    if op_type == "GroupConvolution" and len(in_shapes) > 1 and in_shapes[1] and len(in_shapes[1]) >= 3:
+        w = in_shapes[1]  # [G, Cout/G, Cin/G, k...] -> [Cout, Cin/G, k...]
+        return op_flops("Conv", [in_shapes[0], (w[0] * w[1], *w[2:])], out_shapes, {})
+    if op_type == "MatMul" and in_shapes and in_shapes[0]:
+        a = in_shapes[0]
+        k = a[-2] if attrs.get("transpose_a") and len(a) >= 2 else a[-1]
+        return 2.0 * sum(prod(s) for s in out_shapes if s is not None) * k
+    if op_type in ("MaxPool", "AvgPool"):
+        return op_flops("MaxPool", in_shapes, out_shapes[:1], {"kernel_shape": list(attrs.get("kernel", [1]))})
+    return op_flops(_FLOP_ALIASES.get(op_type, op_type), in_shapes, out_shapes, attrs)
+
+
+def _plain_attrs(node: Any) -> dict[str, Any]:
+    try:
+        attrs = dict(node.get_attributes())
+    except Exception:  # some ops expose attributes Python cannot convert
+        return {}
+    return {k: (v.tolist() if isinstance(v, np.ndarray) else v) for k, v in attrs.items()}
+
+
+def import_openvino(source: Any) -> ImportedOpenVINO:
+    """Build the :class:`Graph` of an OpenVINO model (``.xml`` path or ``ov.Model``).
+
+    Raises :class:`ModelLoadError` for unreadable files and
+    :class:`UnknownShapeError` (listing the tensors) when op outputs have dynamic
+    shapes or element types; reshape the model to static shapes first.  The model
+    is not modified.
+    """
+    ov = _require_openvino()
+    model, path = _read_model(source, ov)
+    nodes = list(model.get_ordered_ops())
+    node_key = {n.get_name(): i for i, n in enumerate(nodes)}  # get_name() is unique per model
+
+    def src_of(inp: Any) -> tuple[int, int]:
+        out = inp.get_source_output()
+        return node_key[out.get_node().get_name()], int(out.get_index())
+
+    # classify: constant (weight-computing) nodes, ops, parameters, results
+    constant = np.zeros(len(nodes), dtype=bool)
+    for i, n in enumerate(nodes):
+        t = n.get_type_name()
+        if t == "Constant":
+            constant[i] = True
+        elif t not in _NOT_FOLDABLE and n.get_input_size() > 0:
+            constant[i] = all(constant[src_of(inp)[0]] for inp in n.inputs())
+    is_op = [
+        not constant[i] and n.get_type_name() not in ("Parameter", "Result") for i, n in enumerate(nodes)
+    ]
+    output_srcs = {src_of(n.inputs()[0]) for n in nodes if n.get_type_name() == "Result"}
+
+    tensor_id: dict[tuple[int, int], int] = {}
+    names: list[str] = []
+    kinds: list[int] = []
+    producer: list[int] = []
+    outs_meta: list[Any] = []  # ov.Output per tensor
+
+    def add_tensor(key: tuple[int, int], kind: TensorKind, prod_op: int) -> int:
+        out = nodes[key[0]].output(key[1])
+        tensor_id[key] = len(names)
+        names.append(out.get_any_name() if out.get_names() else f"{nodes[key[0]].get_friendly_name()}:{key[1]}")
+        kinds.append(int(kind))
+        producer.append(prod_op)
+        outs_meta.append(out)
+        return tensor_id[key]
+
+    for param in model.get_parameters():
+        add_tensor((node_key[param.get_name()], 0), TensorKind.INPUT, -1)
+
+    op_nodes: list[int] = []
+    op_in: list[list[int]] = []
+    op_out: list[list[int]] = []
+    for i, n in enumerate(nodes):
+        if not is_op[i]:
+            continue
+        op = len(op_nodes)
+        op_nodes.append(i)
+        row: list[int] = []
+        for inp in n.inputs():
+            key = src_of(inp)
+            if key not in tensor_id:
+                if not constant[key[0]]:
+                    raise ModelLoadError(
+                        f"{n.get_friendly_name()!r} reads an output of {nodes[key[0]].get_friendly_name()!r} "
+                        "before it is produced"
+                    )
+                add_tensor(key, TensorKind.WEIGHT, -1)
+            if tensor_id[key] not in row:
+                row.append(tensor_id[key])
+        op_in.append(row)
+        op_out.append(
+            [
+                add_tensor((i, k), TensorKind.OUTPUT if (i, k) in output_srcs else TensorKind.ACTIVATION, op)
+                for k in range(n.get_output_size())
+            ]
+        )
+
+    unknown: list[str] = []
+    sizes = np.zeros(len(names), dtype=np.int64)
+    shapes: list[tuple[int, ...] | None] = []
+    dtypes: list[str] = []
+    for t, out in enumerate(outs_meta):
+        pshape, et = out.get_partial_shape(), out.get_element_type()
+        dtypes.append(_dtype_name(et))
+        if pshape.rank.is_dynamic or not pshape.is_static or et.is_dynamic():
+            unknown.append(f"{names[t]} {pshape} {et.get_type_name()}")
+            shapes.append(None)
+            continue
+        shape = tuple(int(d) for d in pshape.to_shape())
+        shapes.append(shape)
+        sizes[t] = (prod(shape) * _type_bits(et) + 7) // 8
+    if unknown:
+        shown = ", ".join(unknown[:5]) + (f" and {len(unknown) - 5} more" if len(unknown) > 5 else "")
+        where = str(path) if path else (model.get_friendly_name() or "ov.Model")
+        raise UnknownShapeError(
+            f"{where}: dynamic shape or type for {len(unknown)} tensors ({shown}); "
+            "reshape the model to static shapes (ov.Model.reshape) first"
+        )
+
+    op_types = tuple(nodes[i].get_type_name() for i in op_nodes)
+    attrs = tuple(_plain_attrs(nodes[i]) for i in op_nodes)
+    flops = np.zeros(len(op_nodes))
+    nbytes = np.zeros(len(op_nodes))
+    for op in range(len(op_nodes)):
+        flops[op] = _flops(op_types[op], [shapes[t] for t in op_in[op]], [shapes[t] for t in op_out[op]], attrs[op])
+        nbytes[op] = float(sizes[op_in[op]].sum() + sizes[op_out[op]].sum())
+
+    op_index = tuple(nodes[i].get_friendly_name() for i in op_nodes)
+    graph = Graph(
+        name=path.stem if path else (model.get_friendly_name() or "model"),
+        op_names=op_index,
+        op_types=op_types,
+        op_inputs=Csr.from_lists(op_in),
+        op_outputs=Csr.from_lists(op_out),
+        tensor_names=tuple(names),
+        tensor_bytes=sizes,
+        tensor_kind=np.asarray(kinds, dtype=np.int8),
+        tensor_producer=np.asarray(producer, dtype=np.int64),
+        tensor_dtypes=tuple(dtypes),
+        tensor_shapes=tuple(shapes),
+        op_attrs=attrs,
+        op_flops=flops,
+        op_bytes=nbytes,
+        metadata={"source": "openvino"},
+    )
+    from onnx_sched.dag import check_acyclic
+
+    check_acyclic(graph)
+    weight_nodes = tuple(nodes[i].get_friendly_name() for i in np.flatnonzero(constant))
+    return ImportedOpenVINO(graph=graph, model=model, op_index=op_index, weight_nodes=weight_nodes, path=path)

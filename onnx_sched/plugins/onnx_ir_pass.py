@@ -1,0 +1,105 @@
+"""An ``onnx_ir`` pass that reorders a model's nodes with onnx-sched.
+
+:class:`OnnxSchedPass` is an :class:`onnx_ir.passes.InPlacePass`, so it slots into
+an :class:`onnx_ir.passes.PassManager` next to other IR passes.  It serializes the
+model, schedules it with :func:`onnx_sched.api.optimize_model` (the same entry
+point as the CLI), then moves the *same* ``ir.Node`` objects of the main graph
+into the chosen order: no node, value or initializer is copied or rewritten, so
+other passes' references stay valid.  The ``onnx_sched.*`` metadata of the
+result (objective, method, predicted peak) is copied into
+``model.metadata_props`` and the report is kept in ``pass_.last_report``.
+
+Example:
+    >>> import onnx_ir as ir, onnx_ir.passes                       # doctest: +SKIP
+    >>> pm = ir.passes.PassManager([OnnxSchedPass("peak-mem", time_limit=5)])  # doctest: +SKIP
+    >>> result = pm(ir.load("model.onnx"))                         # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import onnx_ir as ir
+import onnx_ir.passes
+
+__all__ = ["OnnxSchedPass"]
+
+_TAG = "__onnx_sched_node_"
+_META_PREFIX = "onnx_sched."
+
+
+class OnnxSchedPass(onnx_ir.passes.InPlacePass):
+    """Reorder the main graph's nodes for ``objective`` (``peak-mem`` by default).
+
+    Args:
+        objective: ``peak-mem``, ``makespan`` or ``latency`` (see ``onnx_sched.api``).
+        method: a registered method name or ``auto``.
+        time_limit: seconds the scheduler may spend.
+        inplace, seed, input_shapes, dims, options: passed to ``optimize_model``.
+    """
+
+    def __init__(
+        self,
+        objective: str = "peak-mem",
+        method: str = "auto",
+        time_limit: float = 10.0,
+        *,
+        inplace: bool = False,
+        seed: int = 0,
+        input_shapes: Mapping[str, tuple[int, ...]] | None = None,
+        dims: Mapping[str, int] | None = None,
+        options: Mapping[str, Any] | None = None,
+    ) -> None:
+        super().__init__()
+        if time_limit <= 0:
+            raise ValueError(f"OnnxSchedPass: time_limit must be > 0, got {time_limit}")
+        self.objective = objective
+        self.method = method
+        self.time_limit = float(time_limit)
+        self.inplace = inplace
+        self.seed = seed
+        self.input_shapes = dict(input_shapes) if input_shapes else None
+        self.dims = dict(dims) if dims else None
+        self.options = dict(options) if options else None
+        self.last_report: Mapping[str, Any] | None = None
+
+    def call(self, model: ir.Model) -> onnx_ir.passes.PassResult:
+        from onnx_sched.api import optimize_model
+
+        nodes = list(model.graph)
+        if not nodes:
+            self.last_report = None
+            return onnx_ir.passes.PassResult(model, modified=False)
+        proto = ir.serde.serialize_model(model)
+        # Tag nodes by position so the scheduled proto maps back to these ir.Node objects,
+        # whatever their names (may be empty or repeated).
+        for i, node in enumerate(proto.graph.node):
+            node.name = f"{_TAG}{i}"
+        result = optimize_model(
+            proto,
+            self.objective,
+            self.method,
+            time_limit=self.time_limit,
+            inplace=self.inplace,
+            seed=self.seed,
+            input_shapes=self.input_shapes,
+            dims=self.dims,
+            options=self.options,
+        )
+        order = [int(n.name[len(_TAG):]) for n in result.model.graph.node if n.name.startswith(_TAG)]
+        if sorted(order) != list(range(len(nodes))):
+            raise onnx_ir.passes.PassError(
+                f"OnnxSchedPass: the scheduled model has {len(result.model.graph.node)} nodes, "
+                f"not a permutation of the {len(nodes)} input nodes"
+            )
+        modified = order != list(range(len(nodes)))
+        if modified:
+            graph = model.graph
+            graph.remove(nodes, safe=False)
+            graph.extend(nodes[i] for i in order)
+        for prop in result.model.metadata_props:
+            if prop.key.startswith(_META_PREFIX):
+                model.metadata_props[prop.key] = prop.value
+        self.last_report = dict(result.report)
+        return onnx_ir.passes.PassResult(model, modified=modified)

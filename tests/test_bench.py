@@ -1,0 +1,171 @@
+"""Real ONNX Runtime measurements: file order changes measured peak RSS; reorders are bitwise equal."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from click.testing import CliRunner
+from onnx import TensorProto as T
+from onnx import helper as h
+
+from onnx_sched.bench.measure import (
+    ORT_OPTIMIZED_KEY,
+    bench_models,
+    model_opt_level,
+    ort_optimized_model,
+    random_inputs,
+)
+from onnx_sched.cli import main
+
+ROWS, COLS = 4096, 1024  # one float32 branch tensor = 16 MiB
+BRANCH_BYTES = ROWS * COLS * 4
+
+
+def branchy_model(depth_first: bool, scale: float = 1.0, branches: int = 3) -> onnx.ModelProto:
+    """``branches`` independent x -> Mul -> Expand(16 MiB) -> Relu -> ReduceSum chains, summed.
+
+    Breadth-first order keeps every branch's big tensor alive at once;
+    depth-first finishes one branch (and frees its tensor) before the next.
+    """
+    inits = [h.make_tensor("shape", T.INT64, [2], [ROWS, COLS]), h.make_tensor("axes", T.INT64, [1], [0])]
+    chains = []
+    for b in range(branches):
+        inits.append(h.make_tensor(f"c{b}", T.FLOAT, [1], [scale * (b + 1)]))
+        chains.append(
+            [
+                h.make_node("Mul", ["x", f"c{b}"], [f"m{b}"], name=f"mul{b}"),
+                h.make_node("Expand", [f"m{b}", "shape"], [f"e{b}"], name=f"expand{b}"),
+                h.make_node("Relu", [f"e{b}"], [f"r{b}"], name=f"relu{b}"),
+                h.make_node("ReduceSum", [f"r{b}", "axes"], [f"s{b}"], keepdims=0, name=f"sum{b}"),
+            ]
+        )
+    if depth_first:
+        nodes = [n for chain in chains for n in chain]
+    else:
+        nodes = [chain[i] for i in range(4) for chain in chains]
+    nodes.append(h.make_node("Sum", [f"s{b}" for b in range(branches)], ["y"], name="total"))
+    graph = h.make_graph(
+        nodes,
+        "branchy",
+        [h.make_tensor_value_info("x", T.FLOAT, [COLS])],
+        [h.make_tensor_value_info("y", T.FLOAT, [COLS])],
+        initializer=inits,
+    )
+    model = h.make_model(graph, opset_imports=[h.make_opsetid("", 17)], ir_version=8)
+    onnx.checker.check_model(model)
+    return model
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    d = tmp_path_factory.mktemp("bench")
+    paths = {"bf": d / "breadth.onnx", "df": d / "depth.onnx", "other": d / "other.onnx"}
+    onnx.save(branchy_model(False), paths["bf"])
+    onnx.save(branchy_model(True), paths["df"])
+    onnx.save(branchy_model(True, scale=-1.0), paths["other"])
+    return paths
+
+
+def _digest(p: Path) -> str:
+    return hashlib.sha256(p.read_bytes()).hexdigest()
+
+
+def test_depth_first_order_peaks_lower(models: dict[str, Path]) -> None:
+    before = {k: _digest(p) for k, p in models.items()}
+    report = bench_models(models["bf"], models["df"], repeats=2, warmup=1, arenas=(False, True), ort_opt=False)
+    bf, df = report.run("in", False), report.run("out", False)
+    # Arena off: breadth-first holds >= 3 big tensors at once, depth-first about one or two.
+    assert bf.peak_rss_delta >= 2 * BRANCH_BYTES
+    assert df.peak_rss_delta <= bf.peak_rss_delta - BRANCH_BYTES
+    # Arena on: the arena grows to the order's peak and keeps it.
+    assert report.run("out", True).peak_rss_delta <= report.run("in", True).peak_rss_delta - BRANCH_BYTES
+    assert report.outputs_equal is True and report.mismatched_outputs == ()
+    assert bf.latency_p90_s >= bf.latency_median_s > 0
+    assert {k: _digest(p) for k, p in models.items()} == before  # inputs never modified
+
+
+def test_profile_shows_ort_runs_file_order(models: dict[str, Path]) -> None:
+    report = bench_models(models["bf"], repeats=1, warmup=0, arenas=(True,), ort_opt=False, profile=True)
+    run = report.run("in", True)
+    assert report.outputs_equal is None
+    assert run.raw["executed_in_file_order"] is True
+    assert run.raw["ort_profile"]["executed_nodes"][:3] == ["mul0", "mul1", "mul2"]
+
+
+def test_different_outputs_are_reported(models: dict[str, Path]) -> None:
+    report = bench_models(models["df"], models["other"], repeats=1, warmup=0, arenas=(False,))
+    assert report.outputs_equal is False
+    assert report.mismatched_outputs == ("y",)
+
+
+def test_random_inputs_are_seeded_and_small_ints() -> None:
+    x = h.make_tensor_value_info("ids", T.INT64, ["batch", 7])
+    m = h.make_tensor_value_info("mask", T.BOOL, [2, 3])
+    f = h.make_tensor_value_info("f", T.FLOAT16, [4])
+    graph = h.make_graph([], "g", [x, m, f], [x])
+    model = h.make_model(graph, ir_version=8)
+    a = random_inputs(model, seed=3, dims={"batch": 5})
+    b = random_inputs(model, seed=3, dims={"batch": 5})
+    assert a["ids"].shape == (5, 7) and a["ids"].dtype == np.int64
+    assert set(np.unique(a["ids"]).tolist()) <= {0, 1}
+    assert a["mask"].dtype == np.bool_ and a["f"].dtype == np.float16
+    assert all(np.array_equal(a[k], b[k]) for k in a)
+    assert random_inputs(model, seed=3)["ids"].shape == (1, 7)
+
+
+def test_ort_optimized_model_is_marked_and_benched_without_reoptimizing(tmp_path: Path) -> None:
+    # Constant-foldable subgraph: ORT (basic) folds Add(c, c) into one initializer.
+    nodes = [
+        h.make_node("Add", ["c", "c"], ["cc"], name="fold_me"),
+        h.make_node("Mul", ["x", "cc"], ["y"], name="mul"),
+    ]
+    graph = h.make_graph(
+        nodes,
+        "foldable",
+        [h.make_tensor_value_info("x", T.FLOAT, [8])],
+        [h.make_tensor_value_info("y", T.FLOAT, [8])],
+        initializer=[h.make_tensor("c", T.FLOAT, [8], np.arange(8, dtype=np.float32))],
+    )
+    src = tmp_path / "src.onnx"
+    onnx.save(h.make_model(graph, opset_imports=[h.make_opsetid("", 17)], ir_version=8), src)
+    digest = _digest(src)
+    dst = ort_optimized_model(src, tmp_path / "ort.onnx")
+    opt = onnx.load(dst)
+    assert model_opt_level(opt) == "basic"
+    assert [n.op_type for n in opt.graph.node] == ["Mul"]
+    assert _digest(src) == digest
+    with pytest.raises(ValueError, match="overwrite"):
+        ort_optimized_model(src, src)
+    report = bench_models(src, dst, repeats=1, warmup=0, arenas=(False,))
+    assert report.run("in", False).opt_level == "basic"
+    assert report.run("out", False).opt_level == "none"
+    assert report.outputs_equal is True
+    assert any(p.key == ORT_OPTIMIZED_KEY for p in opt.metadata_props)
+
+
+def test_cli_bench_writes_json_and_table(models: dict[str, Path], tmp_path: Path) -> None:
+    out_json = tmp_path / "r.json"
+    result = CliRunner().invoke(
+        main,
+        ["bench", str(models["bf"]), str(models["df"]), "--runtime", "ort", "--repeats", "1",
+         "--warmup", "0", "--arena", "off", "--no-ort-opt", "--json", str(out_json)],
+    )
+    assert result.exit_code == 0, result.output
+    assert "bitwise equal" in result.output
+    data = json.loads(out_json.read_text())
+    assert data["outputs_equal"] is True
+    runs = [(r["label"], r["arena"], r["opt_level"]) for r in data["runs"]]
+    assert runs == [("in", False, "none"), ("out", False, "none")]
+
+
+def test_cli_bench_bad_model_is_one_line_error(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.onnx"
+    bad.write_bytes(b"not a model")
+    result = CliRunner().invoke(main, ["bench", str(bad)])
+    assert result.exit_code == 2
+    assert "cannot read ONNX model" in result.output

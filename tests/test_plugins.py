@@ -1,0 +1,90 @@
+"""Plugin entry points: the onnx_ir pass in a PassManager, the Olive pass guard, the examples."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import onnx
+import onnx_ir as ir
+import onnx_ir.passes
+import pytest
+from conftest import assert_bitwise_equal, branchy_model, run_ort
+
+from onnx_sched.cost import memory
+from onnx_sched.importers.onnx import import_onnx
+from onnx_sched.passes import available
+from onnx_sched.plugins import olive_pass
+from onnx_sched.plugins.onnx_ir_pass import OnnxSchedPass
+
+ROOT = Path(__file__).resolve().parents[1]
+METHOD = "auto" if "auto" in available("peak-mem") else "greedy"
+
+
+def _file_peak(model: onnx.ModelProto) -> int:
+    g = import_onnx(model).graph
+    return int(memory.peak_memory(g, list(range(g.n_ops)), False))
+
+
+def test_pass_manager_reorders_branchy_model_in_place() -> None:
+    proto = branchy_model(branches=3, n=256)
+    model = ir.serde.deserialize_model(proto)
+    nodes_before = list(model.graph)
+    sched_pass = OnnxSchedPass("peak-mem", method=METHOD, time_limit=5.0)
+    result = onnx_ir.passes.PassManager([sched_pass])(model)
+
+    assert result.modified is True
+    assert result.model is model  # in place
+    nodes_after = list(model.graph)
+    assert {id(n) for n in nodes_after} == {id(n) for n in nodes_before}  # same ir.Node objects
+    assert [n.name for n in nodes_after] != [n.name for n in nodes_before]
+    out = ir.serde.serialize_model(model)
+    onnx.checker.check_model(out)
+    assert _file_peak(out) < _file_peak(proto)
+    assert model.metadata_props["onnx_sched.objective"] == "peak-mem"
+    report = sched_pass.last_report
+    assert report is not None and report["peak_bytes"]["output"] < report["peak_bytes"]["input"]
+    # The reordered model runs in ORT (file order) with bitwise-equal outputs.
+    assert_bitwise_equal(run_ort(proto), run_ort(out))
+
+
+def test_pass_keeps_an_already_good_order() -> None:
+    chain = branchy_model(branches=1, n=64)
+    model = ir.serde.deserialize_model(chain)
+    names = [n.name for n in model.graph]
+    result = OnnxSchedPass(method=METHOD, time_limit=2.0)(model)
+    assert result.modified is False
+    assert [n.name for n in model.graph] == names
+
+
+def test_pass_rejects_bad_time_limit() -> None:
+    with pytest.raises(ValueError, match="time_limit"):
+        OnnxSchedPass(time_limit=0)
+
+
+@pytest.mark.skipif(olive_pass.HAVE_OLIVE, reason="olive-ai is installed; the guard is not active")
+def test_olive_pass_without_olive_raises_clear_import_error() -> None:
+    with pytest.raises(ImportError, match="pip install olive-ai"):
+        olive_pass.OnnxSchedOlivePass()
+    with pytest.raises(ImportError, match="olive-ai"):
+        olive_pass.require_olive()
+    with pytest.raises(ImportError, match="olive-ai"):
+
+        class _Sub(olive_pass.OnnxSchedOlivePass):  # noqa: F841
+            pass
+
+
+@pytest.mark.parametrize("script", ["optimize_api.py", "onnx_ir_pipeline.py", "olive_pass.py"])
+def test_examples_run(script: str, tmp_path: Path) -> None:
+    model = tmp_path / "branchy.onnx"
+    onnx.save(branchy_model(branches=3, n=128), model)
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / script), str(model), "--method", METHOD, "--time-limit", "2"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "peak" in proc.stdout or "olive-ai" in proc.stdout
