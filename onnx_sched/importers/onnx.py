@@ -246,6 +246,22 @@ def _itemsize(elem_type: int) -> int | None:
         return None if bits is None else 1
 
 
+def _param_bytes(model: onnx.ModelProto, op_names: tuple[str, ...]) -> np.ndarray | None:
+    """Transient parameter bytes per op (paper 000 eq. 15) from the model metadata key
+    ``onnx_sched.op_param_bytes`` (a JSON map op name -> bytes), as the synthetic
+    ONNX writer stores them; ``None`` when absent."""
+    raw = next((p.value for p in model.metadata_props if p.key == "onnx_sched.op_param_bytes"), None)
+    if raw is None:
+        return None
+    import json
+
+    try:
+        table = json.loads(raw)
+        return np.asarray([int(table.get(name, 0)) for name in op_names], dtype=np.int64)
+    except (ValueError, TypeError, AttributeError):
+        raise ModelLoadError("metadata onnx_sched.op_param_bytes is not a JSON map of op name to bytes") from None
+
+
 def _default_opset(model: onnx.ModelProto) -> int:
     return next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 1)
 
@@ -429,9 +445,11 @@ def import_onnx(
         flops[op] = op_flops(op_types[op], in_shapes, out_shapes, attrs[op])
         nbytes[op] = float(sizes[op_in[op]].sum() + sizes[op_out[op]].sum())
 
+    op_names = tuple(g.node[i].name or f"{g.node[i].op_type}_{i}" for i in op_node)
     graph = Graph(
         name=path.stem if path else (g.name or "model"),
-        op_names=tuple(g.node[i].name or f"{g.node[i].op_type}_{i}" for i in op_node),
+        op_names=op_names,
+        op_param_bytes=_param_bytes(model, op_names),
         op_types=op_types,
         op_inputs=Csr.from_lists(op_in),
         op_outputs=Csr.from_lists(op_out),
