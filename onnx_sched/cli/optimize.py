@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 
 import click
@@ -60,23 +61,43 @@ def _makespan_table(report: dict) -> Table:
 @click.option("--samples", type=int, default=None, help="Samples (random, learned).")
 @click.option("--machines", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
               help="Machine description JSON (makespan / latency).")
+@click.option("--ort-graph", type=click.Choice(["basic", "extended", "all"]), default=None,
+              help="Reorder the graph ONNX Runtime executes after its rewrites at this level; run the result "
+                   "with graph optimizations off and PRIORITY_BASED execution order.")
 @click.option("--report", "report_path", type=click.Path(path_type=Path), default=None, help="Write a JSON report.")
 @click.option("--plot", "plot_path", type=click.Path(path_type=Path), default=None,
               help="Draw memory over steps (peak-mem) or a Gantt chart (makespan) to a PNG.")
 @import_options
 def command(model: Path, output: Path, objective: str, method: str, time_limit: float, inplace: bool, seed: int,
-            beam: int | None, samples: int | None, machines: Path | None, report_path: Path | None,
+            beam: int | None, samples: int | None, machines: Path | None, ort_graph: str | None, report_path: Path | None,
             plot_path: Path | None, input_shapes: tuple[str, ...], dims: tuple[str, ...]) -> None:
     """Reorder MODEL's operators for OBJECTIVE and write the result to -o."""
-    from onnx_sched.api import optimize_model
-    from onnx_sched.exporters.onnx import save_model_atomic
-    from onnx_sched.importers.onnx import import_onnx, parse_dims, parse_input_shapes
+    from onnx_sched.importers.onnx import parse_dims, parse_input_shapes
 
     if output.exists() and model.exists() and output.resolve() == model.resolve():
         raise ValueError(f"{output}: output path is the input model; choose another -o path")
     if time_limit <= 0:
         raise ValueError(f"--time-limit must be positive, got {time_limit}")
     shapes, dim_values = parse_input_shapes(input_shapes), parse_dims(dims)
+    with tempfile.TemporaryDirectory(prefix="onnx_sched_") as tmp:
+        source = model
+        if ort_graph is not None:
+            from onnx_sched.bench.measure import ort_optimized_model
+            from onnx_sched.importers.onnx import load_model
+
+            load_model(model)  # one-line errors for unreadable files before ORT sees them
+            source = ort_optimized_model(model, Path(tmp) / model.name, level=ort_graph)
+        _optimize(source, model, output, objective, method, time_limit, inplace, seed, beam, samples, machines,
+                  report_path, plot_path, shapes, dim_values)
+
+
+def _optimize(source: Path, model: Path, output: Path, objective: str, method: str, time_limit: float, inplace: bool,
+              seed: int, beam: int | None, samples: int | None, machines: Path | None, report_path: Path | None,
+              plot_path: Path | None, shapes: dict, dim_values: dict) -> None:
+    from onnx_sched.api import optimize_model
+    from onnx_sched.exporters.onnx import save_model_atomic
+    from onnx_sched.importers.onnx import import_onnx
+
     problem = None
     if objective != "peak-mem":
         if machines is None:
@@ -84,11 +105,11 @@ def command(model: Path, output: Path, objective: str, method: str, time_limit: 
         from onnx_sched.cost.makespan import makespan_problem
         from onnx_sched.machines import load_machines
 
-        graph = import_onnx(model, input_shapes=shapes, dims=dim_values).graph
+        graph = import_onnx(source, input_shapes=shapes, dims=dim_values).graph
         problem = makespan_problem(graph, load_machines(machines))
     options = {"beam_width": beam, "beam": beam, "samples": samples}
-    result = optimize_model(model, objective, method, time_limit, inplace, seed, shapes, dim_values, options, problem)
-    save_model_atomic(result.model, output, source_path=model)
+    result = optimize_model(source, objective, method, time_limit, inplace, seed, shapes, dim_values, options, problem)
+    save_model_atomic(result.model, output, source_path=source)
     console = Console()
     report = dict(result.report)
     report["input"], report["output"] = str(model), str(output)
