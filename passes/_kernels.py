@@ -1,0 +1,521 @@
+"""Numba kernels shared by the peak-memory passes.
+
+Two families:
+
+* list schedulers over a per-tensor ``remaining`` consumer count (greedy, random
+  orders), using :func:`onnx_sched.cost.memory.step_kernel`'s accounting;
+* bitset state search (beam search / exact DP).  A state is the *set* of ops
+  scheduled so far, stored as ``uint64`` words, plus its frontier (ready ops) as
+  a second bitset, the peak so far and the live bytes.  The live bytes after a
+  set of ops depend only on the set, so two partial orders with the same set
+  differ only in their peak and the one with the lower peak dominates (paper 000,
+  "state collapsing").  Sets are identified by two independent 64-bit Zobrist
+  hashes (XOR of a random key per op), compared together.
+
+The bitset step (:func:`_child_cost`) is the same model as ``step_kernel``: an
+input is freed when every other consumer of it is already in the set, and in-place
+reuse takes the first candidate input that dies at this op.  Tests check both
+agree with :func:`onnx_sched.cost.memory.peak_memory`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numba
+import numpy as np
+
+from onnx_sched.cost.memory import memory_arrays, step_kernel
+from onnx_sched.graph import Graph
+
+_ONE = np.uint64(1)
+_M1 = np.uint64(0x5555555555555555)
+_M2 = np.uint64(0x3333333333333333)
+_M4 = np.uint64(0x0F0F0F0F0F0F0F0F)
+_H01 = np.uint64(0x0101010101010101)
+
+
+@dataclass(frozen=True, eq=False)
+class KernelGraph:
+    """Flat arrays of a graph for the search kernels (memory model + op adjacency)."""
+
+    n: int
+    words: int
+    pred_ptr: np.ndarray
+    pred_idx: np.ndarray
+    succ_ptr: np.ndarray
+    succ_idx: np.ndarray
+    in_ptr: np.ndarray
+    in_idx: np.ndarray
+    out_ptr: np.ndarray
+    out_idx: np.ndarray
+    size: np.ndarray
+    n_consumers: np.ndarray
+    keep: np.ndarray
+    param: np.ndarray
+    ip_ptr: np.ndarray
+    ip_idx: np.ndarray
+    cons_ptr: np.ndarray  # per tensor, (word, mask) pairs covering its consumer ops
+    cons_word: np.ndarray
+    cons_mask: np.ndarray
+    alloc: np.ndarray  # per op, bytes of its outputs
+    kept_out: np.ndarray  # per op, bytes of its outputs that stay live after it (read later or kept)
+    sure_free: np.ndarray  # per op, bytes of inputs only it reads (freed after it in any order)
+    grp_ptr: np.ndarray  # per op, groups = its other inputs that die at it iff all other readers ran
+    grp_size: np.ndarray
+    grp_mptr: np.ndarray  # per group, (word, mask) pairs of the other readers
+    grp_word: np.ndarray
+    grp_mask: np.ndarray
+    base: int
+
+    def mem_args(self) -> tuple:
+        """Arguments of ``step_kernel`` after ``(op, remaining, live)``."""
+        return (
+            self.in_ptr, self.in_idx, self.out_ptr, self.out_idx, self.size, self.n_consumers,
+            self.keep, self.param, self.ip_ptr, self.ip_idx,
+        )
+
+    def expand_args(self) -> tuple:
+        """Graph arguments of :func:`expand_kernel`."""
+        return (self.alloc, self.param, self.size, self.ip_ptr, self.ip_idx, self.cons_ptr, self.cons_word, self.cons_mask)
+
+    def live_args(self) -> tuple:
+        """Graph arguments of :func:`_child_live` (and the kernels that call it)."""
+        return (self.kept_out, self.sure_free, self.grp_ptr, self.grp_size, self.grp_mptr, self.grp_word, self.grp_mask)
+
+    def adj_args(self) -> tuple:
+        return (self.pred_ptr, self.pred_idx, self.succ_ptr, self.succ_idx)
+
+
+def kernel_graph(g: Graph, inplace: bool) -> KernelGraph:
+    """Collect the arrays the kernels need (memory model from :func:`memory_arrays`)."""
+    a = memory_arrays(g, inplace)
+    cons_ptr, cons_word, cons_mask = _consumer_masks(g)
+    i64 = lambda x: np.ascontiguousarray(x, dtype=np.int64)  # noqa: E731
+    return KernelGraph(
+        n=g.n_ops,
+        words=max(1, (g.n_ops + 63) // 64),
+        pred_ptr=i64(g.op_preds.indptr), pred_idx=i64(g.op_preds.indices),
+        succ_ptr=i64(g.op_succs.indptr), succ_idx=i64(g.op_succs.indices),
+        in_ptr=i64(a.in_ptr), in_idx=i64(a.in_idx), out_ptr=i64(a.out_ptr), out_idx=i64(a.out_idx),
+        size=i64(a.size), n_consumers=i64(a.n_consumers), keep=np.ascontiguousarray(a.keep, dtype=np.bool_),
+        param=i64(a.param), ip_ptr=i64(a.inplace_ptr), ip_idx=i64(a.inplace_idx),
+        cons_ptr=cons_ptr, cons_word=cons_word, cons_mask=cons_mask,
+        alloc=i64([a.size[a.out_idx[a.out_ptr[v] : a.out_ptr[v + 1]]].sum() for v in range(g.n_ops)]),
+        **_live_groups(g, a),
+        base=int(a.base),
+    )
+
+
+def _live_groups(g: Graph, a) -> dict[str, np.ndarray]:
+    """Per-op tables for the live bytes after an op, given the set already run.
+
+    ``I_t`` does not depend on in-place reuse (a reused input dies at the op like
+    any other), so after op ``v``: ``live + kept_out[v] - sure_free[v]`` minus every
+    other input whose other readers are all in the set.  Each such input is a
+    group of (word, mask) pairs over its other readers."""
+    n = g.n_ops
+    cons = g.tensor_consumers
+    kept_out = np.zeros(n, np.int64)
+    sure_free = np.zeros(n, np.int64)
+    grp_ptr = np.zeros(n + 1, np.int64)
+    sizes: list[int] = []
+    mptr = [0]
+    words: list[int] = []
+    masks: list[int] = []
+    for v in range(n):
+        for t in a.out_idx[a.out_ptr[v] : a.out_ptr[v + 1]].tolist():
+            if a.n_consumers[t] != 0 or a.keep[t]:
+                kept_out[v] += a.size[t]
+        for t in a.in_idx[a.in_ptr[v] : a.in_ptr[v + 1]].tolist():
+            if a.keep[t] or a.size[t] == 0:
+                continue
+            row: dict[int, int] = {}
+            for c in cons.row(t).tolist():
+                if c != v:
+                    row[c >> 6] = row.get(c >> 6, 0) | (1 << (c & 63))
+            if not row:
+                sure_free[v] += a.size[t]
+                continue
+            sizes.append(int(a.size[t]))
+            for w in sorted(row):
+                words.append(w)
+                masks.append(row[w])
+            mptr.append(len(words))
+        grp_ptr[v + 1] = len(sizes)
+    return {
+        "kept_out": kept_out, "sure_free": sure_free, "grp_ptr": grp_ptr,
+        "grp_size": np.asarray(sizes, np.int64), "grp_mptr": np.asarray(mptr, np.int64),
+        "grp_word": np.asarray(words, np.int64), "grp_mask": np.asarray(masks, np.uint64),
+    }
+
+
+def _consumer_masks(g: Graph) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each tensor's consumer ops as (word index, bit mask) pairs: "are all consumers
+    scheduled" becomes a few word tests instead of one test per consumer."""
+    cons = g.tensor_consumers
+    ptr = np.zeros(g.n_tensors + 1, dtype=np.int64)
+    words: list[int] = []
+    masks: list[int] = []
+    for t in range(g.n_tensors):
+        row: dict[int, int] = {}
+        for c in cons.row(t).tolist():
+            row[c >> 6] = row.get(c >> 6, 0) | (1 << (c & 63))
+        for w in sorted(row):
+            words.append(w)
+            masks.append(row[w])
+        ptr[t + 1] = len(words)
+    return ptr, np.asarray(words, dtype=np.int64), np.asarray(masks, dtype=np.uint64)
+
+
+# --------------------------------------------------------------- list schedulers
+@numba.njit(cache=True)
+def _peek(op, remaining, live, in_ptr, in_idx, out_ptr, out_idx, size, n_consumers, keep, param, ip_ptr, ip_idx):
+    """(M_t, I_t, freed bytes) if ``op`` ran now; ``remaining`` is left unchanged."""
+    reused = -1
+    for k in range(ip_ptr[op], ip_ptr[op + 1]):
+        t = ip_idx[k]
+        if remaining[t] == 1:
+            reused = t
+            break
+    alloc = 0
+    for k in range(out_ptr[op], out_ptr[op + 1]):
+        alloc += size[out_idx[k]]
+    if reused >= 0:
+        alloc -= size[reused]
+    m_t = live + alloc + param[op]
+    freed = 0
+    for k in range(in_ptr[op], in_ptr[op + 1]):
+        t = in_idx[k]
+        if remaining[t] == 1 and not keep[t] and t != reused:
+            freed += size[t]
+    for k in range(out_ptr[op], out_ptr[op + 1]):
+        t = out_idx[k]
+        if n_consumers[t] == 0 and not keep[t]:
+            freed += size[t]
+    return m_t, live + alloc - freed, freed
+
+
+@numba.njit(cache=True)
+def greedy_kernel(n, base, pred_ptr, succ_ptr, succ_idx, in_ptr, in_idx, out_ptr, out_idx, size, n_consumers, keep, param, ip_ptr, ip_idx):
+    """List scheduler: run the ready op with the least memory after its step, then most
+    freed bytes, then lowest M_t, then lowest id (XLA ListMemoryScheduler style)."""
+    indeg = np.empty(n, np.int64)
+    for v in range(n):
+        indeg[v] = pred_ptr[v + 1] - pred_ptr[v]
+    ready = np.empty(n, np.int64)
+    n_ready = 0
+    for v in range(n):
+        if indeg[v] == 0:
+            ready[n_ready] = v
+            n_ready += 1
+    remaining = n_consumers.copy()
+    live = base
+    order = np.empty(n, np.int64)
+    for step in range(n):
+        best = -1
+        b_after = 0
+        b_freed = 0
+        b_m = 0
+        for j in range(n_ready):
+            v = ready[j]
+            m_t, after, freed = _peek(v, remaining, live, in_ptr, in_idx, out_ptr, out_idx, size, n_consumers, keep, param, ip_ptr, ip_idx)
+            better = best < 0
+            if not better:
+                if after != b_after:
+                    better = after < b_after
+                elif freed != b_freed:
+                    better = freed > b_freed
+                elif m_t != b_m:
+                    better = m_t < b_m
+                else:
+                    better = v < ready[best]
+            if better:
+                best, b_after, b_freed, b_m = j, after, freed, m_t
+        v = ready[best]
+        ready[best] = ready[n_ready - 1]
+        n_ready -= 1
+        order[step] = v
+        m_t, live = step_kernel(v, remaining, live, in_ptr, in_idx, out_ptr, out_idx, size, n_consumers, keep, param, ip_ptr, ip_idx)
+        for k in range(succ_ptr[v], succ_ptr[v + 1]):
+            w = succ_idx[k]
+            indeg[w] -= 1
+            if indeg[w] == 0:
+                ready[n_ready] = w
+                n_ready += 1
+    return order
+
+
+@numba.njit(cache=True)
+def random_orders_kernel(n, samples, seed, base, pred_ptr, succ_ptr, succ_idx, in_ptr, in_idx, out_ptr, out_idx, size, n_consumers, keep, param, ip_ptr, ip_idx):
+    """``samples`` uniformly-random-ready topological orders; return the one with the lowest peak."""
+    np.random.seed(seed)
+    best_order = np.empty(n, np.int64)
+    best_peak = np.int64(-1)
+    order = np.empty(n, np.int64)
+    indeg = np.empty(n, np.int64)
+    ready = np.empty(n, np.int64)
+    for s in range(samples):
+        for v in range(n):
+            indeg[v] = pred_ptr[v + 1] - pred_ptr[v]
+        n_ready = 0
+        for v in range(n):
+            if indeg[v] == 0:
+                ready[n_ready] = v
+                n_ready += 1
+        remaining = n_consumers.copy()
+        live = base
+        peak = base
+        for step in range(n):
+            j = np.random.randint(0, n_ready)
+            v = ready[j]
+            ready[j] = ready[n_ready - 1]
+            n_ready -= 1
+            order[step] = v
+            m_t, live = step_kernel(v, remaining, live, in_ptr, in_idx, out_ptr, out_idx, size, n_consumers, keep, param, ip_ptr, ip_idx)
+            if m_t > peak:
+                peak = m_t
+            for k in range(succ_ptr[v], succ_ptr[v + 1]):
+                w = succ_idx[k]
+                indeg[w] -= 1
+                if indeg[w] == 0:
+                    ready[n_ready] = w
+                    n_ready += 1
+        if best_peak < 0 or peak < best_peak:
+            best_peak = peak
+            best_order[:] = order
+    return best_order, best_peak
+
+
+# ------------------------------------------------------------------ bitset search
+@numba.njit(cache=True, inline="always")
+def _popcount(x):
+    x = x - ((x >> _ONE) & _M1)
+    x = (x & _M2) + ((x >> np.uint64(2)) & _M2)
+    x = (x + (x >> np.uint64(4))) & _M4
+    return (x * _H01) >> np.uint64(56)
+
+
+@numba.njit(cache=True, inline="always")
+def _has(row, v):
+    return (row[v >> 6] >> np.uint64(v & 63)) & _ONE
+
+
+@numba.njit(cache=True, inline="always")
+def _only_left(t, v, row, cons_ptr, cons_word, cons_mask):
+    """True when every consumer of tensor ``t`` other than ``v`` is in ``row``."""
+    vw = v >> 6
+    for k in range(cons_ptr[t], cons_ptr[t + 1]):
+        w = cons_word[k]
+        m = cons_mask[k]
+        r = row[w]
+        if w == vw:
+            r |= _ONE << np.uint64(v & 63)
+        if (r & m) != m:
+            return False
+    return True
+
+
+@numba.njit(cache=True, inline="always")
+def _reused(row, v, ip_ptr, ip_idx, cons_ptr, cons_word, cons_mask):
+    """The in-place input ``v`` would overwrite after the set ``row`` (-1: none)."""
+    for k in range(ip_ptr[v], ip_ptr[v + 1]):
+        t = ip_idx[k]
+        if _only_left(t, v, row, cons_ptr, cons_word, cons_mask):
+            return t
+    return -1
+
+
+@numba.njit(cache=True)
+def _child_live(S, p, v, live, kept_out, sure_free, grp_ptr, grp_size, grp_mptr, grp_word, grp_mask):
+    """``I_t`` (live bytes) after running ``v`` after the set ``S[p]`` (same model as ``step_kernel``)."""
+    after = live + kept_out[v] - sure_free[v]
+    for g in range(grp_ptr[v], grp_ptr[v + 1]):
+        dies = True
+        for q in range(grp_mptr[g], grp_mptr[g + 1]):
+            m = grp_mask[q]
+            if (S[p, grp_word[q]] & m) != m:
+                dies = False
+                break
+        if dies:
+            after -= grp_size[g]
+    return after
+
+
+@numba.njit(cache=True)
+def expand_kernel(S, F, peak, live, h1, h2, floor, cutoff, max_cand, z1, z2, alloc, param, size, ip_ptr, ip_idx, cons_ptr, cons_word, cons_mask):
+    """All children of all states: (parent, op, peak, hash1, hash2).
+
+    A child's peak is ``max(parent peak, M_t, floor)``; children with peak >= ``cutoff``
+    are dropped (they cannot beat the incumbent).  Live bytes are computed later, only
+    for children that survive collapsing and selection.  When there would be more than
+    ``max_cand`` children (``max_cand >= 0``), nothing is expanded and all arrays are
+    empty while ``S`` is not: the caller's memory budget is exceeded.
+    """
+    n_states, words = S.shape
+    total = 0
+    for k in range(n_states):
+        for w in range(words):
+            total += _popcount(F[k, w])
+    if max_cand >= 0 and total > max_cand:
+        total = 0
+        n_states = 0
+    cpar = np.empty(total, np.int32)
+    cop = np.empty(total, np.int32)
+    cpeak = np.empty(total, np.int64)
+    ch1 = np.empty(total, np.uint64)
+    ch2 = np.empty(total, np.uint64)
+    c = 0
+    for k in range(n_states):
+        pk = peak[k]
+        if floor > pk:
+            pk = floor
+        lv = live[k]
+        for w in range(words):
+            bits = F[k, w]
+            while bits != np.uint64(0):
+                low = bits & (~bits + _ONE)
+                v = w * 64 + np.int64(_popcount(low - _ONE))
+                bits ^= low
+                # M_t (written out here: a call to an inlined helper was 20x slower)
+                p = lv + alloc[v] + param[v]
+                if ip_ptr[v + 1] > ip_ptr[v]:
+                    r = _reused(S[k], v, ip_ptr, ip_idx, cons_ptr, cons_word, cons_mask)
+                    if r >= 0:
+                        p -= size[r]
+                if pk > p:
+                    p = pk
+                if p >= cutoff:
+                    continue
+                cpar[c] = k
+                cop[c] = v
+                cpeak[c] = p
+                ch1[c] = h1[k] ^ z1[v]
+                ch2[c] = h2[k] ^ z2[v]
+                c += 1
+    return cpar[:c], cop[:c], cpeak[:c], ch1[:c], ch2[:c]
+
+
+@numba.njit(cache=True)
+def collapse_kernel(cpeak, ch1, ch2):
+    """Indices of one candidate per distinct set (the lowest peak; first seen on ties), ascending."""
+    c = len(cpeak)
+    cap = 1
+    while cap < (3 * c) // 2 + 2:
+        cap *= 2
+    mask = np.uint64(cap - 1)
+    table = np.full(cap, -1, np.int32)
+    for i in range(c):
+        slot = np.int64(ch1[i] & mask)
+        while True:
+            j = table[slot]
+            if j < 0:
+                table[slot] = i
+                break
+            if ch1[j] == ch1[i] and ch2[j] == ch2[i]:
+                if cpeak[i] < cpeak[j]:
+                    table[slot] = i
+                break
+            slot = (slot + 1) & (cap - 1)
+    winner = np.zeros(c, np.bool_)
+    for s in range(cap):
+        if table[s] >= 0:
+            winner[table[s]] = True
+    return np.flatnonzero(winner)
+
+
+@numba.njit(cache=True)
+def select_kernel(idx, cpar, cop, cpeak, k, S, live, kept_out, sure_free, grp_ptr, grp_size, grp_mptr, grp_word, grp_mask):
+    """The ``k`` candidates of ``idx`` with the lowest (peak, live after); ties in index order.
+
+    Live bytes are computed only for the candidates tied at the peak threshold.
+    """
+    u = len(idx)
+    if u <= k:
+        return idx
+    peaks = np.empty(u, np.int64)
+    for i in range(u):
+        peaks[i] = cpeak[idx[i]]
+    thr = np.partition(peaks, k - 1)[k - 1]
+    n_less = 0
+    n_tie = 0
+    for i in range(u):
+        if peaks[i] < thr:
+            n_less += 1
+        elif peaks[i] == thr:
+            n_tie += 1
+    need = k - n_less
+    out = np.empty(k, np.int64)
+    o = 0
+    if n_tie == need:
+        for i in range(u):
+            if peaks[i] <= thr:
+                out[o] = idx[i]
+                o += 1
+        return out
+    tie_pos = np.empty(n_tie, np.int64)
+    tie_live = np.empty(n_tie, np.int64)
+    t = 0
+    for i in range(u):
+        if peaks[i] < thr:
+            out[o] = idx[i]
+            o += 1
+        elif peaks[i] == thr:
+            j = idx[i]
+            p = cpar[j]
+            tie_pos[t] = j
+            tie_live[t] = _child_live(S, p, np.int64(cop[j]), live[p], kept_out, sure_free, grp_ptr, grp_size, grp_mptr, grp_word, grp_mask)
+            t += 1
+    lthr = np.partition(tie_live, need - 1)[need - 1]
+    quota = need
+    for q in range(n_tie):
+        if tie_live[q] < lthr:
+            quota -= 1
+    for q in range(n_tie):
+        if tie_live[q] < lthr or (tie_live[q] == lthr and quota > 0):
+            if tie_live[q] == lthr:
+                quota -= 1
+            out[o] = tie_pos[q]
+            o += 1
+    return np.sort(out)
+
+
+@numba.njit(cache=True)
+def materialize_kernel(sel, S, F, live, cpar, cop, cpeak, ch1, ch2, pred_ptr, pred_idx, succ_ptr, succ_idx,
+                       kept_out, sure_free, grp_ptr, grp_size, grp_mptr, grp_word, grp_mask):
+    """Build the selected children: set and frontier bitsets, peak, live, hashes, back-pointers."""
+    m = len(sel)
+    words = S.shape[1]
+    S2 = np.empty((m, words), np.uint64)
+    F2 = np.empty((m, words), np.uint64)
+    peak2 = np.empty(m, np.int64)
+    live2 = np.empty(m, np.int64)
+    h1 = np.empty(m, np.uint64)
+    h2 = np.empty(m, np.uint64)
+    bp_par = np.empty(m, np.int32)
+    bp_op = np.empty(m, np.int32)
+    for j in range(m):
+        i = sel[j]
+        p = cpar[i]
+        v = np.int64(cop[i])
+        live2[j] = _child_live(S, p, v, live[p], kept_out, sure_free, grp_ptr, grp_size, grp_mptr, grp_word, grp_mask)
+        for w in range(words):
+            S2[j, w] = S[p, w]
+            F2[j, w] = F[p, w]
+        S2[j, v >> 6] |= _ONE << np.uint64(v & 63)
+        F2[j, v >> 6] &= ~(_ONE << np.uint64(v & 63))
+        for k in range(succ_ptr[v], succ_ptr[v + 1]):
+            x = succ_idx[k]
+            ok = True
+            for q in range(pred_ptr[x], pred_ptr[x + 1]):
+                if _has(S2[j], pred_idx[q]) == 0:
+                    ok = False
+                    break
+            if ok:
+                F2[j, x >> 6] |= _ONE << np.uint64(x & 63)
+        peak2[j] = cpeak[i]
+        h1[j] = ch1[i]
+        h2[j] = ch2[i]
+        bp_par[j] = p
+        bp_op[j] = v
+    return S2, F2, peak2, live2, h1, h2, bp_par, bp_op
