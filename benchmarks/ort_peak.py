@@ -113,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
             try:
                 row = measure(path, args.time_limit, args.repeats, args.image_size, Path(tmp))
             except Exception as exc:  # noqa: BLE001 - report and go on with the next model
-                console.print(f"[red]{path.stem}: {type(exc).__name__}: {exc}")
+                console.print(f"{path.stem}: {type(exc).__name__}: {exc}", markup=False)
                 continue
             rows.append(row)
             console.print(f"{row['model']}: predicted {row['predicted_in'] / MB:.1f} -> {row['predicted_out'] / MB:.1f} MB, "

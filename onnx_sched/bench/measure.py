@@ -196,6 +196,13 @@ def ort_optimized_model(
         so.log_severity_level = 3
         ort.InferenceSession(str(src), sess_options=so, providers=["CPUExecutionProvider"])
         model = onnx.load(str(tmp_path))
+    if model.ir_version < 4:
+        # IR < 4 requires every initializer to be a graph input; ORT's constant
+        # folding adds initializers without listing them
+        listed = {i.name for i in model.graph.input}
+        for init in model.graph.initializer:
+            if init.name not in listed:
+                model.graph.input.append(onnx.helper.make_tensor_value_info(init.name, init.data_type, list(init.dims)))
     kept = [p for p in model.metadata_props if p.key != ORT_OPTIMIZED_KEY]
     del model.metadata_props[:]
     model.metadata_props.extend(kept)
