@@ -1,0 +1,32 @@
+"""List scheduling with classical priorities (paper 001 section 2.2, appendix D.1).
+
+``list-cp`` (critical path to a sink, transfers included at their mean cost),
+``list-mopnr`` (most operations remaining on the longest path, ties by critical
+path) and ``list-spt`` (shortest processing time first).  Machine-type problems
+use the time-driven list scheduler; device problems the serial one with
+earliest-finish device choice (see :mod:`onnx_sched.cost.makespan`).
+"""
+
+from __future__ import annotations
+
+from onnx_sched.cost import makespan as ms
+from onnx_sched.graph import Graph
+from onnx_sched.passes import PassContext, register
+from onnx_sched.schedule import Schedule
+
+PRIORITIES = {"list-cp": ms.cp_priority, "list-mopnr": ms.mopnr_priority, "list-spt": ms.spt_priority}
+
+
+def _make(name: str):  # noqa: ANN202
+    def run(graph: Graph, ctx: PassContext) -> Schedule:
+        problem = ms.problem_of(graph, ctx)
+        return ms.list_schedule(problem, PRIORITIES[name](problem), name)
+
+    run.__doc__ = f"List scheduling by the {name[5:].upper()} priority."
+    run.__name__ = f"run_{name[5:]}"
+    return register(name, objective="makespan")(run)
+
+
+run_cp = _make("list-cp")
+run_mopnr = _make("list-mopnr")
+run_spt = _make("list-spt")
