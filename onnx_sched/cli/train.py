@@ -1,0 +1,68 @@
+"""``onnx-sched train``: train a learned pass (needs the ``[train]`` extra, i.e. torch).
+
+Only ``peak-mem`` is trainable so far (Topoformer + REINFORCE on layered graphs,
+:mod:`onnx_sched.models.train_peakmem`).  torch is imported inside the command, so
+the CLI itself works without it.
+
+Example::
+
+    onnx-sched train peak-mem --out-dir runs/peakmem --variant paper001 \\
+        --epochs 60 --time-budget 2400 --export models/topoformer_peakmem
+    onnx-sched train peak-mem --out-dir runs/peakmem --resume      # continue after an interruption
+"""
+
+from __future__ import annotations
+
+import click
+
+from onnx_sched.errors import OnnxSchedError
+
+
+@click.command("train")
+@click.argument("objective", type=click.Choice(["peak-mem"]), default="peak-mem")
+@click.option("--out-dir", default="runs/peakmem", show_default=True, help="Checkpoint, log.jsonl and config go here.")
+@click.option("--variant", type=click.Choice(["paper000", "paper001", "rollout+lognorm"]), default="paper001", show_default=True,
+              help="paper000: greedy-rollout baseline + standardised logits; paper001: cost standardisation + logit-norm penalty.")
+@click.option("--encoder", type=click.Choice(["topoformer", "dag", "mlp"]), default="topoformer", show_default=True)
+@click.option("--epochs", type=int, default=None, help="Epochs (default 30).")
+@click.option("--steps-per-epoch", type=int, default=None, help="Updates per epoch (default 40).")
+@click.option("--batch-graphs", type=int, default=None, help="Graphs per update (default 4).")
+@click.option("--samples", type=int, default=None, help="Sampled orders per graph (default 16).")
+@click.option("--min-ops", type=int, default=None, help="Smallest training graph (default 100).")
+@click.option("--max-ops", type=int, default=None, help="Largest training graph after the curriculum ramp (default 300).")
+@click.option("--val-graphs", type=int, default=None, help="Validation graphs (default 16).")
+@click.option("--val-ops", type=int, default=None, help="Validation graph size (default 300).")
+@click.option("--reference-beam", type=int, default=None, help="Width of the 'beam' pass used as validation reference (default 64).")
+@click.option("--lr", type=float, default=None, help="Adam learning rate (default 1e-3).")
+@click.option("--d-model", type=int, default=None, help="Embedding width (default 64).")
+@click.option("--layers", "n_layers", type=int, default=None, help="Encoder layers (default 3).")
+@click.option("--seed", type=int, default=None, help="Seed for torch, numpy and graph draws (default 0).")
+@click.option("--threads", type=int, default=None, help="torch threads (default 1).")
+@click.option("--time-budget", "time_budget_s", type=float, default=None, help="Stop after this many seconds of training (resumable).")
+@click.option("--resume", is_flag=True, help="Continue from OUT_DIR/checkpoint.pt.")
+@click.option("--export", "export_stem", default=None, help="After training write STEM.onnx and STEM.pt (best validation weights).")
+@click.option("--export-only", is_flag=True, help="Skip training; export OUT_DIR/checkpoint.pt to --export.")
+def command(objective: str, out_dir: str, variant: str, encoder: str, resume: bool, export_stem: str | None,
+            export_only: bool, **overrides: object) -> None:
+    """Train the learned ordering policy for OBJECTIVE on synthetic layered graphs."""
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        raise OnnxSchedError("training needs torch: pip install 'onnx-sched[train]'") from None
+    from pathlib import Path
+
+    from onnx_sched.models.train_peakmem import TrainConfig, export_checkpoint, train
+
+    ckpt = Path(out_dir) / "checkpoint.pt"
+    if export_only:
+        if not export_stem:
+            raise OnnxSchedError("--export-only needs --export STEM")
+        if not ckpt.is_file():
+            raise OnnxSchedError(f"no checkpoint at {ckpt}")
+    else:
+        kwargs = {k: v for k, v in overrides.items() if v is not None}
+        cfg = TrainConfig.for_variant(variant, out_dir=out_dir, encoder=encoder, **kwargs)
+        train(cfg, resume=resume, echo=click.echo)
+    if export_stem:
+        onnx_path, pt_path = export_checkpoint(ckpt, export_stem)
+        click.echo(f"wrote {onnx_path} and {pt_path}")
