@@ -90,6 +90,8 @@ def schedule_graph(
             "seconds": seconds,
         }
         return schedule, report
+    if objective == "latency":
+        return _schedule_latency(graph, method, ctx, start)
     from onnx_sched.cost import makespan as ms
 
     if ctx.problem is None:
@@ -110,6 +112,42 @@ def schedule_graph(
         "makespan": {"output": float(result.makespan), "list_cp": float(baseline.makespan), "lower_bound": bound},
         "speedup": float(result.speedup),
         "gap": (result.makespan - bound) / bound if bound else 0.0,
+        "optimal": bool(schedule.optimal),
+        "kept_input_order": kept,
+        "seconds": seconds,
+    }
+    return schedule, report
+
+
+def _schedule_latency(graph: Graph, method: str, ctx: PassContext, start: float) -> tuple[Schedule, dict[str, Any]]:
+    """Placement for latency; never worse than running everything on the host device."""
+    from onnx_sched.cost import latency as lat
+
+    problem = ctx.problem
+    if not isinstance(problem, lat.PlacementProblem):
+        raise ValueError("objective 'latency' needs device profiles (--profiles P.json, see `onnx-sched profile`)")
+    schedule = get_pass(method, "latency")(graph, ctx)
+    seconds = time.perf_counter() - start
+    value = lat.evaluate(problem, schedule.placement)
+    host_only = np.full(graph.n_ops, problem.host, dtype=np.int64)
+    baseline = lat.evaluate(problem, host_only)
+    kept = False
+    if value > baseline:
+        from onnx_sched.dag import kahn_order
+
+        schedule = Schedule(order=kahn_order(graph), method=f"{problem.device_names[problem.host]}-only", placement=host_only)
+        value, kept = baseline, True
+    counts = np.bincount(schedule.placement, minlength=len(problem.device_names))
+    report = {
+        "objective": "latency",
+        "method": method,
+        "method_used": schedule.method,
+        "mode": problem.mode,
+        "simulated": bool(problem.simulated),
+        "devices": list(problem.device_names),
+        "ops_per_device": {d: int(c) for d, c in zip(problem.device_names, counts)},
+        "latency_s": {"output": float(value), "host_only": float(baseline)},
+        "speedup_vs_host": float(baseline / value) if value > 0 else 1.0,
         "optimal": bool(schedule.optimal),
         "kept_input_order": kept,
         "seconds": seconds,
@@ -144,6 +182,10 @@ def optimize_model(
         meta[f"{META_PREFIX}predicted_peak_bytes"] = str(report["peak_bytes"]["output"])
         meta[f"{META_PREFIX}input_peak_bytes"] = str(report["peak_bytes"]["input"])
         meta[f"{META_PREFIX}lower_bound_bytes"] = str(report["peak_bytes"]["lower_bound"])
+    elif objective == "latency":
+        meta[f"{META_PREFIX}predicted_latency_s"] = repr(report["latency_s"]["output"])
+        meta[f"{META_PREFIX}latency_mode"] = report["mode"]
+        meta[f"{META_PREFIX}simulated"] = str(report["simulated"]).lower()
     else:
         meta[f"{META_PREFIX}predicted_makespan"] = repr(report["makespan"]["output"])
         meta[f"{META_PREFIX}lower_bound_makespan"] = repr(report["makespan"]["lower_bound"])

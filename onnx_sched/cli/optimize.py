@@ -49,6 +49,22 @@ def _makespan_table(report: dict) -> Table:
     return table
 
 
+def _latency_table(report: dict) -> Table:
+    lat = report["latency_s"]
+    label = " (SIMULATED device profiles)" if report["simulated"] else ""
+    table = Table(title=f"onnx-sched: {report['model']} ({report['ops']} ops, latency, {report['mode']}){label}")
+    table.add_column("")
+    table.add_column("Host only", justify="right")
+    table.add_column("Placed", justify="right")
+    table.add_row("Predicted latency", f"{lat['host_only'] * 1e3:.3f} ms", f"{lat['output'] * 1e3:.3f} ms")
+    table.add_row("Speedup", "1.000", f"{report['speedup_vs_host']:.3f}")
+    table.add_row("Ops per device", "-", ", ".join(f"{d}: {c}" for d, c in report["ops_per_device"].items()))
+    table.add_row("Proven optimal", "-", "yes" if report["optimal"] else "no")
+    table.add_row("Method", "-", report["method_used"])
+    table.add_row("Seconds", "-", f"{report['seconds']:.2f}")
+    return table
+
+
 @click.command("optimize")
 @click.argument("model", type=click.Path(path_type=Path))
 @click.option("-o", "--output", type=click.Path(path_type=Path), required=True, help="Where to write the optimized model.")
@@ -61,6 +77,10 @@ def _makespan_table(report: dict) -> Table:
 @click.option("--samples", type=int, default=None, help="Samples (random, learned).")
 @click.option("--machines", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
               help="Machine description JSON (makespan / latency).")
+@click.option("--profiles", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+              help="Device profile JSON (objective latency; see `onnx-sched profile`).")
+@click.option("--latency-mode", type=click.Choice(["sequential", "concurrent"]), default="sequential", show_default=True,
+              help="sequential: sub-models run one after another (OpenVINO HETERO); concurrent: they overlap.")
 @click.option("--ort-graph", type=click.Choice(["basic", "extended", "all"]), default=None,
               help="Reorder the graph ONNX Runtime executes after its rewrites at this level; run the result "
                    "with graph optimizations off and PRIORITY_BASED execution order.")
@@ -69,7 +89,8 @@ def _makespan_table(report: dict) -> Table:
               help="Draw memory over steps (peak-mem) or a Gantt chart (makespan) to a PNG.")
 @import_options
 def command(model: Path, output: Path, objective: str, method: str, time_limit: float, inplace: bool, seed: int,
-            beam: int | None, samples: int | None, machines: Path | None, ort_graph: str | None, report_path: Path | None,
+            beam: int | None, samples: int | None, machines: Path | None, profiles: Path | None, latency_mode: str,
+            ort_graph: str | None, report_path: Path | None,
             plot_path: Path | None, input_shapes: tuple[str, ...], dims: tuple[str, ...]) -> None:
     """Reorder MODEL's operators for OBJECTIVE and write the result to -o."""
     from onnx_sched.importers.onnx import parse_dims, parse_input_shapes
@@ -88,18 +109,27 @@ def command(model: Path, output: Path, objective: str, method: str, time_limit: 
             load_model(model)  # one-line errors for unreadable files before ORT sees them
             source = ort_optimized_model(model, Path(tmp) / model.name, level=ort_graph)
         _optimize(source, model, output, objective, method, time_limit, inplace, seed, beam, samples, machines,
-                  report_path, plot_path, shapes, dim_values)
+                  report_path, plot_path, shapes, dim_values, profiles, latency_mode)
 
 
 def _optimize(source: Path, model: Path, output: Path, objective: str, method: str, time_limit: float, inplace: bool,
               seed: int, beam: int | None, samples: int | None, machines: Path | None, report_path: Path | None,
-              plot_path: Path | None, shapes: dict, dim_values: dict) -> None:
+              plot_path: Path | None, shapes: dict, dim_values: dict, profiles: Path | None = None,
+              latency_mode: str = "sequential") -> None:
     from onnx_sched.api import optimize_model
     from onnx_sched.exporters.onnx import save_model_atomic
     from onnx_sched.importers.onnx import import_onnx
 
     problem = None
-    if objective != "peak-mem":
+    if objective == "latency":
+        if profiles is None:
+            raise ValueError("--objective latency needs --profiles P.json (write one with `onnx-sched profile`)")
+        from onnx_sched.cost.latency import placement_problem
+        from onnx_sched.profiling import load_profiles
+
+        graph = import_onnx(source, input_shapes=shapes, dims=dim_values).graph
+        problem = placement_problem(graph, load_profiles(profiles), mode=latency_mode)
+    elif objective != "peak-mem":
         if machines is None:
             raise ValueError(f"--objective {objective} needs --machines M.json (see docs/machines.md)")
         from onnx_sched.cost.makespan import makespan_problem
@@ -113,7 +143,8 @@ def _optimize(source: Path, model: Path, output: Path, objective: str, method: s
     console = Console()
     report = dict(result.report)
     report["input"], report["output"] = str(model), str(output)
-    console.print(_peak_table(report) if objective == "peak-mem" else _makespan_table(report))
+    tables = {"peak-mem": _peak_table, "makespan": _makespan_table, "latency": _latency_table}
+    console.print(tables[objective](report))
     if report.get("kept_input_order"):
         console.print("No method beat the input order: kept it.")
     if report_path is not None:
@@ -129,7 +160,7 @@ def _optimize(source: Path, model: Path, output: Path, objective: str, method: s
                 plot_path,
                 title=f"{g.name}: live activation memory",
             )
-        else:
+        elif objective == "makespan":
             from onnx_sched.cost.gantt import plot_gantt
 
             plot_gantt(problem, result.schedule, plot_path)
