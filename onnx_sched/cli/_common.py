@@ -31,6 +31,9 @@ def write_json_atomic(data: Any, path: str | os.PathLike) -> None:
     with os.fdopen(fd, "w") as f:
         json.dump(data, f, indent=2, default=lambda o: o.tolist() if hasattr(o, "tolist") else str(o))
         f.write("\n")
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp, 0o666 & ~umask)
     os.replace(tmp, out)
 
 

@@ -77,8 +77,9 @@ def _latency_table(report: dict) -> Table:
 @click.option("--samples", type=int, default=None, help="Samples (random, learned).")
 @click.option("--machines", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
               help="Machine description JSON (makespan / latency).")
-@click.option("--profiles", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
-              help="Device profile JSON (objective latency; see `onnx-sched profile`).")
+@click.option("--profiles", type=click.Path(exists=True, dir_okay=False, path_type=Path), multiple=True,
+              help="Device profile JSON, repeatable (objective latency; see `onnx-sched profile`).")
+@click.option("--devices", default=None, help="Comma list of profiled devices to place on (default: all).")
 @click.option("--latency-mode", type=click.Choice(["sequential", "concurrent"]), default="sequential", show_default=True,
               help="sequential: sub-models run one after another (OpenVINO HETERO); concurrent: they overlap.")
 @click.option("--ort-graph", type=click.Choice(["basic", "extended", "all"]), default=None,
@@ -89,7 +90,7 @@ def _latency_table(report: dict) -> Table:
               help="Draw memory over steps (peak-mem) or a Gantt chart (makespan) to a PNG.")
 @import_options
 def command(model: Path, output: Path, objective: str, method: str, time_limit: float, inplace: bool, seed: int,
-            beam: int | None, samples: int | None, machines: Path | None, profiles: Path | None, latency_mode: str,
+            beam: int | None, samples: int | None, machines: Path | None, profiles: tuple[Path, ...], devices: str | None, latency_mode: str,
             ort_graph: str | None, report_path: Path | None,
             plot_path: Path | None, input_shapes: tuple[str, ...], dims: tuple[str, ...]) -> None:
     """Reorder MODEL's operators for OBJECTIVE and write the result to -o."""
@@ -109,26 +110,27 @@ def command(model: Path, output: Path, objective: str, method: str, time_limit: 
             load_model(model)  # one-line errors for unreadable files before ORT sees them
             source = ort_optimized_model(model, Path(tmp) / model.name, level=ort_graph)
         _optimize(source, model, output, objective, method, time_limit, inplace, seed, beam, samples, machines,
-                  report_path, plot_path, shapes, dim_values, profiles, latency_mode)
+                  report_path, plot_path, shapes, dim_values, profiles, latency_mode, devices)
 
 
 def _optimize(source: Path, model: Path, output: Path, objective: str, method: str, time_limit: float, inplace: bool,
               seed: int, beam: int | None, samples: int | None, machines: Path | None, report_path: Path | None,
-              plot_path: Path | None, shapes: dict, dim_values: dict, profiles: Path | None = None,
-              latency_mode: str = "sequential") -> None:
+              plot_path: Path | None, shapes: dict, dim_values: dict, profiles: tuple[Path, ...] = (),
+              latency_mode: str = "sequential", devices: str | None = None) -> None:
     from onnx_sched.api import optimize_model
     from onnx_sched.exporters.onnx import save_model_atomic
     from onnx_sched.importers.onnx import import_onnx
 
     problem = None
     if objective == "latency":
-        if profiles is None:
+        if not profiles:
             raise ValueError("--objective latency needs --profiles P.json (write one with `onnx-sched profile`)")
         from onnx_sched.cost.latency import placement_problem
         from onnx_sched.profiling import load_profiles
 
         graph = import_onnx(source, input_shapes=shapes, dims=dim_values).graph
-        problem = placement_problem(graph, load_profiles(profiles), mode=latency_mode)
+        wanted = [d.strip() for d in devices.split(",") if d.strip()] if devices else None
+        problem = placement_problem(graph, load_profiles(list(profiles)), mode=latency_mode, devices=wanted)
     elif objective != "peak-mem":
         if machines is None:
             raise ValueError(f"--objective {objective} needs --machines M.json (see docs/machines.md)")

@@ -1,0 +1,211 @@
+"""HSDAG inputs (paper 004, sections 2.2-2.3 and appendix G): co-location coarsening and node features.
+
+Numpy/scipy only (inference never imports torch).
+
+* :func:`colocate`: appendix G — walking ops in topological order, ``v_j`` joins
+  ``v_i``'s co-location set when ``v_j`` is ``v_i``'s only child and ``v_i`` is
+  ``v_j``'s only parent (chains collapse).  A set's op type is the mean of its
+  members' one-hot types.
+* :func:`node_features`: per coarse node, concatenated as in the paper
+  (``T || S || Delta_in || Delta_out || D || d_pos``): op-type one-hot over
+  :data:`OP_VOCAB` (mean over the set), padded output shape (log scale), in- and
+  out-degree one-hot (0..6, 7+), fractal dimension (eq. 4, from undirected hop
+  distances), sinusoidal encoding of the topological position (eq. 5,
+  ``d_pos = 16``); plus three cost columns this implementation adds (the paper
+  measured latency online instead): log op time on the fastest device relative
+  to the graph mean, log of host time over fastest time, log output bytes.
+* :func:`device_features`: per (coarse group, device) pair, what the placer
+  head sees: group time on the device relative to its fastest and to the host,
+  the cost of moving the group's boundary tensors to/from the host relative to
+  its time, and a host flag.  Giving the head device *pairs* lets one network
+  place on any number of devices.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from onnx_sched.dag import kahn_order
+from onnx_sched.graph import Graph
+
+__all__ = ["OP_VOCAB", "Coarse", "colocate", "device_features", "fractal_dimension", "node_features",
+           "N_NODE_FEATURES", "N_DEVICE_FEATURES"]
+
+OP_VOCAB = (
+    "Conv", "ConvTranspose", "MatMul", "Gemm", "Add", "Sub", "Mul", "Div", "Relu", "Sigmoid", "Tanh", "Erf",
+    "Softmax", "LayerNormalization", "BatchNormalization", "InstanceNormalization", "MaxPool", "AveragePool",
+    "GlobalAveragePool", "Concat", "Split", "Slice", "Gather", "Reshape", "Transpose", "Squeeze", "Unsqueeze",
+    "Flatten", "Shape", "Cast", "Expand", "Where", "ReduceMean", "Pow", "Sqrt", "Resize", "Pad", "Clip",
+    "HardSigmoid", "LRN", "Dropout", "Identity", "Equal", "ConstantOfShape", "Range", "Neg", "Sum",
+)
+_VOCAB_INDEX = {t: i for i, t in enumerate(OP_VOCAB)}
+N_TYPES = len(OP_VOCAB) + 1  # + "other"
+MAX_DEGREE = 7  # one-hot 0..6 and 7+
+SHAPE_DIMS = 6
+D_POS = 16
+N_NODE_FEATURES = N_TYPES + SHAPE_DIMS + 2 * (MAX_DEGREE + 1) + 1 + D_POS + 3
+N_DEVICE_FEATURES = 4
+
+
+@dataclass(frozen=True, eq=False)
+class Coarse:
+    """Co-location sets: ``member[op]`` = coarse node of each op; ``groups[c]`` its ops
+    (topological order); ``edges`` (E, 2) coarse DAG edges; ``topo`` a topological
+    order of coarse nodes."""
+
+    member: np.ndarray
+    groups: tuple[np.ndarray, ...]
+    edges: np.ndarray
+    topo: np.ndarray
+
+    @property
+    def n(self) -> int:
+        return len(self.groups)
+
+
+def colocate(g: Graph) -> Coarse:
+    """Appendix G co-location: merge ``v_i`` and ``v_j`` when each is the other's only
+    neighbour in that direction."""
+    order = kahn_order(g)
+    member = np.full(g.n_ops, -1, np.int64)
+    groups: list[list[int]] = []
+    for v in order:
+        v = int(v)
+        preds = g.preds(v)
+        if len(preds) == 1:
+            u = int(preds[0])
+            if len(g.succs(u)) == 1:
+                member[v] = member[u]
+                groups[member[u]].append(v)
+                continue
+        member[v] = len(groups)
+        groups.append([v])
+    e = g.edges
+    ce = np.unique(np.stack([member[e[:, 0]], member[e[:, 1]]], 1), axis=0) if len(e) else np.zeros((0, 2), np.int64)
+    ce = ce[ce[:, 0] != ce[:, 1]]
+    topo_first = np.array([grp[0] for grp in groups], np.int64)
+    pos = np.empty(g.n_ops, np.int64)
+    pos[order] = np.arange(g.n_ops)
+    topo = np.argsort(pos[topo_first], kind="stable")
+    return Coarse(member, tuple(np.asarray(x, np.int64) for x in groups), ce.astype(np.int64), topo)
+
+
+_FRACTAL_CACHE: dict[tuple[int, bytes], np.ndarray] = {}
+
+
+def fractal_dimension(n: int, edges: np.ndarray, max_radius: int = 12) -> np.ndarray:
+    """Cached :func:`_fractal_dimension` (the all-pairs hop distances dominate feature time)."""
+    key = (n, np.ascontiguousarray(edges, np.int64).tobytes())
+    if key not in _FRACTAL_CACHE:
+        if len(_FRACTAL_CACHE) > 64:
+            _FRACTAL_CACHE.clear()
+        _FRACTAL_CACHE[key] = _fractal_dimension(n, edges, max_radius)
+    return _FRACTAL_CACHE[key].copy()
+
+
+def _fractal_dimension(n: int, edges: np.ndarray, max_radius: int = 12) -> np.ndarray:
+    """Eq. 4: least-squares slope of ``log N(v, r)`` on ``log r`` over the radii
+    ``r = 1..`` (up to ``max_radius``) at which ``v`` reaches new nodes, on the
+    undirected graph; 0 when fewer than two radii exist."""
+    from scipy.sparse import coo_matrix
+    from scipy.sparse.csgraph import shortest_path
+
+    if n == 0:
+        return np.zeros(0)
+    if len(edges) == 0:
+        return np.zeros(n)
+    a = coo_matrix((np.ones(len(edges)), (edges[:, 0], edges[:, 1])), shape=(n, n)).tocsr()
+    out = np.zeros(n)
+    step = max(1, 4_000_000 // max(n, 1))  # bound memory: rows per block
+    for lo in range(0, n, step):
+        idx = np.arange(lo, min(n, lo + step))
+        dist = shortest_path(a, directed=False, unweighted=True, indices=idx)
+        dist[~np.isfinite(dist)] = np.inf
+        radii = np.arange(1, max_radius + 1)
+        counts = np.stack([(dist <= r).sum(axis=1) for r in radii], axis=1).astype(np.float64)  # incl. self
+        for row in range(len(idx)):
+            c = counts[row]
+            keep = np.concatenate([[True], c[1:] > c[:-1]]) & (c > 1)
+            if keep.sum() < 2:
+                continue
+            x = np.log(radii[keep].astype(np.float64))
+            y = np.log(c[keep])
+            xm = x - x.mean()
+            out[idx[row]] = float((xm * (y - y.mean())).sum() / max((xm * xm).sum(), 1e-12))
+    return out
+
+
+def _positional(pos: np.ndarray, d: int = D_POS) -> np.ndarray:
+    i = np.arange(d // 2)
+    angle = pos[:, None] / np.power(10000.0, 2 * i[None, :] / d)
+    out = np.zeros((len(pos), d))
+    out[:, 0::2] = np.sin(angle)
+    out[:, 1::2] = np.cos(angle)
+    return out
+
+
+def node_features(g: Graph, c: Coarse, op_time: np.ndarray, host: int) -> np.ndarray:
+    """``(c.n, N_NODE_FEATURES)`` float32 features of the coarse nodes (module docstring)."""
+    n = c.n
+    x = np.zeros((n, N_NODE_FEATURES), np.float64)
+    col = 0
+    for ci, grp in enumerate(c.groups):
+        for op in grp:
+            x[ci, _VOCAB_INDEX.get(g.op_types[op], N_TYPES - 1)] += 1.0 / len(grp)
+    col += N_TYPES
+    for ci, grp in enumerate(c.groups):
+        last = int(grp[-1])
+        outs = g.op_outputs.row(last)
+        shape = g.tensor_shapes[outs[0]] if len(outs) else None
+        if shape:
+            dims = list(shape)[-SHAPE_DIMS:]
+            x[ci, col + SHAPE_DIMS - len(dims): col + SHAPE_DIMS] = np.log2(1.0 + np.asarray(dims, np.float64)) / 10.0
+    col += SHAPE_DIMS
+    indeg = np.bincount(c.edges[:, 1], minlength=n) if len(c.edges) else np.zeros(n, np.int64)
+    outdeg = np.bincount(c.edges[:, 0], minlength=n) if len(c.edges) else np.zeros(n, np.int64)
+    x[np.arange(n), col + np.minimum(indeg, MAX_DEGREE)] = 1.0
+    col += MAX_DEGREE + 1
+    x[np.arange(n), col + np.minimum(outdeg, MAX_DEGREE)] = 1.0
+    col += MAX_DEGREE + 1
+    x[:, col] = fractal_dimension(n, c.edges)
+    col += 1
+    pos = np.empty(n, np.float64)
+    pos[c.topo] = np.arange(n)
+    x[:, col: col + D_POS] = _positional(pos)
+    col += D_POS
+    t = group_times(c, op_time)
+    tmin = np.maximum(t.min(axis=1), 1e-12)
+    x[:, col] = np.log(tmin / max(float(tmin.mean()), 1e-12)) / 5.0
+    x[:, col + 1] = np.log(np.maximum(t[:, host], 1e-12) / tmin) / 3.0
+    out_bytes = np.array([float(g.op_output_bytes[grp[-1]]) for grp in c.groups])
+    x[:, col + 2] = np.log1p(out_bytes) / 20.0
+    return x.astype(np.float32)
+
+
+def group_times(c: Coarse, op_time: np.ndarray) -> np.ndarray:
+    """``(c.n, k)`` summed op seconds per coarse node and device (``inf`` kept)."""
+    k = op_time.shape[1]
+    out = np.zeros((c.n, k))
+    np.add.at(out, c.member, op_time)
+    return out
+
+
+def device_features(group_time: np.ndarray, boundary_bytes: np.ndarray, latency: np.ndarray,
+                    inv_bandwidth: np.ndarray, host: int) -> np.ndarray:
+    """``(G, k, N_DEVICE_FEATURES)`` float32 per (group, device) pair (module docstring).
+
+    ``group_time``: ``(G, k)`` seconds of each group on each device;
+    ``boundary_bytes``: ``(G,)`` bytes entering or leaving each group.
+    """
+    G, k = group_time.shape
+    t = np.where(np.isfinite(group_time), group_time, 1e3)
+    tmin = np.maximum(t.min(axis=1, keepdims=True), 1e-12)
+    f = np.zeros((G, k, N_DEVICE_FEATURES))
+    f[:, :, 0] = np.log(np.maximum(t, 1e-12) / tmin) / 3.0
+    f[:, :, 1] = np.log(np.maximum(t, 1e-12) / np.maximum(t[:, host:host + 1], 1e-12)) / 3.0
+    move = latency[host][None, :] + boundary_bytes[:, None] * inv_bandwidth[host][None, :]
+    f[:, :, 2] = np.log1p(move / tmin) / 3.0
+    f[:, host, 3] = 1.0
+    return f.astype(np.float32)

@@ -1,0 +1,302 @@
+"""Run an ONNX model split at device boundaries: one ONNX Runtime session per part.
+
+:func:`split_model` cuts a model by a device per compute node into sub-models
+whose dependency graph is acyclic: nodes are first grouped by (device, number of
+device changes on the longest path to them), which is always acyclic, then
+groups of the same device are merged while the quotient stays acyclic (fewer
+boundaries, like HETERO's sub-graph merging).  Each part is a standalone ONNX
+model: its nodes, the weight-producing nodes and initializers they read, graph
+or boundary tensors as inputs, tensors read by later parts or graph outputs as
+outputs.
+
+:class:`SplitExecutor` runs the parts: one worker thread per device (pinned to
+the device's CPU cores when given), each running its parts in order and waiting
+for the parts that produce its inputs.  Parts on different devices whose inputs
+are ready run at the same time — ONNX Runtime releases the GIL in
+``InferenceSession.run`` — unless ``concurrent=False``, where every part waits for
+the previous one (HETERO-style sequential execution).
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import onnx
+from onnx import helper
+
+__all__ = ["DeviceSpec", "SplitExecutor", "SubModel", "node_devices", "random_feed", "split_model"]
+
+
+def random_feed(model: Any, seed: int = 0, dims: Mapping[str, int] | None = None) -> dict[str, np.ndarray]:
+    """Seeded inputs for every non-initializer graph input (see ``bench.measure.random_inputs``)."""
+    from onnx_sched.bench.measure import random_inputs
+
+    return random_inputs(model, seed, dims)
+
+
+@dataclass(frozen=True)
+class DeviceSpec:
+    """An ONNX Runtime "device": a provider, intra-op threads and optional CPU cores to pin to."""
+
+    name: str
+    provider: str = "CPUExecutionProvider"
+    threads: int = 1
+    cores: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True, eq=False)
+class SubModel:
+    """One part: ``device`` index, its ONNX ``model``, boundary ``inputs``/``outputs``,
+    the compute ``nodes`` (indices into the source graph) and producer parts ``deps``."""
+
+    index: int
+    device: int
+    nodes: tuple[int, ...]
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+    deps: tuple[int, ...]
+    model: onnx.ModelProto = field(repr=False)
+
+
+def _reads(node: onnx.NodeProto) -> list[str]:
+    from onnx_sched.importers.onnx import _subgraph_reads
+
+    names = [x for x in node.input if x]
+    if node.op_type in ("If", "Loop", "Scan"):
+        names += [x for x in _subgraph_reads(node) if x not in names]
+    return names
+
+
+def node_devices(imported: Any, placement: np.ndarray) -> dict[int, int]:
+    """Graph-op placement -> device per compute node index of ``imported.model``."""
+    p = np.asarray(placement, np.int64)
+    if len(p) != imported.graph.n_ops:
+        raise ValueError(f"placement has {len(p)} entries, graph has {imported.graph.n_ops} ops")
+    return {int(idx): int(p[op]) for op, idx in enumerate(imported.op_node)}
+
+
+def _groups(nodes: Sequence[onnx.NodeProto], compute: list[int], dev: Mapping[int, int]) -> list[list[int]]:
+    import networkx as nx
+
+    producer: dict[str, int] = {}
+    for i in compute:
+        for o in nodes[i].output:
+            if o:
+                producer[o] = i
+    level: dict[int, int] = {}
+    preds: dict[int, set[int]] = {}
+    for i in compute:  # file order is topological
+        ps = {producer[x] for x in _reads(nodes[i]) if x in producer and producer[x] != i}
+        preds[i] = ps
+        level[i] = max((level[u] + (dev[u] != dev[i]) for u in ps), default=0)
+    keys = sorted({(level[i], dev[i]) for i in compute})
+    gid = {k: j for j, k in enumerate(keys)}
+    member = {i: gid[(level[i], dev[i])] for i in compute}
+    q = nx.DiGraph()
+    q.add_nodes_from(range(len(keys)))
+    for i in compute:
+        for u in preds[i]:
+            if member[u] != member[i]:
+                q.add_edge(member[u], member[i])
+    gdev = {gid[k]: k[1] for k in keys}
+    # merge same-device groups while the quotient stays acyclic
+    changed = True
+    while changed:
+        changed = False
+        alive = sorted(q.nodes)
+        for a in alive:
+            for b in alive:
+                if a >= b or gdev[a] != gdev[b] or a not in q or b not in q:
+                    continue
+                trial = nx.contracted_nodes(q, a, b, self_loops=False)
+                if nx.is_directed_acyclic_graph(trial):
+                    q = trial
+                    for i, g in member.items():
+                        if g == b:
+                            member[i] = a
+                    changed = True
+    order = list(nx.lexicographical_topological_sort(q))
+    pos = {g: j for j, g in enumerate(order)}
+    out: list[list[int]] = [[] for _ in order]
+    for i in compute:
+        out[pos[member[i]]].append(i)
+    return out
+
+
+def _value_infos(model: onnx.ModelProto) -> dict[str, onnx.ValueInfoProto]:
+    try:
+        inferred = onnx.shape_inference.infer_shapes(model, check_type=False, strict_mode=False)
+    except Exception:  # noqa: BLE001 - keep what the file has
+        inferred = model
+    out: dict[str, onnx.ValueInfoProto] = {}
+    for vi in list(inferred.graph.value_info) + list(inferred.graph.input) + list(inferred.graph.output):
+        if vi.type.HasField("tensor_type") and vi.type.tensor_type.elem_type:
+            out.setdefault(vi.name, vi)
+    return out
+
+
+def split_model(imported: Any, placement: np.ndarray) -> list[SubModel]:
+    """Cut ``imported.model`` into per-device parts for ``placement`` (device per graph op)."""
+    model = imported.model
+    nodes = model.graph.node
+    dev = node_devices(imported, placement)
+    weight_nodes = set(int(i) for i in imported.weight_nodes)
+    compute = sorted(dev)
+    groups = _groups(nodes, compute, dev)
+    inits = {t.name: t for t in model.graph.initializer}
+    weight_producer = {o: i for i in weight_nodes for o in nodes[i].output if o}
+    graph_outputs = [o.name for o in model.graph.output]
+    vis = _value_infos(model)
+    group_of: dict[int, int] = {i: g for g, members in enumerate(groups) for i in members}
+    produced_by: dict[str, int] = {o: group_of[i] for i in compute for o in nodes[i].output if o}
+    readers: dict[str, set[int]] = {}
+    for i in compute:
+        for x in _reads(nodes[i]):
+            readers.setdefault(x, set()).add(group_of[i])
+    ir = max(int(model.ir_version), 4)
+    parts = []
+    for g, members in enumerate(groups):
+        # weight nodes needed (transitively), in file order
+        need_w: set[int] = set()
+        stack = [x for i in members for x in _reads(nodes[i]) if x in weight_producer]
+        while stack:
+            w = weight_producer[stack.pop()]
+            if w not in need_w:
+                need_w.add(w)
+                stack.extend(x for x in _reads(nodes[w]) if x in weight_producer)
+        part_nodes = sorted(need_w | set(members))
+        defined = {o for i in part_nodes for o in nodes[i].output if o}
+        reads = [x for i in part_nodes for x in _reads(nodes[i])]
+        used_inits = sorted({x for x in reads if x in inits and x not in defined})
+        inputs = list(dict.fromkeys(x for x in reads if x not in defined and x not in inits))
+        outputs = [o for i in members for o in nodes[i].output
+                   if o and (o in graph_outputs or any(r != g for r in readers.get(o, ())))]
+        missing = [x for x in inputs + outputs if x not in vis]
+        if missing:
+            raise ValueError(f"split_model: no type known for tensors {missing[:5]} (run shape inference first)")
+        sub = helper.make_graph([nodes[i] for i in part_nodes], f"{model.graph.name or 'model'}_part{g}",
+                                [vis[x] for x in inputs], [vis[x] for x in outputs],
+                                initializer=[inits[x] for x in used_inits])
+        m = helper.make_model(sub, opset_imports=list(model.opset_import), ir_version=ir)
+        m.functions.extend(model.functions)
+        deps = sorted({produced_by[x] for x in inputs if x in produced_by})
+        parts.append(SubModel(g, dev[members[0]], tuple(members), tuple(inputs), tuple(outputs), tuple(deps), m))
+    return parts
+
+
+class _Worker(threading.Thread):
+    def __init__(self, cores: tuple[int, ...]) -> None:
+        super().__init__(daemon=True)
+        self.cores = cores
+        self.jobs: queue.Queue = queue.Queue()
+
+    def run(self) -> None:
+        if self.cores and hasattr(os, "sched_setaffinity"):
+            try:
+                os.sched_setaffinity(0, set(self.cores))  # Linux: pins the calling thread
+            except OSError:
+                pass
+        while True:
+            job = self.jobs.get()
+            if job is None:
+                return
+            job()
+
+
+class SplitExecutor:
+    """Run split parts with one session per part and one worker thread per device.
+
+    ``run(feed)`` returns the graph outputs; ``last_device_seconds`` holds the busy
+    time per device of the last run.
+    """
+
+    def __init__(self, parts: Sequence[SubModel], devices: Sequence[DeviceSpec], output_names: Sequence[str],
+                 concurrent: bool = True, opt_level: str = "all") -> None:
+        import onnxruntime as ort
+
+        from onnx_sched.bench.ort_runner import make_session_options
+
+        if not parts:
+            raise ValueError("SplitExecutor: no parts")
+        used = {p.device for p in parts}
+        if max(used) >= len(devices):
+            raise ValueError(f"parts use device {max(used)}, only {len(devices)} device specs given")
+        self.parts = list(parts)
+        self.devices = list(devices)
+        self.output_names = list(output_names)
+        self.concurrent = concurrent
+        self.sessions = []
+        for p in self.parts:
+            spec = self.devices[p.device]
+            so = make_session_options(arena=True, opt_level=opt_level, threads=spec.threads)
+            so.inter_op_num_threads = 1
+            self.sessions.append(ort.InferenceSession(p.model.SerializeToString(), so, providers=[spec.provider]))
+        self._workers = {d: _Worker(self.devices[d].cores) for d in sorted(used)}
+        for w in self._workers.values():
+            w.start()
+        self.last_device_seconds: dict[str, float] = {}
+
+    @property
+    def n_parts(self) -> int:
+        return len(self.parts)
+
+    def close(self) -> None:
+        for w in self._workers.values():
+            w.jobs.put(None)
+        for w in self._workers.values():
+            w.join(timeout=5)
+        self._workers = {}
+
+    def __enter__(self) -> SplitExecutor:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def run(self, feed: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        env: dict[str, Any] = dict(feed)
+        done = [threading.Event() for _ in self.parts]
+        errors: list[BaseException] = []
+        busy = dict.fromkeys(self._workers, 0.0)
+        lock = threading.Lock()
+
+        def make_job(k: int):  # noqa: ANN202
+            part = self.parts[k]
+            sess = self.sessions[k]
+
+            def job() -> None:
+                try:
+                    waits = part.deps if self.concurrent else range(k)
+                    for d in waits:
+                        done[d].wait()
+                    if errors:
+                        return
+                    inputs = {x: env[x] for x in part.inputs}
+                    t0 = time.perf_counter()
+                    outs = sess.run(list(part.outputs), inputs)
+                    dt = time.perf_counter() - t0
+                    with lock:
+                        env.update(zip(part.outputs, outs))
+                        busy[part.device] += dt
+                except BaseException as exc:  # noqa: BLE001 - re-raised in the caller
+                    errors.append(exc)
+                finally:
+                    done[k].set()
+
+            return job
+
+        for k, part in enumerate(self.parts):
+            self._workers[part.device].jobs.put(make_job(k))
+        for e in done:
+            e.wait()
+        if errors:
+            raise errors[0]
+        self.last_device_seconds = {self.devices[d].name: t for d, t in busy.items()}
+        return {name: env[name] for name in self.output_names}

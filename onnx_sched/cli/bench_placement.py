@@ -1,0 +1,109 @@
+"""``onnx-sched bench-placement``: run a placed model for real (OpenVINO HETERO or ORT split).
+
+The placement comes from ``--placement`` (a placement JSON, or an ONNX model
+exported with per-node device metadata) or is computed here with ``--method``
+from ``--profiles``.  Placement device ``i`` runs on runtime device ``i`` of
+``--devices``: OpenVINO device names (default ``CPU,CPUB``: the CPU plugin twice,
+see :mod:`onnx_sched.devices`) or, for ``ort``, that many CPU "devices" of
+``--threads`` threads each, pinned to distinct cores with ``--pin``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import click
+
+from onnx_sched.cli._common import import_options
+
+__all__ = ["command"]
+
+
+@click.command("bench-placement")
+@click.argument("model", type=click.Path(dir_okay=False))
+@click.option("--placement", "placement_path", type=click.Path(dir_okay=False),
+              help="Placement JSON or ONNX model with pkg.onnx_sched.device node metadata.")
+@click.option("--method", default=None, help="Compute the placement with this latency pass instead (needs --profiles).")
+@click.option("--profiles", multiple=True, type=click.Path(dir_okay=False), help="Profile file(s) for --method.")
+@click.option("--profile-devices", default=None, help="Devices of the profiles to place on, e.g. CPU,GPU.1.")
+@click.option("--mode", type=click.Choice(["sequential", "concurrent"]), default="sequential", show_default=True)
+@click.option("--runtime", type=click.Choice(["openvino", "ort"]), default="openvino", show_default=True)
+@click.option("--devices", default=None, help="Runtime devices, one per placement device (default CPU,CPUB / A,B).")
+@click.option("--threads", type=click.IntRange(1, 1024), default=1, show_default=True, help="ORT threads per device.")
+@click.option("--pin/--no-pin", default=True, show_default=True, help="ORT: pin device i to core i.")
+@click.option("--sequential", is_flag=True, help="ORT: run parts one after another (HETERO-like).")
+@click.option("--warmup", type=click.IntRange(0, 1000), default=2, show_default=True)
+@click.option("--repeats", type=click.IntRange(1, 100_000), default=10, show_default=True)
+@click.option("--time-limit", type=float, default=10.0, show_default=True, help="Seconds for --method.")
+@click.option("--save-placement", type=click.Path(dir_okay=False), default=None, help="Write the placement used.")
+@click.option("-o", "--output", type=click.Path(dir_okay=False), default=None, help="JSON report path.")
+@import_options
+def command(model: str, placement_path: str | None, method: str | None, profiles: tuple[str, ...],
+            profile_devices: str | None, mode: str, runtime: str, devices: str | None, threads: int, pin: bool,
+            sequential: bool, warmup: int, repeats: int, time_limit: float, save_placement: str | None,
+            output: str | None, input_shapes: tuple[str, ...], dims: tuple[str, ...]) -> None:
+    """Run MODEL split by a device placement; report latency, sub-models and output equality."""
+    from onnx_sched.bench.placement import bench_openvino, bench_ort, load_placement
+    from onnx_sched.bench.placement import save_placement as write_placement
+    from onnx_sched.importers.onnx import import_onnx, parse_dims, parse_input_shapes
+
+    if (placement_path is None) == (method is None):
+        raise ValueError("give exactly one of --placement FILE or --method NAME (with --profiles)")
+    imported = import_onnx(model, input_shapes=parse_input_shapes(input_shapes), dims=parse_dims(dims))
+    graph = imported.graph
+    meta: dict = {}
+    if placement_path:
+        placement, names, meta = load_placement(placement_path, graph)
+    else:
+        if not profiles:
+            raise ValueError("--method needs --profiles FILE (from onnx-sched profile)")
+        from onnx_sched.cost.latency import placement_problem
+        from onnx_sched.passes import PassContext, get_pass
+        from onnx_sched.profiling import load_profiles
+
+        ps = load_profiles(list(profiles))
+        sel = [d.strip() for d in profile_devices.split(",")] if profile_devices else None
+        problem = placement_problem(graph, ps, mode, sel)
+        sched = get_pass(method, "latency")(graph, PassContext(time_limit=time_limit, problem=problem))
+        placement, names = sched.placement, list(problem.device_names)
+        meta = {"method": method, "predicted_latency_s": sched.info["latency"], "mode": mode,
+                "simulated": problem.simulated}
+    if save_placement:
+        write_placement(save_placement, graph, placement, names, **{k: v for k, v in meta.items() if k != "format"})
+    k = len(names)
+    if runtime == "openvino":
+        run_devs = [d.strip() for d in devices.split(",")] if devices else (["CPU", "CPUB"] + [f"CPU{i}" for i in range(2, k)])[:k]
+        if len(run_devs) < k:
+            raise ValueError(f"placement uses {k} devices {names}; --devices gives {len(run_devs)}")
+        report = bench_openvino(imported, placement, run_devs[:k], warmup=warmup, repeats=repeats)
+    else:
+        from onnx_sched.bench.split_executor import DeviceSpec
+
+        labels = [d.strip() for d in devices.split(",")] if devices else [chr(ord("A") + i) for i in range(k)]
+        if len(labels) < k:
+            raise ValueError(f"placement uses {k} devices {names}; --devices gives {len(labels)}")
+        ncpu = os.cpu_count() or 1
+        specs = [DeviceSpec(labels[i], threads=threads,
+                            cores=tuple(range(i * threads % ncpu, i * threads % ncpu + threads)) if pin else ())
+                 for i in range(k)]
+        report = bench_ort(imported, placement, specs, warmup=warmup, repeats=repeats, concurrent=not sequential)
+    report = {"model": graph.name, "ops": graph.n_ops, "placement_devices": names,
+              "ops_per_device": {names[i]: int((placement == i).sum()) for i in range(k)}, **meta, **report}
+    if output:
+        from onnx_sched.cli._common import write_json_atomic
+
+        write_json_atomic(report, output)
+    sim = " (placement from SIMULATED profiles)" if report.get("simulated") else ""
+    split, single = report["split"], report.get("single_device")
+    line = (f"{graph.name}: {runtime} {report.get('target', '')} {report['sub_models']} sub-models, "
+            f"split median {split['median_s'] * 1e3:.3f} ms p90 {split['p90_s'] * 1e3:.3f} ms")
+    if single:
+        line += f", single device {single['median_s'] * 1e3:.3f} ms"
+    if "outputs_equal" in report:
+        line += f", outputs {'equal' if report['outputs_equal'] else 'DIFFER'} (max abs err {report['max_abs_error']:.2g})"
+    click.echo(line + sim)
+    if not output:
+        click.echo(json.dumps(report["device_seconds"]))
+    if report.get("outputs_equal") is False:
+        raise SystemExit(1)

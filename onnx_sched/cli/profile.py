@@ -1,0 +1,49 @@
+"""``onnx-sched profile``: per-op latency of a model on a device, plus a transfer model.
+
+Writes a profile file (``onnx-sched-profiles/1`` JSON) that the ``latency``
+passes read.  ``--simulate igpu,dgpu`` appends devices this machine lacks,
+derived from the measured one by the documented factors in
+:data:`onnx_sched.profiling.SIMULATED_PRESETS`; they are marked ``simulated``.
+"""
+
+from __future__ import annotations
+
+import click
+
+from onnx_sched.cli._common import import_options
+
+__all__ = ["command"]
+
+
+@click.command("profile")
+@click.argument("model", type=click.Path(dir_okay=False))
+@click.option("--device", "-d", default="CPU", show_default=True,
+              help="OpenVINO device (CPU, GPU.0 ...) or ONNX Runtime provider (CPUExecutionProvider).")
+@click.option("--runtime", type=click.Choice(["openvino", "ort"]), default="openvino", show_default=True)
+@click.option("--repeats", type=click.IntRange(1, 10_000), default=10, show_default=True)
+@click.option("--threads", type=click.IntRange(1, 1024), default=1, show_default=True, help="ORT intra-op threads.")
+@click.option("--simulate", default="", metavar="KINDS", help="Add simulated devices, e.g. igpu,dgpu.")
+@click.option("--no-transfer", is_flag=True, help="Skip measuring copies (default transfer model).")
+@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="Profile JSON to write.")
+@import_options
+def command(model: str, device: str, runtime: str, repeats: int, threads: int, simulate: str, no_transfer: bool,
+            output: str, input_shapes: tuple[str, ...], dims: tuple[str, ...]) -> None:
+    """Measure per-op latency of MODEL on a device and write a profile file."""
+    from onnx_sched.importers.onnx import import_onnx, parse_dims, parse_input_shapes
+    from onnx_sched.profiling import add_simulated, profile_model, save_profiles
+
+    imported = import_onnx(model, input_shapes=parse_input_shapes(input_shapes), dims=parse_dims(dims))
+    if runtime == "ort" and device == "CPU":
+        device = "CPUExecutionProvider"
+    ps = profile_model(imported, device, runtime, repeats=repeats, threads=threads, transfer=not no_transfer)
+    kinds = [k.strip() for k in simulate.split(",") if k.strip()]
+    if kinds:
+        ps = add_simulated(ps, kinds)
+    save_profiles(ps, output)
+    dev = ps.devices[0]
+    total = f"{dev.total_seconds * 1e3:.3f} ms" if dev.total_seconds else "-"
+    sim = f"; simulated: {', '.join(d.name for d in ps.devices if d.simulated)}" if kinds else ""
+    click.echo(f"{imported.graph.name}: {dev.name} ({dev.full_name}) latency {total}, "
+               f"{sum(1 for v in dev.op_seconds.values() if v > 0)}/{imported.graph.n_ops} ops timed, "
+               f"transfer {ps.default_transfer.latency_s * 1e6:.1f} us + {ps.default_transfer.bandwidth_Bps / 1e9:.1f} GB/s"
+               f"{sim} -> {output}")

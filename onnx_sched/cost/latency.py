@@ -1,0 +1,408 @@
+"""Inference latency of a device placement, from device profiles (pure functions).
+
+Two models, matching how runtimes execute a split model:
+
+* **sequential** — OpenVINO HETERO with a synchronous infer request runs its
+  sub-models one after another, so latency is the sum of op times on their
+  devices plus the transfers: a tensor read on a device other than where it
+  lives is moved **once per (tensor, destination device)** for
+  ``latency + bytes / bandwidth``.  Graph inputs live on the host device and
+  graph outputs must end there.  Weights are resident (each sub-model holds its
+  own constants), never moved.  For two devices the optimum is an s-t minimum
+  cut (:func:`mincut_placement`, exact); for more, CP-SAT
+  (:func:`cpsat_placement`).
+* **concurrent** — independent sub-graphs on different devices overlap (the
+  split executor, asynchronous pipelines): latency is the makespan of list
+  scheduling the placement (one stream per device, transfers delay consumers),
+  computed by :mod:`onnx_sched.cost.makespan` with each op pinned to its device.
+  Host input/output copies are not part of this model.
+
+A :class:`PlacementProblem` (the ``ctx.problem`` of every ``latency`` pass) holds
+the op-time matrix and transfer matrices built from a
+:class:`~onnx_sched.profiling.ProfileSet`; ``simulated`` is true when any
+device profile is simulated, and reports must say so.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from onnx_sched.graph import Graph, TensorKind
+
+__all__ = [
+    "MODES",
+    "PlacementProblem",
+    "concurrent_latency",
+    "cpsat_placement",
+    "evaluate",
+    "mincut_placement",
+    "placement_problem",
+    "sequential_latency",
+    "sequential_latency_batch",
+]
+
+MODES = ("sequential", "concurrent")
+
+
+@dataclass(frozen=True, eq=False)
+class PlacementProblem:
+    """Devices, per-op seconds and transfer costs for one graph.
+
+    ``op_time[i, d]``: seconds of op ``i`` on device ``d`` (``inf`` = cannot run);
+    ``latency[a, b]`` / ``inv_bandwidth[a, b]``: seconds and seconds per byte to
+    move a tensor from device ``a`` to ``b`` (0 on the diagonal); ``host``: index of
+    the device holding graph inputs and outputs; ``mode``: ``sequential`` or
+    ``concurrent``.
+    """
+
+    graph: Graph
+    device_names: tuple[str, ...]
+    op_time: np.ndarray
+    latency: np.ndarray
+    inv_bandwidth: np.ndarray
+    host: int = 0
+    mode: str = "sequential"
+    simulated: bool = False
+    device_kinds: tuple[str, ...] = ()
+    info: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        n, k = self.graph.n_ops, len(self.device_names)
+        t = np.ascontiguousarray(self.op_time, dtype=np.float64)
+        if t.shape != (n, k):
+            raise ValueError(f"op_time has shape {t.shape}, expected ({n}, {k})")
+        if np.isnan(t).any() or (t < 0).any():
+            raise ValueError("op_time must be >= 0 (inf = op cannot run on the device)")
+        for name in ("latency", "inv_bandwidth"):
+            arr = np.ascontiguousarray(getattr(self, name), dtype=np.float64)
+            if arr.shape != (k, k):
+                raise ValueError(f"{name} has shape {arr.shape}, expected ({k}, {k})")
+            arr = arr.copy()
+            np.fill_diagonal(arr, 0.0)
+            object.__setattr__(self, name, arr)
+        object.__setattr__(self, "op_time", t)
+        if not 0 <= self.host < k:
+            raise ValueError(f"host device {self.host} outside [0, {k})")
+        if self.mode not in MODES:
+            raise ValueError(f"latency mode must be one of {MODES}, got {self.mode!r}")
+        if not self.device_kinds:
+            object.__setattr__(self, "device_kinds", ("cpu",) * k)
+
+    @property
+    def n_devices(self) -> int:
+        return len(self.device_names)
+
+    def device_index(self, name_or_kind: str) -> int:
+        """Index of a device by name, else the first device of that kind (``cpu``, ``igpu``, ``dgpu``, ``gpu``)."""
+        if name_or_kind in self.device_names:
+            return self.device_names.index(name_or_kind)
+        for i, kind in enumerate(self.device_kinds):
+            if kind == name_or_kind or (name_or_kind == "gpu" and kind in ("dgpu", "igpu")):
+                return i
+        raise ValueError(f"no device {name_or_kind!r} among {list(self.device_names)} (kinds {list(self.device_kinds)})")
+
+    def with_mode(self, mode: str) -> PlacementProblem:
+        from dataclasses import replace
+
+        return replace(self, mode=mode, info={})
+
+    @property
+    def transfers(self) -> TransferTable:
+        cached = self.info.get("_transfers")
+        if cached is None:
+            cached = _transfer_table(self.graph)
+            self.info["_transfers"] = cached
+        return cached
+
+    def makespan_problem(self, placement: np.ndarray | None = None) -> Any:
+        """The :class:`~onnx_sched.cost.makespan.MakespanProblem` of these devices; with
+        ``placement``, every op may only run on its placed device."""
+        from onnx_sched.cost import makespan as ms
+        from onnx_sched.machines import Link, Machines, Unit
+
+        k = self.n_devices
+        links = {(a, b): Link(float(self.latency[a, b]), 1.0 / self.inv_bandwidth[a, b] if self.inv_bandwidth[a, b] > 0
+                              else float("inf"))
+                 for a in range(k) for b in range(k) if a != b}
+        machines = Machines(kind="devices", units=tuple(Unit(n) for n in self.device_names), links=links,
+                            name="profiles")
+        d = self.op_time
+        if placement is not None:
+            p = np.asarray(placement, np.int64)
+            d = np.full_like(self.op_time, np.inf)
+            d[np.arange(self.graph.n_ops), p] = self.op_time[np.arange(self.graph.n_ops), p]
+        return ms.makespan_problem(self.graph, machines, d)
+
+
+@dataclass(frozen=True, eq=False)
+class TransferTable:
+    """Tensors that may move: ``src_op[j]`` (``-1`` = graph input on the host),
+    ``nbytes[j]``, consumer ops in CSR (``cons_ptr``/``cons_idx``) and ``to_host[j]``
+    (graph output: must end on the host)."""
+
+    tensor: np.ndarray
+    src_op: np.ndarray
+    nbytes: np.ndarray
+    cons_ptr: np.ndarray
+    cons_idx: np.ndarray
+    to_host: np.ndarray
+
+
+def _transfer_table(g: Graph) -> TransferTable:
+    cons = g.tensor_consumers
+    rows, src, nb, ptr, idx, out = [], [], [], [0], [], []
+    for t in range(g.n_tensors):
+        kind = int(g.tensor_kind[t])
+        if kind == TensorKind.WEIGHT:
+            continue
+        c = cons.row(t)
+        p = int(g.tensor_producer[t])
+        is_out = kind == TensorKind.OUTPUT
+        if not len(c) and not is_out:
+            continue
+        rows.append(t)
+        src.append(p)
+        nb.append(int(g.tensor_bytes[t]))
+        idx.extend(int(x) for x in c if x != p)
+        ptr.append(len(idx))
+        out.append(is_out)
+    return TransferTable(np.asarray(rows, np.int64), np.asarray(src, np.int64), np.asarray(nb, np.float64),
+                         np.asarray(ptr, np.int64), np.asarray(idx, np.int64), np.asarray(out, bool))
+
+
+def placement_problem(graph: Graph, profiles: Any, mode: str = "sequential",
+                      devices: Sequence[str] | None = None) -> PlacementProblem:
+    """Build the problem from a :class:`~onnx_sched.profiling.ProfileSet` (optionally
+    restricted to ``devices``, in that order)."""
+    from onnx_sched.profiling import op_seconds_matrix
+
+    ps = profiles.subset(devices) if devices else profiles
+    names = ps.names
+    k = len(names)
+    lat = np.zeros((k, k))
+    inv = np.zeros((k, k))
+    for a in range(k):
+        for b in range(k):
+            if a != b:
+                tm = ps.transfer(names[a], names[b])
+                lat[a, b] = tm.latency_s
+                inv[a, b] = 1.0 / tm.bandwidth_Bps
+    host = names.index(ps.host) if ps.host in names else 0
+    return PlacementProblem(graph, names, op_seconds_matrix(graph, ps), lat, inv, host, mode, ps.simulated,
+                            tuple(d.kind for d in ps.devices))
+
+
+# ------------------------------------------------------------------ sequential
+def _check_placement(problem: PlacementProblem, placement: np.ndarray) -> np.ndarray:
+    p = np.asarray(placement, np.int64)
+    if p.shape[-1] != problem.graph.n_ops:
+        raise ValueError(f"placement has {p.shape[-1]} entries, graph has {problem.graph.n_ops} ops")
+    if p.size and (p.min() < 0 or p.max() >= problem.n_devices):
+        raise ValueError(f"placement uses devices outside [0, {problem.n_devices})")
+    return p
+
+
+def sequential_latency_batch(problem: PlacementProblem, placements: np.ndarray) -> np.ndarray:
+    """Sequential latency of each row of ``placements`` ``(B, n)`` (vectorized)."""
+    P = np.atleast_2d(_check_placement(problem, placements))
+    B, n = P.shape
+    k = problem.n_devices
+    total = problem.op_time[np.arange(n)[None, :], P].sum(axis=1)
+    tt = problem.transfers
+    host = problem.host
+    for j in range(len(tt.tensor)):
+        u = int(tt.src_op[j])
+        src = np.full(B, host) if u < 0 else P[:, u]
+        cons = tt.cons_idx[tt.cons_ptr[j]:tt.cons_ptr[j + 1]]
+        need = np.zeros((B, k), bool)
+        if len(cons):
+            need[np.arange(B)[:, None], P[:, cons]] = True
+        if tt.to_host[j]:
+            need[:, host] = True
+        need[np.arange(B), src] = False
+        if need.any():
+            cost = problem.latency[src] + tt.nbytes[j] * problem.inv_bandwidth[src]  # (B, k)
+            total = total + (need * cost).sum(axis=1)
+    return total
+
+
+def sequential_latency(problem: PlacementProblem, placement: np.ndarray) -> float:
+    """Sum of op times plus transfers (once per tensor and destination device)."""
+    return float(sequential_latency_batch(problem, np.asarray(placement)[None, :])[0])
+
+
+def concurrent_latency(problem: PlacementProblem, placement: np.ndarray, priority: np.ndarray | None = None) -> float:
+    """Makespan of the placement with independent ops on different devices overlapping
+    (list scheduling by HEFT upward rank unless ``priority`` is given)."""
+    from onnx_sched.cost import makespan as ms
+
+    p = _check_placement(problem, placement)
+    mp = problem.makespan_problem(p)
+    prio = ms.upward_rank(mp) if priority is None else priority
+    _, place, makespan = ms.run_list(mp, prio)
+    assert (place == p).all()
+    return float(makespan)
+
+
+def evaluate(problem: PlacementProblem, placement: np.ndarray, mode: str | None = None) -> float:
+    """Latency of ``placement`` under ``mode`` (default: the problem's)."""
+    mode = mode or problem.mode
+    if mode == "sequential":
+        return sequential_latency(problem, placement)
+    if mode == "concurrent":
+        return concurrent_latency(problem, placement)
+    raise ValueError(f"latency mode must be one of {MODES}, got {mode!r}")
+
+
+# ---------------------------------------------------------------- exact solvers
+def mincut_placement(problem: PlacementProblem) -> tuple[np.ndarray, float]:
+    """Exact sequential-latency optimum for two devices as an s-t minimum cut.
+
+    Source side = device 0, sink side = device 1.  Op ``i``: edge ``s->i`` costs
+    its device-1 time, ``i->t`` its device-0 time.  A tensor produced on ``P``
+    (an op, or the host terminal for graph inputs) read by consumers ``C`` (plus
+    the host terminal for graph outputs) gets two auxiliary nodes: ``P->a`` (cost
+    0->1 transfer) with ``a->c`` infinite, and ``c->b`` infinite with ``b->P`` (cost
+    1->0 transfer), so each direction is paid at most once per tensor.  Returns
+    ``(placement, latency)``.
+    """
+    import networkx as nx
+
+    if problem.n_devices != 2:
+        raise ValueError(f"mincut placement needs exactly 2 devices, got {problem.n_devices}")
+    g = problem.graph
+    n = g.n_ops
+    if not np.isfinite(problem.op_time).all():
+        big = float(np.nansum(np.where(np.isfinite(problem.op_time), problem.op_time, 0))) * 10 + 1.0
+        times = np.where(np.isfinite(problem.op_time), problem.op_time, big)
+    else:
+        times = problem.op_time
+    G = nx.DiGraph()
+    S, T = "s", "t"
+    G.add_node(S)
+    G.add_node(T)
+
+    def add(u: Any, v: Any, cap: float | None) -> None:
+        if cap is None:
+            G.add_edge(u, v)  # no capacity attribute = infinite
+        elif cap > 0:
+            if G.has_edge(u, v) and "capacity" in G[u][v]:
+                G[u][v]["capacity"] += cap
+            elif not G.has_edge(u, v):
+                G.add_edge(u, v, capacity=cap)
+
+    for i in range(n):
+        add(S, i, float(times[i, 1]))
+        add(i, T, float(times[i, 0]))
+    host_node = S if problem.host == 0 else T
+    tt = problem.transfers
+    for j in range(len(tt.tensor)):
+        u = int(tt.src_op[j])
+        P = host_node if u < 0 else u
+        cons: list[Any] = [int(c) for c in tt.cons_idx[tt.cons_ptr[j]:tt.cons_ptr[j + 1]]]
+        if tt.to_host[j]:
+            cons.append(host_node)
+        cons = [c for c in dict.fromkeys(cons) if c != P]
+        if not cons:
+            continue
+        c01 = problem.latency[0, 1] + tt.nbytes[j] * problem.inv_bandwidth[0, 1]
+        c10 = problem.latency[1, 0] + tt.nbytes[j] * problem.inv_bandwidth[1, 0]
+        if P != T:  # producer may sit on device 0 and pay 0->1
+            a = ("a", j)
+            add(P, a, c01)
+            for c in cons:
+                if c != S:
+                    add(a, c, None)
+        if P != S:  # producer may sit on device 1 and pay 1->0
+            b = ("b", j)
+            add(b, P, c10)
+            for c in cons:
+                if c != T:
+                    add(c, b, None)
+    _, (reach, _) = nx.minimum_cut(G, S, T)
+    placement = np.array([0 if i in reach else 1 for i in range(n)], np.int64)
+    return placement, sequential_latency(problem, placement)
+
+
+def cpsat_placement(problem: PlacementProblem, time_limit: float = 10.0, hint: np.ndarray | None = None,
+                    seed: int = 0, workers: int = 2, stats: dict | None = None) -> tuple[np.ndarray, float, bool]:
+    """Sequential-latency placement on any number of devices with CP-SAT.
+
+    Booleans ``x[i,d]`` (op on device), ``y[t,d]`` (tensor needed on ``d``: implied by
+    any consumer on ``d``, or the host for outputs) and ``z[t,a,d] >= x[src,a] + y[t,d] - 1``
+    carrying the transfer cost; costs in integer nanoseconds.  Returns
+    ``(placement, latency, proven_optimal)``; ``stats`` (a dict), when given, receives
+    ``lower_bound`` (seconds, CP-SAT's best objective bound) and ``status``.
+    """
+    from ortools.sat.python import cp_model
+
+    g = problem.graph
+    n, k = g.n_ops, problem.n_devices
+    scale = 1e9
+    m = cp_model.CpModel()
+    x = [[m.NewBoolVar(f"x{i}_{d}") for d in range(k)] for i in range(n)]
+    obj = []
+    for i in range(n):
+        allowed = [d for d in range(k) if np.isfinite(problem.op_time[i, d])]
+        m.AddExactlyOne(x[i][d] for d in allowed)
+        for d in range(k):
+            if d not in allowed:
+                m.Add(x[i][d] == 0)
+            else:
+                obj.append(int(round(problem.op_time[i, d] * scale)) * x[i][d])
+    tt = problem.transfers
+    host = problem.host
+    for j in range(len(tt.tensor)):
+        u = int(tt.src_op[j])
+        cons = np.unique(tt.cons_idx[tt.cons_ptr[j]:tt.cons_ptr[j + 1]])
+        for d in range(k):
+            needed_fixed = bool(tt.to_host[j]) and d == host
+            if not len(cons) and not needed_fixed:
+                continue
+            y = m.NewBoolVar(f"y{j}_{d}")
+            if needed_fixed:
+                m.Add(y == 1)
+            for c in cons:
+                m.AddImplication(x[int(c)][d], y)
+            for a in range(k):
+                if a == d:
+                    continue
+                cost = int(round((problem.latency[a, d] + tt.nbytes[j] * problem.inv_bandwidth[a, d]) * scale))
+                if cost <= 0:
+                    continue
+                if u < 0:
+                    if a == host:
+                        obj.append(cost * y)
+                    continue
+                z = m.NewBoolVar(f"z{j}_{a}_{d}")
+                m.AddBoolOr([x[u][a].Not(), y.Not(), z])
+                obj.append(cost * z)
+    m.Minimize(sum(obj))
+    if hint is not None:
+        for i in range(n):
+            for d in range(k):
+                m.AddHint(x[i][d], int(hint[i]) == d)
+    solver = cp_model.CpSolver()
+    solver.parameters.max_time_in_seconds = float(time_limit)
+    solver.parameters.num_workers = int(workers)
+    solver.parameters.random_seed = int(seed)
+    status = solver.Solve(m)
+    if stats is not None:
+        stats["status"] = solver.StatusName(status)
+        stats["lower_bound"] = float(solver.BestObjectiveBound()) / scale
+    if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        if hint is None:
+            raise ValueError("CP-SAT found no placement within the time limit")
+        p = np.asarray(hint, np.int64)
+        return p, sequential_latency(problem, p), False
+    p = np.array([int(np.argmax([solver.Value(x[i][d]) for d in range(k)])) for i in range(n)], np.int64)
+    lat = sequential_latency(problem, p)
+    if hint is not None:
+        hl = sequential_latency(problem, hint)
+        if hl < lat:
+            return np.asarray(hint, np.int64), hl, False
+    return p, lat, status == cp_model.OPTIMAL

@@ -1,0 +1,130 @@
+"""The compute devices of this machine, as OpenVINO and ONNX Runtime see them.
+
+``list_devices()`` reports OpenVINO's ``available_devices`` (with each device's
+``FULL_DEVICE_NAME``) and ONNX Runtime's execution providers.  Both runtimes are
+optional: a missing one is reported, never raised.
+
+A second CPU "device" for real split execution on a CPU-only machine:
+OpenVINO can load its CPU plugin library a second time under another device
+name (``Core.register_plugin(lib, "CPUB")``).  ``HETERO:CPU,CPUB`` then honours
+per-op ``affinity`` and compiles two sub-models, both running on the CPU.  This
+is what :func:`register_cpu_alias` does; ``HETERO:CPU`` alone (or ``CPU,CPU``)
+always compiles one sub-model, and virtual devices (``CPU.1``) do not exist.
+
+Example:
+    >>> [d.name for d in list_devices() if d.backend == "openvino"]  # doctest: +SKIP
+    ['CPU']
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any
+
+from onnx_sched.errors import DeviceError
+
+__all__ = ["CPU_ALIAS", "DeviceInfo", "device_kind", "list_devices", "openvino_core", "register_cpu_alias"]
+
+CPU_ALIAS = "CPUB"  # second name for the OpenVINO CPU plugin (two-CPU HETERO split)
+
+
+@dataclass(frozen=True)
+class DeviceInfo:
+    """One device: ``backend`` is ``openvino`` or ``onnxruntime``; ``kind`` is
+    ``cpu``, ``igpu``, ``dgpu``, ``npu`` or ``other``."""
+
+    name: str
+    full_name: str
+    backend: str
+    kind: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"name": self.name, "full_name": self.full_name, "backend": self.backend, "kind": self.kind}
+
+
+def device_kind(name: str, full_name: str = "", device_type: str = "") -> str:
+    """Classify a device name: OpenVINO reports ``DEVICE_TYPE`` integrated/discrete for GPUs."""
+    upper = name.upper()
+    if upper.startswith("CPU") or "CPUEXECUTIONPROVIDER" in upper:
+        return "cpu"
+    if upper.startswith("GPU") or "CUDA" in upper or "DML" in upper or "ROCM" in upper:
+        t = device_type.lower()
+        if "integrated" in t:
+            return "igpu"
+        if "discrete" in t or "CUDA" in upper or "ROCM" in upper:
+            return "dgpu"
+        return "igpu" if "graphics" in full_name.lower() and "arc" not in full_name.lower() else "dgpu"
+    if upper.startswith("NPU"):
+        return "npu"
+    return "other"
+
+
+_CORE: Any = None
+
+
+def openvino_core() -> Any:
+    """A process-wide ``openvino.Core`` (creating one loads plugins: do it once)."""
+    global _CORE
+    if _CORE is None:
+        try:
+            import openvino as ov
+        except ImportError as exc:
+            raise DeviceError("OpenVINO is not installed (pip install 'onnx-sched[openvino]')") from exc
+        _CORE = ov.Core()
+    return _CORE
+
+
+def register_cpu_alias(core: Any = None, name: str = CPU_ALIAS) -> str:
+    """Register the OpenVINO CPU plugin library a second time as device ``name``.
+
+    Returns ``name``.  Idempotent.  Used to run real two-device HETERO splits on
+    a CPU-only machine (see module docstring).
+    """
+    core = core or openvino_core()
+    if name in core.available_devices:
+        return name
+    import openvino as ov
+
+    lib = os.path.join(os.path.dirname(ov.__file__), "libs", "libopenvino_intel_cpu_plugin.so")
+    if not os.path.exists(lib):
+        raise DeviceError(f"cannot register {name}: OpenVINO CPU plugin library not found at {lib}")
+    core.register_plugin(lib, name)
+    return name
+
+
+def _openvino_devices() -> list[DeviceInfo]:
+    try:
+        core = openvino_core()
+    except DeviceError:
+        return []
+    out = []
+    for name in core.available_devices:
+        try:
+            full = str(core.get_property(name, "FULL_DEVICE_NAME"))
+        except Exception:  # noqa: BLE001 - a plugin may not report it
+            full = name
+        try:
+            dtype = str(core.get_property(name, "DEVICE_TYPE"))
+        except Exception:  # noqa: BLE001 - CPU has no DEVICE_TYPE
+            dtype = ""
+        out.append(DeviceInfo(name, full, "openvino", device_kind(name, full, dtype)))
+    return out
+
+
+def _ort_devices() -> list[DeviceInfo]:
+    try:
+        import onnxruntime as ort
+    except ImportError:
+        return []
+    out = []
+    for prov in ort.get_available_providers():
+        if prov == "AzureExecutionProvider":  # a remote-call provider, not a compute device
+            continue
+        out.append(DeviceInfo(prov, f"ONNX Runtime {ort.__version__} {prov}", "onnxruntime", device_kind(prov)))
+    return out
+
+
+def list_devices() -> list[DeviceInfo]:
+    """Devices of this machine: OpenVINO devices first, then ONNX Runtime providers."""
+    return _openvino_devices() + _ort_devices()

@@ -1,0 +1,61 @@
+"""OpenVINO AUTO-like baselines and the ``auto`` placement portfolio.
+
+OpenVINO's AUTO plugin runs the whole model on one device chosen from a priority
+list (default dGPU > iGPU > CPU) — it does not split a model.  ``auto-gpu-first``
+picks the first GPU in that order (CPU fallback for ops it cannot run),
+``auto-cpu-first`` the CPU.  (AUTO's start-up trick of serving the first
+inferences on the CPU while the GPU compiles does not change steady-state
+latency, which is what is modelled.)
+
+``auto`` is the portfolio for objective ``latency``: the exact optimum when it is
+cheap (min-cut for two devices, CP-SAT otherwise), HEFT and every single-device
+placement, scored under the problem's latency mode; the best wins, so it is never
+worse than CPU-only.
+"""
+
+from __future__ import annotations
+
+
+from onnx_sched.graph import Graph
+from onnx_sched.passes import PassContext, get_pass, register
+from onnx_sched.passes.place_common import make_placement_schedule, problem_of
+from onnx_sched.passes.place_single import single_device
+from onnx_sched.schedule import Schedule
+
+
+def _first_gpu(problem) -> int:  # noqa: ANN001
+    for kind in ("dgpu", "igpu"):
+        if kind in problem.device_kinds:
+            return problem.device_kinds.index(kind)
+    return problem.device_index("cpu")
+
+
+@register("auto-gpu-first", objective="latency")
+def auto_gpu_first(graph: Graph, ctx: PassContext) -> Schedule:
+    problem = problem_of(graph, ctx)
+    return make_placement_schedule(problem, single_device(problem, _first_gpu(problem)), "auto-gpu-first")
+
+
+@register("auto-cpu-first", objective="latency")
+def auto_cpu_first(graph: Graph, ctx: PassContext) -> Schedule:
+    problem = problem_of(graph, ctx)
+    return make_placement_schedule(problem, single_device(problem, problem.device_index("cpu")), "auto-cpu-first")
+
+
+@register("auto", objective="latency")
+def portfolio(graph: Graph, ctx: PassContext) -> Schedule:
+    problem = problem_of(graph, ctx)
+    candidates: list[Schedule] = []
+    for d in range(problem.n_devices):
+        candidates.append(make_placement_schedule(problem, single_device(problem, d), f"single:{problem.device_names[d]}"))
+    for name in ("mincut", "heft-place"):
+        try:
+            candidates.append(get_pass(name, "latency")(graph, ctx))
+        except ValueError:
+            continue
+    best = min(candidates, key=lambda s: s.info["latency"])
+    tried = {s.method: s.info["latency"] for s in candidates}
+    return best.with_(info={**best.info, "portfolio": tried})
+
+
+__all__ = ["auto_cpu_first", "auto_gpu_first", "portfolio"]

@@ -1,0 +1,36 @@
+"""HSDAG learned placer (paper 004) as the ``latency`` pass ``hsdag``.
+
+Runs the trained policy (:mod:`onnx_sched.models.hsdag`: co-location coarsening,
+GCN + graph-parsing grouping, MLP placer head; ONNX Runtime, no torch) and keeps
+the best of the greedy placement and ``samples`` policy draws (option
+``samples``, default 16) under the problem's latency model.  Fails with a clear
+message when the checkpoint files are missing.
+"""
+
+from __future__ import annotations
+
+from onnx_sched.graph import Graph
+from onnx_sched.passes import PassContext, register
+from onnx_sched.passes.place_common import make_placement_schedule, problem_of
+from onnx_sched.schedule import Schedule
+
+_PLACER = None
+
+
+def _placer():  # noqa: ANN202
+    global _PLACER
+    if _PLACER is None:
+        from onnx_sched.models.hsdag import HsdagPlacer
+
+        try:
+            _PLACER = HsdagPlacer()
+        except FileNotFoundError as exc:
+            raise ValueError(str(exc)) from None
+    return _PLACER
+
+
+@register("hsdag", objective="latency")
+def run(graph: Graph, ctx: PassContext) -> Schedule:
+    problem = problem_of(graph, ctx)
+    placement, info = _placer().place(problem, samples=int(ctx.option("samples", 16)), seed=ctx.seed)
+    return make_placement_schedule(problem, placement, "hsdag", **info)

@@ -1,0 +1,378 @@
+"""Device placement: latency models, exact solvers vs brute force, passes, profiles,
+the OpenVINO exporter + affinity pass (real HETERO), and the CLI commands."""
+
+from __future__ import annotations
+
+import itertools
+import json
+
+import numpy as np
+import onnx
+import pytest
+from click.testing import CliRunner
+from conftest import CORPUS
+from onnx import TensorProto, helper
+
+from onnx_sched.cost import latency as lat
+from onnx_sched.graph import Csr, Graph, TensorKind
+from onnx_sched.importers.onnx import import_onnx
+from onnx_sched.passes import PassContext, available, get_pass
+from onnx_sched.profiling import (
+    DeviceProfile,
+    ProfileSet,
+    TransferModel,
+    add_simulated,
+    load_profiles,
+    op_seconds_matrix,
+    save_profiles,
+)
+
+EXAMPLE_PROFILES = CORPUS.parents[1] / "main" / "examples" / "profiles_cpu_igpu_dgpu.json"
+if not EXAMPLE_PROFILES.exists():
+    from pathlib import Path
+
+    EXAMPLE_PROFILES = Path(__file__).resolve().parents[1] / "examples" / "profiles_cpu_igpu_dgpu.json"
+
+
+# ------------------------------------------------------------------ helpers
+def random_graph(n: int, rng: np.random.Generator, p: float = 0.3) -> Graph:
+    """``n`` ops, one graph input read by a random subset, one output tensor per op
+    (sinks are graph outputs), random sizes."""
+    inputs: list[list[int]] = []
+    for v in range(n):
+        row = [1 + u for u in range(v) if rng.random() < p]
+        if not row or rng.random() < 0.2:
+            row.insert(0, 0)
+        inputs.append(row)
+    has_succ = np.zeros(n, bool)
+    for row in inputs:
+        for t in row:
+            if t > 0:
+                has_succ[t - 1] = True
+    kind = [TensorKind.INPUT] + [TensorKind.ACTIVATION if has_succ[v] else TensorKind.OUTPUT for v in range(n)]
+    return Graph(
+        name="rand",
+        op_names=tuple(f"n{i}" for i in range(n)),
+        op_types=tuple(rng.choice(["Conv", "Relu", "Reshape", "ReduceMean"]) for _ in range(n)),
+        op_inputs=Csr.from_lists(inputs),
+        op_outputs=Csr.from_lists([[v + 1] for v in range(n)]),
+        tensor_names=("x",) + tuple(f"t{i}" for i in range(n)),
+        tensor_bytes=rng.integers(1, 4_000_000, n + 1),
+        tensor_kind=np.asarray(kind, np.int8),
+        tensor_producer=np.asarray([-1] + list(range(n)), np.int64),
+        op_flops=rng.uniform(1e5, 1e9, n),
+        op_bytes=rng.uniform(1e3, 1e7, n),
+    )
+
+
+def random_problem(n: int, k: int, rng: np.random.Generator) -> lat.PlacementProblem:
+    g = random_graph(n, rng)
+    t = rng.uniform(1e-5, 2e-3, (n, k))
+    latency = rng.uniform(0, 1e-4, (k, k))
+    inv = rng.uniform(1e-11, 1e-9, (k, k))
+    return lat.PlacementProblem(g, tuple(f"d{i}" for i in range(k)), t, latency, inv, host=int(rng.integers(k)))
+
+
+def all_placements(n: int, k: int) -> np.ndarray:
+    return np.array(list(itertools.product(range(k), repeat=n)), np.int64)
+
+
+def branch_model() -> onnx.ModelProto:
+    """x -> two conv branches (different depths) -> Add -> Relu; static shapes, IR 8."""
+    rng = np.random.default_rng(0)
+    inits = [helper.make_tensor(f"w{i}", TensorProto.FLOAT, [8, 8, 3, 3], rng.standard_normal(576).astype(np.float32) * 0.1)
+             for i in range(4)]
+    nodes = [
+        helper.make_node("Conv", ["x", "w0"], ["a0"], name="a0", pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["a0"], ["a1"], name="a1"),
+        helper.make_node("Conv", ["a1", "w1"], ["a2"], name="a2", pads=[1, 1, 1, 1]),
+        helper.make_node("Conv", ["x", "w2"], ["b0"], name="b0", pads=[1, 1, 1, 1]),
+        helper.make_node("Sigmoid", ["b0"], ["b1"], name="b1"),
+        helper.make_node("Conv", ["b1", "w3"], ["b2"], name="b2", pads=[1, 1, 1, 1]),
+        helper.make_node("Add", ["a2", "b2"], ["s"], name="add"),
+        helper.make_node("Relu", ["s"], ["y"], name="out"),
+    ]
+    graph = helper.make_graph(nodes, "branches", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 16, 16])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8, 16, 16])], initializer=inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    onnx.checker.check_model(model)
+    return model
+
+
+# --------------------------------------------------------------- cost model
+def test_sequential_latency_charges_each_tensor_once_per_destination() -> None:
+    # op0 -> (op1, op2, op3); op0 on d0, op1 and op2 on d1, op3 on d0
+    g = Graph.from_edges(4, [(0, 1), (0, 2), (0, 3)], output_bytes=[1000, 10, 10, 10], sinks_are_outputs=True)
+    t = np.array([[1.0, 2.0]] * 4)
+    problem = lat.PlacementProblem(g, ("d0", "d1"), t, np.array([[0, 0.5], [0.25, 0]]),
+                                   np.array([[0, 1e-3], [2e-3, 0]]), host=0)
+    p = np.array([0, 1, 1, 0])
+    # ops 1+2+2+1 = 6; t0 to d1 once: 0.5 + 1000e-3; outputs of op1, op2 back to host: 2 * (0.25 + 10 * 2e-3)
+    expected = 6 + 0.5 + 1.0 + 2 * (0.25 + 0.02)
+    assert lat.sequential_latency(problem, p) == pytest.approx(expected)
+
+
+def test_concurrent_latency_overlaps_independent_branches() -> None:
+    g = Graph.from_edges(4, [(0, 1), (2, 3)], output_bytes=[1, 1, 1, 1])
+    t = np.ones((4, 2))
+    problem = lat.PlacementProblem(g, ("d0", "d1"), t, np.zeros((2, 2)), np.zeros((2, 2)), mode="concurrent")
+    assert lat.concurrent_latency(problem, np.array([0, 0, 1, 1])) == pytest.approx(2.0)
+    assert lat.concurrent_latency(problem, np.array([0, 0, 0, 0])) == pytest.approx(4.0)
+    assert lat.sequential_latency(problem, np.array([0, 0, 1, 1])) == pytest.approx(4.0)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_mincut_equals_brute_force(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(2, 15))  # up to 14 ops: 16384 placements
+    problem = random_problem(n, 2, rng)
+    best = lat.sequential_latency_batch(problem, all_placements(n, 2)).min()
+    p, value = lat.mincut_placement(problem)
+    assert value == pytest.approx(best, rel=1e-12, abs=1e-15)
+    assert lat.sequential_latency(problem, p) == pytest.approx(value)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_cpsat_equals_brute_force_three_devices(seed: int) -> None:
+    rng = np.random.default_rng(100 + seed)
+    n = 6
+    problem = random_problem(n, 3, rng)
+    best = lat.sequential_latency_batch(problem, all_placements(n, 3)).min()
+    p, value, optimal = lat.cpsat_placement(problem, time_limit=20)
+    assert optimal
+    assert value == pytest.approx(best, rel=1e-6)
+
+
+def test_problem_validation_messages() -> None:
+    g = Graph.from_edges(2, [(0, 1)], output_bytes=[1, 1])
+    with pytest.raises(ValueError, match="op_time has shape"):
+        lat.PlacementProblem(g, ("a", "b"), np.ones((3, 2)), np.zeros((2, 2)), np.zeros((2, 2)))
+    problem = lat.PlacementProblem(g, ("a", "b"), np.ones((2, 2)), np.zeros((2, 2)), np.zeros((2, 2)))
+    with pytest.raises(ValueError, match="outside"):
+        lat.sequential_latency(problem, np.array([0, 2]))
+
+
+# ----------------------------------------------------------------- profiles
+def test_profile_roundtrip_and_simulated_devices(tmp_path) -> None:
+    base = DeviceProfile("CPU", "cpu", flops_per_s={"compute": 1e11}, bytes_per_s=2e10, op_overhead_s=1e-6)
+    ps = add_simulated(ProfileSet((base,), {}, TransferModel(1e-6, 1e10)), ["igpu", "dgpu"])
+    assert ps.names == ("CPU", "GPU.0", "GPU.1") and ps.simulated
+    assert [d.simulated for d in ps.devices] == [False, True, True]
+    path = tmp_path / "p.json"
+    save_profiles(ps, path)
+    again = load_profiles(path)
+    assert again.names == ps.names and again.simulated
+    assert again.transfer("CPU", "GPU.1") == ps.transfer("CPU", "GPU.1")
+    g = random_graph(10, np.random.default_rng(0))
+    m = op_seconds_matrix(g, again)
+    assert m.shape == (10, 3) and (m > 0).all()
+    conv = [i for i in range(10) if g.op_types[i] == "Conv"]
+    if conv:  # compute ops are faster on the simulated dGPU when big enough
+        i = max(conv, key=lambda j: g.op_flops[j])
+        assert m[i, 2] < m[i, 0]
+
+
+def test_load_profiles_rejects_other_files(tmp_path) -> None:
+    from onnx_sched.errors import OnnxSchedError
+
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"format": "something"}))
+    with pytest.raises(OnnxSchedError, match="not an onnx-sched profile"):
+        load_profiles(bad)
+
+
+def test_example_profiles_are_simulated() -> None:
+    ps = load_profiles(EXAMPLE_PROFILES)
+    assert ps.simulated and ps.host == "CPU"
+    assert {d.kind for d in ps.devices} == {"cpu", "igpu", "dgpu"}
+
+
+def test_profile_openvino_and_ort_time_every_mapped_op() -> None:
+    from onnx_sched.profiling import profile_openvino, profile_ort
+
+    imp = import_onnx(branch_model())
+    ov = profile_openvino(imp, "CPU", repeats=3, warmup=1)
+    assert set(ov.op_seconds) == set(imp.graph.op_names)
+    assert sum(ov.op_seconds.values()) > 0 and ov.backend == "openvino" and not ov.simulated
+    assert ov.op_seconds["a0"] > 0  # a Conv maps back through originalLayersNames
+    ort_prof = profile_ort(imp, repeats=3, warmup=1)
+    assert all(ort_prof.op_seconds[n] > 0 for n in imp.graph.op_names)
+
+
+# ------------------------------------------------------------------- passes
+@pytest.fixture(scope="module")
+def sim_problem() -> lat.PlacementProblem:
+    g = import_onnx(branch_model()).graph
+    return lat.placement_problem(g, load_profiles(EXAMPLE_PROFILES), devices=["CPU", "GPU.1"])
+
+
+def test_latency_passes_registered() -> None:
+    names = set(available("latency"))
+    assert {"cpu-only", "gpu-only", "auto-cpu-first", "auto-gpu-first", "mincut", "cpsat-place", "heft-place",
+            "random-place", "auto"} <= names
+
+
+def test_passes_return_valid_placements(sim_problem) -> None:
+    g = sim_problem.graph
+    ctx = PassContext(time_limit=5, problem=sim_problem)
+    results = {}
+    for name in ("cpu-only", "gpu-only", "auto-gpu-first", "auto-cpu-first", "heft-place", "random-place",
+                 "mincut", "cpsat-place", "auto"):
+        s = get_pass(name, "latency")(g, ctx)
+        assert s.placement is not None and len(s.placement) == g.n_ops
+        assert set(s.placement.tolist()) <= {0, 1}
+        assert s.info["simulated"] is True and s.info["mode"] == "sequential"
+        results[name] = s.info["latency"]
+    assert (get_pass("cpu-only", "latency")(g, ctx).placement == 0).all()
+    assert (get_pass("gpu-only", "latency")(g, ctx).placement == 1).all()
+    best = min(results.values())
+    assert results["mincut"] == pytest.approx(best)
+    assert results["cpsat-place"] == pytest.approx(best, rel=1e-6)
+    assert results["auto"] <= results["cpu-only"]
+
+
+def test_pass_rejects_missing_problem() -> None:
+    g = Graph.from_edges(2, [(0, 1)], output_bytes=[1, 1])
+    with pytest.raises(ValueError, match="placement passes need devices and profiles"):
+        get_pass("mincut", "latency")(g, PassContext())
+
+
+# ------------------------------------------------------------- OpenVINO path
+def test_openvino_export_survives_save_and_runs_hetero(tmp_path) -> None:
+    import openvino as ov
+    from openvino.passes import Manager
+
+    from onnx_sched.bench.split_executor import random_feed
+    from onnx_sched.devices import openvino_core, register_cpu_alias
+    from onnx_sched.exporters.openvino import export_openvino, placement_from_rt_info
+    from onnx_sched.plugins.openvino_affinity import ApplyAffinity, hetero_device_string
+    from onnx_sched.schedule import Schedule
+
+    imp = import_onnx(branch_model())
+    g = imp.graph
+    placement = np.array([0 if name.startswith("a") else 1 for name in g.op_names])
+    core = openvino_core()
+    register_cpu_alias(core)
+    model = export_openvino(imp, Schedule(np.arange(g.n_ops), "t", placement=placement), ["CPU", "CPUB"])
+    ov.save_model(model, tmp_path / "m.xml", compress_to_fp16=False)  # default would halve weight precision
+    loaded = core.read_model(tmp_path / "m.xml")
+    stored = placement_from_rt_info(loaded)
+    assert stored["devices"] == ["CPU", "CPUB"] and set(stored["affinity"].values()) == {"CPU", "CPUB"}
+    mgr = Manager()
+    mgr.register_pass(ApplyAffinity())
+    mgr.run_passes(loaded)
+    for op in loaded.get_ordered_ops():
+        assert op.get_rt_info()["affinity"].astype(str) in ("CPU", "CPUB")
+    for d in ("CPU", "CPUB"):
+        core.set_property(d, {"INFERENCE_PRECISION_HINT": "f32"})
+    compiled = core.compile_model(loaded, hetero_device_string(loaded))
+    assert int(compiled.get_property("HETERO_NUMBER_OF_SUBMODELS")) >= 2
+    feed = random_feed(imp.model)
+    got = compiled.create_infer_request().infer(feed)[compiled.outputs[0]]
+    ref_model = core.read_model(imp.model.SerializeToString(), b"")
+    ref = core.compile_model(ref_model, "CPU").create_infer_request().infer(feed)[0]
+    np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5)
+
+
+def test_bench_openvino_light_model_with_initializer_inputs() -> None:
+    from onnx_sched.bench.placement import bench_openvino
+    from onnx_sched.dag import kahn_order
+
+    imp = import_onnx(CORPUS / "onnx" / "light_squeezenet.onnx")  # IR 3: initializers listed as inputs
+    g = imp.graph
+    p = np.zeros(g.n_ops, np.int64)
+    p[kahn_order(g)[g.n_ops // 2:]] = 1
+    report = bench_openvino(imp, p, ["CPU", "CPUB"], warmup=1, repeats=2)
+    assert report["outputs_equal"] and report["sub_models"] >= 2
+    assert set(report["execution_devices"]) == {"CPU", "CPUB"}
+
+
+# ---------------------------------------------------------------------- CLI
+def test_cli_devices_profile_and_bench_placement(tmp_path) -> None:
+    from onnx_sched.cli import main
+
+    model_path = tmp_path / "m.onnx"
+    onnx.save(branch_model(), model_path)
+    runner = CliRunner()
+    r = runner.invoke(main, ["devices", "--json"])
+    assert r.exit_code == 0, r.output
+    devs = json.loads(r.output)
+    assert any(d["backend"] == "openvino" and d["name"] == "CPU" for d in devs)
+    prof = tmp_path / "cpu.json"
+    r = runner.invoke(main, ["profile", str(model_path), "--device", "CPU", "--repeats", "2", "--simulate", "dgpu",
+                             "-o", str(prof)])
+    assert r.exit_code == 0, r.output
+    ps = load_profiles(prof)
+    assert ps.names == ("CPU", "GPU.1") and ps.simulated and not ps.devices[0].simulated
+    placement = tmp_path / "p.json"
+    report = tmp_path / "r.json"
+    r = runner.invoke(main, ["bench-placement", str(model_path), "--method", "mincut", "--profiles", str(prof),
+                             "--save-placement", str(placement), "--repeats", "2", "-o", str(report)])
+    assert r.exit_code == 0, r.output
+    assert "SIMULATED" in r.output
+    data = json.loads(report.read_text())
+    assert data["outputs_equal"] and data["simulated"]
+    r = runner.invoke(main, ["bench-placement", str(model_path), "--placement", str(placement), "--runtime", "ort",
+                             "--repeats", "2"])
+    assert r.exit_code == 0, r.output
+    r = runner.invoke(main, ["bench-placement", str(model_path)])
+    assert r.exit_code == 2 and "exactly one of" in r.output
+
+
+# ------------------------------------------------------------------- HSDAG
+def test_colocation_merges_only_single_parent_single_child_chains() -> None:
+    from onnx_sched.models.hsdag_features import colocate
+
+    # 0 -> 1 -> 2 -> {3, 4} -> 5
+    g = Graph.from_edges(6, [(0, 1), (1, 2), (2, 3), (2, 4), (3, 5), (4, 5)], output_bytes=[1] * 6)
+    c = colocate(g)
+    groups = sorted(sorted(x.tolist()) for x in c.groups)
+    assert groups == [[0, 1, 2], [3], [4], [5]]
+    assert c.member[0] == c.member[2] != c.member[3]
+    assert len(c.edges) == 4
+
+
+def test_fractal_dimension_of_path_and_grid() -> None:
+    from onnx_sched.models.hsdag_features import fractal_dimension
+
+    n = 41
+    path = np.array([(i, i + 1) for i in range(n - 1)])
+    d_path = fractal_dimension(n, path)
+    side = 15
+    grid = [(r * side + c, r * side + c + 1) for r in range(side) for c in range(side - 1)]
+    grid += [(r * side + c, (r + 1) * side + c) for r in range(side - 1) for c in range(side)]
+    d_grid = fractal_dimension(side * side, np.array(grid))
+    assert 0.8 < d_path[n // 2] < 1.05
+    assert d_grid[(side // 2) * side + side // 2] > 1.5
+
+
+def test_hsdag_onnx_export_matches_torch(tmp_path) -> None:
+    torch = pytest.importorskip("torch")
+    from onnx_sched.models.hsdag import HsdagPlacer, prepare
+    from onnx_sched.models.hsdag_train import HsdagNet, _forward, export_onnx
+
+    torch.manual_seed(0)
+    net = HsdagNet()
+    export_onnx(net, tmp_path)
+    problem = lat.placement_problem(import_onnx(branch_model()).graph, load_profiles(EXAMPLE_PROFILES))
+    prep = prepare(problem)
+    with torch.no_grad():
+        want, gid_t = _forward(net, problem, prep)
+    placer = HsdagPlacer(tmp_path / "hsdag_placer.onnx", tmp_path / "hsdag_placer_head.onnx")
+    got, gid, _ = placer.logits(problem, prep)
+    assert (gid == gid_t).all()
+    np.testing.assert_allclose(got, want.numpy(), rtol=1e-4, atol=1e-5)
+
+
+def test_hsdag_pass_with_shipped_checkpoint(sim_problem) -> None:
+    from onnx_sched.models.hsdag import ENCODER_PATH
+
+    if not ENCODER_PATH.exists():
+        pytest.skip("HSDAG checkpoint not trained in this checkout")
+    g = sim_problem.graph
+    ctx = PassContext(problem=sim_problem)
+    s = get_pass("hsdag", "latency")(g, ctx)
+    assert s.placement is not None and set(s.placement.tolist()) <= {0, 1}
+    worst_single = max(get_pass(m, "latency")(g, ctx).info["latency"] for m in ("cpu-only", "gpu-only"))
+    assert s.info["latency"] <= worst_single
+    assert s.info["simulated"] is True and s.info["coarse_nodes"] <= g.n_ops

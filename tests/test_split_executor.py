@@ -1,0 +1,137 @@
+"""ORT split executor: cutting models at device boundaries and running the parts
+(concurrently and sequentially) with outputs equal to one whole-model session."""
+
+from __future__ import annotations
+
+import networkx as nx
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from conftest import CORPUS
+from onnx import TensorProto, helper
+
+from onnx_sched.bench.placement import bench_ort, compare_outputs, load_placement, save_placement, with_random_weights
+from onnx_sched.bench.split_executor import DeviceSpec, SplitExecutor, random_feed, split_model
+from onnx_sched.dag import kahn_order
+from onnx_sched.importers.onnx import import_onnx
+
+DEVICES = [DeviceSpec("d0", cores=(0,)), DeviceSpec("d1", cores=(1,))]
+
+
+def diamond_model(branches: int = 4, n: int = 32) -> onnx.ModelProto:
+    """x -> MatMul branches of different lengths (random weights) -> Concat -> Softmax."""
+    rng = np.random.default_rng(1)
+    nodes, inits, ends = [], [], []
+    for b in range(branches):
+        src = "x"
+        for s in range(b + 1):
+            w = f"w{b}_{s}"
+            inits.append(helper.make_tensor(w, TensorProto.FLOAT, [n, n], (rng.standard_normal(n * n) / n).astype(np.float32)))
+            nodes.append(helper.make_node("MatMul", [src, w], [f"m{b}_{s}"], name=f"mm{b}_{s}"))
+            nodes.append(helper.make_node("Tanh", [f"m{b}_{s}"], [f"h{b}_{s}"], name=f"tanh{b}_{s}"))
+            src = f"h{b}_{s}"
+        ends.append(src)
+    nodes.append(helper.make_node("Concat", ends, ["c"], name="concat", axis=1))
+    nodes.append(helper.make_node("Softmax", ["c"], ["y"], name="softmax", axis=1))
+    graph = helper.make_graph(nodes, "diamond", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, n])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, n * branches])],
+                              initializer=inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    onnx.checker.check_model(model)
+    return model
+
+
+def whole(imp) -> dict[str, np.ndarray]:  # noqa: ANN001
+    feed = random_feed(imp.model)
+    names = [o.name for o in imp.model.graph.output]
+    sess = ort.InferenceSession(imp.model.SerializeToString(), providers=["CPUExecutionProvider"])
+    return dict(zip(names, sess.run(names, feed)))
+
+
+def quotient_is_dag(parts) -> bool:  # noqa: ANN001
+    q = nx.DiGraph()
+    q.add_nodes_from(p.index for p in parts)
+    q.add_edges_from((d, p.index) for p in parts for d in p.deps)
+    return nx.is_directed_acyclic_graph(q) and all(d < p.index for p in parts for d in p.deps)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_random_placements_split_into_valid_parts(seed: int) -> None:
+    imp = import_onnx(diamond_model())
+    rng = np.random.default_rng(seed)
+    placement = rng.integers(0, 2, imp.graph.n_ops)
+    parts = split_model(imp, placement)
+    covered = sorted(i for p in parts for i in p.nodes)
+    assert covered == sorted(int(i) for i in imp.op_node)  # every compute node exactly once
+    assert quotient_is_dag(parts)
+    for p in parts:
+        assert {placement[list(imp.op_node).index(i)] for i in p.nodes} == {p.device}
+        onnx.checker.check_model(p.model)
+    ref = whole(imp)
+    feed = random_feed(imp.model)
+    for concurrent in (True, False):
+        with SplitExecutor(parts, DEVICES, list(ref), concurrent=concurrent) as ex:
+            got = ex.run(feed)
+            assert set(ex.last_device_seconds) <= {"d0", "d1"}
+        ok, err = compare_outputs(ref, got)
+        assert ok, err
+
+
+def test_same_device_groups_are_merged() -> None:
+    imp = import_onnx(diamond_model(branches=2))
+    g = imp.graph
+    # branch 0 on d1, the rest on d0: level grouping makes (d0, 0) and (d0, 1) groups,
+    # merging them keeps the quotient acyclic, so one part per device remains
+    placement = np.array([1 if name.endswith("0_0") else 0 for name in g.op_names])
+    parts = split_model(imp, placement)
+    assert [p.device for p in parts] == [1, 0] and parts[1].deps == (0,)
+    # a d0 -> d1 -> d0 chain cannot merge its two d0 ends
+    chain = np.array([1 if name == "tanh1_0" else 0 for name in g.op_names])
+    assert [p.device for p in split_model(imp, chain)] == [0, 1, 0]
+    assert len(split_model(imp, np.zeros(g.n_ops, np.int64))) == 1
+
+
+def test_branchy_corpus_model_concurrent_equals_whole() -> None:
+    zeros = import_onnx(CORPUS / "onnx" / "randwire_ws.onnx")
+    imp = with_random_weights(zeros)  # the corpus's zero weights would make equality trivial
+    assert imp.graph is zeros.graph and len(imp.model.graph.node) == len(zeros.model.graph.node)
+    order = kahn_order(imp.graph)
+    placement = np.zeros(imp.graph.n_ops, np.int64)
+    placement[order[::7]] = 1  # many boundaries
+    report = bench_ort(imp, placement, DEVICES, warmup=1, repeats=2)
+    assert report["outputs_equal"] and report["outputs_informative"] and report["sub_models"] > 2
+    assert set(report["device_seconds"]) == {"d0", "d1"}
+
+
+def test_ir3_model_with_initializer_inputs() -> None:
+    imp = import_onnx(CORPUS / "onnx" / "light_inception_v1.onnx")
+    placement = np.zeros(imp.graph.n_ops, np.int64)
+    placement[kahn_order(imp.graph)[imp.graph.n_ops // 3:]] = 1
+    report = bench_ort(imp, placement, DEVICES, warmup=0, repeats=1, concurrent=True)
+    assert report["outputs_equal"] and report["sub_models"] >= 2
+
+
+def test_part_failure_is_raised() -> None:
+    imp = import_onnx(diamond_model(branches=2))
+    parts = split_model(imp, np.arange(imp.graph.n_ops) % 2)
+    with SplitExecutor(parts, DEVICES, ["y"]) as ex:
+        with pytest.raises(Exception, match="x"):
+            ex.run({"x": np.zeros((3, 5), np.float32)})  # wrong shape: the first part fails
+
+
+def test_placement_file_roundtrip_and_onnx_metadata(tmp_path) -> None:
+    from onnx_sched.exporters.onnx import export_onnx
+    from onnx_sched.schedule import Schedule
+
+    imp = import_onnx(diamond_model(branches=2))
+    g = imp.graph
+    placement = np.arange(g.n_ops) % 2
+    path = tmp_path / "p.json"
+    save_placement(path, g, placement, ["CPU", "GPU.1"], method="test", simulated=True)
+    got, names, meta = load_placement(path, g)
+    assert names == ["CPU", "GPU.1"] and (got == placement).all() and meta["simulated"] is True
+    model = export_onnx(imp, Schedule(kahn_order(g), "t", placement=placement), device_names=["CPU", "GPU.1"])
+    onnx.save(model, tmp_path / "m.onnx")
+    got2, names2, _ = load_placement(tmp_path / "m.onnx", g)
+    assert [names2[i] for i in got2] == [["CPU", "GPU.1"][i] for i in placement]
