@@ -8,10 +8,11 @@ from collections.abc import Mapping
 from onnx_sched.cost.memory import MemoryProfile
 from onnx_sched.errors import OnnxSchedError
 
-__all__ = ["plot_memory"]
+__all__ = ["plot_memory", "pyplot"]
 
 
-def _pyplot():  # noqa: ANN202
+def pyplot():  # noqa: ANN201
+    """matplotlib.pyplot on the Agg backend, or a one-line error naming the extra to install."""
     try:
         import matplotlib
 
@@ -24,7 +25,7 @@ def _pyplot():  # noqa: ANN202
 
 def plot_memory(profiles: Mapping[str, MemoryProfile], path: str | os.PathLike, title: str = "") -> None:
     """Live memory (MiB) at every step for each labelled order, peaks marked."""
-    plt = _pyplot()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(9, 4))
     for label, prof in profiles.items():
         mib = prof.step / 2**20

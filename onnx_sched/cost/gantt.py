@@ -14,7 +14,6 @@ import os
 import numpy as np
 
 from onnx_sched.cost.makespan import MakespanProblem, evaluate
-from onnx_sched.errors import OnnxSchedError
 from onnx_sched.schedule import Schedule
 
 __all__ = ["lanes", "plot_gantt"]
@@ -45,20 +44,11 @@ def lanes(problem: MakespanProblem, start: np.ndarray, placement: np.ndarray) ->
     return lane
 
 
-def _pyplot():  # noqa: ANN202
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        raise OnnxSchedError("plotting needs matplotlib: pip install 'onnx-sched[plot]'") from None
-    return plt
-
-
 def plot_gantt(problem: MakespanProblem, schedule: Schedule, path: str | os.PathLike, title: str = "") -> None:
     """Draw ``schedule`` as a Gantt chart PNG at ``path`` (one row per resource lane)."""
-    plt = _pyplot()
+    from onnx_sched.plot import pyplot
+
+    plt = pyplot()
     res = evaluate(problem, schedule)
     start, place = res.start, res.placement
     n = problem.n_ops
