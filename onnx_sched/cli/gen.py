@@ -2,8 +2,8 @@
 
 ::
 
-    onnx-sched gen layered --nodes 500 --count 1000 --seed 0 -o data/train-500
-    onnx-sched gen er --nodes 1000 --count 30 --seed 10000 -o data/er-test --format onnx
+    onnx-sched gen layered --nodes 500 --count 1000 --seed 0 -o data/train-500 --format npz
+    onnx-sched gen er --nodes 1000 --count 30 --seed 10000 -o data/er-test
     onnx-sched gen ws --nodes 100 --count 10 --seed 0 -o data/ws --param k=6 --param p=0.1
 
 Families: ``layered`` (paper 000 appendix A), ``er``, ``sbm`` (paper 001 C.3),
@@ -129,7 +129,7 @@ def write_dataset(
 @click.option("--count", "-k", type=int, default=1, show_default=True, help="Number of graphs.")
 @click.option("--seed", "-s", type=int, default=0, show_default=True, help="Seed of graph 0; graph i uses seed+i.")
 @click.option("-o", "--out", "out", type=click.Path(file_okay=False, path_type=Path), required=True, help="Output folder.")
-@click.option("--format", "fmt", type=click.Choice(["npz", "onnx"]), default="npz", show_default=True)
+@click.option("--format", "fmt", type=click.Choice(["npz", "onnx"]), default="onnx", show_default=True)
 @click.option("--param", "params", multiple=True, metavar="NAME=VALUE", help="Override a family parameter (repeatable).")
 @click.option("--unit-bytes", type=int, default=DEFAULT_UNIT_BYTES, show_default=True, help="Bytes per memory unit.")
 def command(
