@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import numba
 import numpy as np
 
-from onnx_sched.cost.memory import memory_arrays, step_kernel
+from onnx_sched.cost.memory import memory_arrays, peek_kernel, step_kernel
 from onnx_sched.graph import Graph
 
 _ONE = np.uint64(1)
@@ -170,33 +170,6 @@ def _consumer_masks(g: Graph) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 # --------------------------------------------------------------- list schedulers
 @numba.njit(cache=True)
-def _peek(op, remaining, live, in_ptr, in_idx, out_ptr, out_idx, size, n_consumers, keep, param, ip_ptr, ip_idx):
-    """(M_t, I_t, freed bytes) if ``op`` ran now; ``remaining`` is left unchanged."""
-    reused = -1
-    for k in range(ip_ptr[op], ip_ptr[op + 1]):
-        t = ip_idx[k]
-        if remaining[t] == 1:
-            reused = t
-            break
-    alloc = 0
-    for k in range(out_ptr[op], out_ptr[op + 1]):
-        alloc += size[out_idx[k]]
-    if reused >= 0:
-        alloc -= size[reused]
-    m_t = live + alloc + param[op]
-    freed = 0
-    for k in range(in_ptr[op], in_ptr[op + 1]):
-        t = in_idx[k]
-        if remaining[t] == 1 and not keep[t] and t != reused:
-            freed += size[t]
-    for k in range(out_ptr[op], out_ptr[op + 1]):
-        t = out_idx[k]
-        if n_consumers[t] == 0 and not keep[t]:
-            freed += size[t]
-    return m_t, live + alloc - freed, freed
-
-
-@numba.njit(cache=True)
 def greedy_kernel(n, base, pred_ptr, succ_ptr, succ_idx, in_ptr, in_idx, out_ptr, out_idx, size, n_consumers, keep, param, ip_ptr, ip_idx):
     """List scheduler: run the ready op with the least memory after its step, then most
     freed bytes, then lowest M_t, then lowest id (XLA ListMemoryScheduler style)."""
@@ -219,7 +192,7 @@ def greedy_kernel(n, base, pred_ptr, succ_ptr, succ_idx, in_ptr, in_idx, out_ptr
         b_m = 0
         for j in range(n_ready):
             v = ready[j]
-            m_t, after, freed = _peek(v, remaining, live, in_ptr, in_idx, out_ptr, out_idx, size, n_consumers, keep, param, ip_ptr, ip_idx)
+            m_t, after, freed = peek_kernel(v, remaining, live, in_ptr, in_idx, out_ptr, out_idx, size, n_consumers, keep, param, ip_ptr, ip_idx)
             better = best < 0
             if not better:
                 if after != b_after:

@@ -120,8 +120,9 @@ def _memory_arrays_cached(g: Graph, inplace: bool) -> MemoryArrays:
 
 
 @numba.njit(cache=True)
-def step_kernel(op, remaining, live, in_ptr, in_idx, out_ptr, out_idx, size, n_consumers, keep, param, inplace_ptr, inplace_idx):
-    """Run ``op``: update ``remaining`` consumer counts in place, return (M_t, I_t)."""
+def peek_kernel(op, remaining, live, in_ptr, in_idx, out_ptr, out_idx, size, n_consumers, keep, param, inplace_ptr, inplace_idx):
+    """(M_t, I_t, freed bytes) if ``op`` ran now, with ``live`` bytes live before it;
+    ``remaining`` (consumers still to run per tensor) is left unchanged."""
     reused = -1
     for k in range(inplace_ptr[op], inplace_ptr[op + 1]):
         t = inplace_idx[k]
@@ -134,16 +135,26 @@ def step_kernel(op, remaining, live, in_ptr, in_idx, out_ptr, out_idx, size, n_c
     if reused >= 0:
         alloc -= size[reused]
     m_t = live + alloc + param[op]
-    after = live + alloc
+    freed = 0
     for k in range(in_ptr[op], in_ptr[op + 1]):
         t = in_idx[k]
-        remaining[t] -= 1
-        if remaining[t] == 0 and not keep[t] and t != reused:
-            after -= size[t]
+        if remaining[t] == 1 and not keep[t] and t != reused:
+            freed += size[t]
     for k in range(out_ptr[op], out_ptr[op + 1]):
         t = out_idx[k]
         if n_consumers[t] == 0 and not keep[t]:
-            after -= size[t]
+            freed += size[t]
+    return m_t, live + alloc - freed, freed
+
+
+@numba.njit(cache=True)
+def step_kernel(op, remaining, live, in_ptr, in_idx, out_ptr, out_idx, size, n_consumers, keep, param, inplace_ptr, inplace_idx):
+    """Run ``op``: update ``remaining`` consumer counts in place, return (M_t, I_t)."""
+    m_t, after, _ = peek_kernel(
+        op, remaining, live, in_ptr, in_idx, out_ptr, out_idx, size, n_consumers, keep, param, inplace_ptr, inplace_idx
+    )
+    for k in range(in_ptr[op], in_ptr[op + 1]):
+        remaining[in_idx[k]] -= 1
     return m_t, after
 
 
