@@ -128,6 +128,22 @@ def best_of(dg: DecodeGraph, orders: np.ndarray) -> tuple[np.ndarray, int]:
 
 # ----------------------------------------------------------------- greedy
 @numba.njit(cache=True)
+def _heap_push(heap, size, v, y):
+    """Push op ``v`` on the max-heap ``heap[:size]`` keyed by (y, -id); returns the new size."""
+    i = size
+    heap[i] = v
+    while i > 0:
+        p = (i - 1) // 2
+        a, b = heap[i], heap[p]
+        if y[a] > y[b] or (y[a] == y[b] and a < b):
+            heap[i], heap[p] = b, a
+            i = p
+        else:
+            break
+    return size + 1
+
+
+@numba.njit(cache=True)
 def _greedy_kernel(y, pred_ptr, succ_ptr, succ_idx):
     n = len(y)
     indeg = np.empty(n, np.int64)
@@ -138,18 +154,7 @@ def _greedy_kernel(y, pred_ptr, succ_ptr, succ_idx):
     order = np.empty(n, np.int64)
     for v in range(n):
         if indeg[v] == 0:
-            # push
-            i = size
-            heap[i] = v
-            size += 1
-            while i > 0:
-                p = (i - 1) // 2
-                a, b = heap[i], heap[p]
-                if y[a] > y[b] or (y[a] == y[b] and a < b):
-                    heap[i], heap[p] = b, a
-                    i = p
-                else:
-                    break
+            size = _heap_push(heap, size, v, y)
     k = 0
     while size > 0:
         u = heap[0]
@@ -172,17 +177,7 @@ def _greedy_kernel(y, pred_ptr, succ_ptr, succ_idx):
             v = succ_idx[e]
             indeg[v] -= 1
             if indeg[v] == 0:
-                i = size
-                heap[i] = v
-                size += 1
-                while i > 0:
-                    p = (i - 1) // 2
-                    a, b = heap[i], heap[p]
-                    if y[a] > y[b] or (y[a] == y[b] and a < b):
-                        heap[i], heap[p] = b, a
-                        i = p
-                    else:
-                        break
+                size = _heap_push(heap, size, v, y)
     return order[:k]
 
 
