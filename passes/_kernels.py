@@ -170,18 +170,24 @@ def _consumer_masks(g: Graph) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 # --------------------------------------------------------------- list schedulers
 @numba.njit(cache=True)
+def _init_ready(pred_ptr, indeg, ready):
+    """Fill ``indeg`` with in-degrees and ``ready`` with the sources; returns how many are ready."""
+    n_ready = 0
+    for v in range(len(indeg)):
+        indeg[v] = pred_ptr[v + 1] - pred_ptr[v]
+        if indeg[v] == 0:
+            ready[n_ready] = v
+            n_ready += 1
+    return n_ready
+
+
+@numba.njit(cache=True)
 def greedy_kernel(n, base, pred_ptr, succ_ptr, succ_idx, in_ptr, in_idx, out_ptr, out_idx, size, n_consumers, keep, param, ip_ptr, ip_idx):
     """List scheduler: run the ready op with the least memory after its step, then most
     freed bytes, then lowest M_t, then lowest id (XLA ListMemoryScheduler style)."""
     indeg = np.empty(n, np.int64)
-    for v in range(n):
-        indeg[v] = pred_ptr[v + 1] - pred_ptr[v]
     ready = np.empty(n, np.int64)
-    n_ready = 0
-    for v in range(n):
-        if indeg[v] == 0:
-            ready[n_ready] = v
-            n_ready += 1
+    n_ready = _init_ready(pred_ptr, indeg, ready)
     remaining = n_consumers.copy()
     live = base
     order = np.empty(n, np.int64)
@@ -229,13 +235,7 @@ def random_orders_kernel(n, samples, seed, base, pred_ptr, succ_ptr, succ_idx, i
     indeg = np.empty(n, np.int64)
     ready = np.empty(n, np.int64)
     for s in range(samples):
-        for v in range(n):
-            indeg[v] = pred_ptr[v + 1] - pred_ptr[v]
-        n_ready = 0
-        for v in range(n):
-            if indeg[v] == 0:
-                ready[n_ready] = v
-                n_ready += 1
+        n_ready = _init_ready(pred_ptr, indeg, ready)
         remaining = n_consumers.copy()
         live = base
         peak = base
