@@ -3,7 +3,9 @@
 For each synthetic family (layered, Erdos-Renyi, SBM; paper 001 appendix C.3
 attributes: affine durations, machine types with capacities 1, 1, 4) and each
 method: mean speedup (sum of durations / makespan, higher is better), mean gap
-to the lower bound and mean run time per graph.  Also the median time of one
+to the analytic lower bound (max of critical path and work / capacity), mean gap
+to the bound CP-SAT reports after ``--time-limit`` (when ``cpsat`` is among the
+methods) and mean run time per graph.  Also the median time of one
 list schedule (the numba kernel) per family.
 
 Methods: ``list-cp``, ``list-mopnr``, ``list-spt``, ``heft``, ``peft`` (the
@@ -42,8 +44,8 @@ FAMILIES = {"layered": layered_graph, "er": er_graph, "sbm": sbm_graph}
 DEFAULT_METHODS = "list-cp,list-mopnr,list-spt,heft,peft,sample-cp,learned-greedy,learned-sample"
 
 
-def run_method(name: str, problem: ms.MakespanProblem, ctx: PassContext, samples: int) -> tuple[float, float]:
-    """(makespan, seconds) of one method on one problem; every schedule is validated."""
+def run_method(name: str, problem: ms.MakespanProblem, ctx: PassContext, samples: int) -> tuple[float, float, dict]:
+    """(makespan, seconds, schedule info) of one method on one problem; every schedule is validated."""
     t0 = time.perf_counter()
     if name in ("learned-greedy", "learned-sample"):
         from onnx_sched.models.topoformer_onnx import PriorityModel
@@ -64,7 +66,11 @@ def run_method(name: str, problem: ms.MakespanProblem, ctx: PassContext, samples
     else:
         sched = get_pass(name, "makespan")(problem.graph, ctx)
     seconds = time.perf_counter() - t0
-    return ms.evaluate(problem, sched).makespan, seconds
+    return ms.evaluate(problem, sched).makespan, seconds, {**sched.info, "lower_bound": sched.lower_bound}
+
+
+def statuses_mean(xs: list[float]) -> float:
+    return statistics.fmean(xs) if xs else 0.0
 
 
 def kernel_ms(problem: ms.MakespanProblem, repeats: int = 50) -> float:
@@ -106,7 +112,7 @@ def main(argv: list[str] | None = None) -> dict:
     rows: list[dict] = []
     per_graph: list[dict] = []
     for fam in families:
-        acc: dict[str, dict[str, list[float]]] = {m: {"speedup": [], "gap": [], "seconds": []} for m in methods}
+        acc: dict[str, dict[str, list[float]]] = {m: {"speedup": [], "gap": [], "gap_cp": [], "seconds": []} for m in methods}
         kernel = []
         for i in range(args.count):
             seed = args.seed + i
@@ -117,13 +123,25 @@ def main(argv: list[str] | None = None) -> dict:
             kernel.append(kernel_ms(problem))
             opts = {"samples": args.samples, "model": str(args.model) if args.model else None}
             ctx = PassContext(time_limit=args.time_limit, seed=seed, problem=problem, options=opts)
+            spans: dict[str, float] = {}
+            cp_bound = cp_raw = cp_status = None
             for m in methods:
-                span, secs = run_method(m, problem, ctx, args.samples)
+                span, secs, info = run_method(m, problem, ctx, args.samples)
+                spans[m] = span
+                if m == "cpsat":  # the solver's bound, never below the analytic one (the model carries it as a cut)
+                    cp_bound = info["lower_bound"]
+                    cp_raw = info.get("cp_bound")
+                    cp_status = info.get("cpsat_status")
                 acc[m]["speedup"].append(work / span)
                 acc[m]["gap"].append((span - lb) / lb)
                 acc[m]["seconds"].append(secs)
                 per_graph.append({"family": fam, "seed": seed, "method": m, "makespan": span, "lower_bound": lb,
                                   "work": work, "seconds": secs})
+            if cp_bound is not None:
+                for m in methods:
+                    acc[m]["gap_cp"].append((spans[m] - cp_bound) / cp_bound)
+                per_graph.append({"family": fam, "seed": seed, "method": "cpsat-bound", "cp_bound": cp_bound,
+                                  "cp_raw_bound": cp_raw, "analytic_bound": lb, "cpsat_status": cp_status})
             console.log(f"{fam} graph {i + 1}/{args.count} done")
         for m in methods:
             rows.append({
@@ -132,20 +150,35 @@ def main(argv: list[str] | None = None) -> dict:
                 "speedup_mean": statistics.fmean(acc[m]["speedup"]),
                 "speedup_std": statistics.pstdev(acc[m]["speedup"]),
                 "gap_mean": statistics.fmean(acc[m]["gap"]),
+                "gap_cpsat_bound_mean": statistics.fmean(acc[m]["gap_cp"]) if acc[m]["gap_cp"] else None,
                 "seconds_mean": statistics.fmean(acc[m]["seconds"]),
                 "list_kernel_ms_median": statistics.median(kernel),
             })
     table = Table(title=f"Makespan, {args.count} graphs x {args.n} ops per family, capacities (1, 1, 4)")
-    for col in ("family", "method", "speedup", "gap to bound", "time / graph (s)", "one list schedule (ms)"):
+    cols = ("family", "method", "speedup", "gap to bound", "gap to CP-SAT bound", "time / graph (s)",
+            "one list schedule (ms)")
+    for col in cols:
         table.add_column(col, justify="left" if col in ("family", "method") else "right")
-    md = ["| family | method | speedup | gap to bound | time / graph (s) | one list schedule (ms) |",
-          "| --- | --- | ---: | ---: | ---: | ---: |"]
+    md = ["| " + " | ".join(cols) + " |", "| --- | --- | ---: | ---: | ---: | ---: | ---: |"]
     for r in rows:
+        gcp = r["gap_cpsat_bound_mean"]
         cells = [r["family"], r["method"], f"{r['speedup_mean']:.3f} ± {r['speedup_std']:.3f}", f"{r['gap_mean']:.2%}",
-                 f"{r['seconds_mean']:.4f}", f"{r['list_kernel_ms_median']:.3f}"]
+                 "—" if gcp is None else f"{gcp:.2%}", f"{r['seconds_mean']:.4f}", f"{r['list_kernel_ms_median']:.3f}"]
         table.add_row(*cells)
         md.append("| " + " | ".join(cells) + " |")
     console.print(table)
+    for fam in families:
+        b = [x for x in per_graph if x["method"] == "cpsat-bound" and x["family"] == fam]
+        if not b:
+            continue
+        statuses: dict[str, int] = {}
+        for x in b:
+            statuses[str(x["cpsat_status"])] = statuses.get(str(x["cpsat_status"]), 0) + 1
+        tighter = [x["cp_bound"] / x["analytic_bound"] - 1 for x in b if x["cp_bound"] > x["analytic_bound"] * (1 + 1e-4)]
+        line = (f"{fam}: CP-SAT ({args.time_limit:g} s) status {statuses}; its bound is above the analytic bound on "
+                f"{len(tighter)}/{len(b)} graphs" + (f" (by {100 * statuses_mean(tighter):.2f}% on average)" if tighter else ""))
+        md.append(("\n" if not md[-1].lstrip().startswith("-") else "") + "- " + line)
+        console.print(line)
     result = {"args": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
               "machine": platform.platform(), "python": platform.python_version(), "rows": rows, "graphs": per_graph}
     if args.markdown is not None:

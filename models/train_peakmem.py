@@ -103,6 +103,7 @@ class TrainConfig:
     time_budget_s: float = 0.0  # stop (after checkpointing) once this much wall time is used; 0 = no limit
     checkpoint_every_s: float = 120.0
     snapshot_epochs: tuple[int, ...] = (10,)  # also keep the best-so-far weights at these epochs (ablations)
+    init_from: str = ""  # start a new run from the weights of an exported .pt (fresh optimizer and lr schedule)
 
     @staticmethod
     def for_variant(variant: str, **overrides: Any) -> TrainConfig:
@@ -283,6 +284,14 @@ def train(cfg: TrainConfig, resume: bool = False, echo: Callable[[str], None] = 
         rng.bit_generator.state = st["numpy_rng"]
         torch.set_rng_state(st["torch_rng"])
         echo(f"resumed from {ckpt_path}: epoch {epoch}, step {step}, {wall_before:.0f}s so far")
+    elif cfg.init_from:
+        st = torch.load(cfg.init_from, weights_only=False)
+        if st["encoder_config"] != model.cfg.to_json():
+            raise ValueError(f"--init-from {cfg.init_from}: encoder config differs from this run's")
+        model.load_state_dict(st["state_dict"])
+        if baseline_model is not None:
+            baseline_model.load_state_dict(st["state_dict"])
+        echo(f"initialised from {cfg.init_from} (trained {st.get('wall_s', 0) / 3600:.2f} h before)")
     (out / "config.json").write_text(json.dumps(asdict(cfg), indent=1))
     t_start = time.perf_counter()
     wall = lambda: wall_before + time.perf_counter() - t_start  # noqa: E731

@@ -305,3 +305,24 @@ def test_train_checkpoints_resume_and_export(tmp_path) -> None:
     assert pt_path.is_file()
     y = PriorityModel.load(onnx_path).priorities(layered_graph(25, 10008))
     assert y.shape == (25,)
+
+
+def test_init_from_starts_a_new_run_from_exported_weights(tmp_path) -> None:
+    torch = pytest.importorskip("torch")
+    from dataclasses import replace
+
+    from onnx_sched.models.train_peakmem import TrainConfig, export_checkpoint, load_model, train
+
+    cfg = TrainConfig.for_variant(
+        "paper001", out_dir=str(tmp_path / "a"), d_model=16, n_layers=1, epochs=1, steps_per_epoch=1,
+        batch_graphs=1, samples=4, min_ops=20, max_ops=30, val_graphs=1, val_ops=30, reference_beam=4,
+    )
+    train(cfg, echo=lambda s: None)
+    _, pt = export_checkpoint(tmp_path / "a" / "checkpoint.pt", tmp_path / "a" / "export")
+    start = load_model(pt).state_dict()
+    # lr 0: one update must leave the loaded weights as they are
+    st = train(replace(cfg, out_dir=str(tmp_path / "b"), init_from=str(pt), lr=0.0), echo=lambda s: None)
+    assert st["epoch"] == 1 and st["step"] == 1  # a fresh run: counters and optimizer start over
+    assert all(torch.equal(st["model"][k], v) for k, v in start.items())
+    with pytest.raises(ValueError, match="encoder config differs"):
+        train(replace(cfg, out_dir=str(tmp_path / "c"), init_from=str(pt), d_model=32), echo=lambda s: None)

@@ -9,6 +9,7 @@ Example::
     onnx-sched train peak-mem --out-dir runs/peakmem --variant paper001 \\
         --epochs 60 --time-budget 2400 --export models/topoformer_peakmem
     onnx-sched train peak-mem --out-dir runs/peakmem --resume      # continue after an interruption
+    onnx-sched train peak-mem --out-dir runs/ft --init-from models/topoformer_peakmem.pt --lr 3e-4  # fine-tune
 """
 
 from __future__ import annotations
@@ -34,6 +35,8 @@ from onnx_sched.errors import OnnxSchedError
 @click.option("--val-ops", type=int, default=None, help="Validation graph size (default 300).")
 @click.option("--reference-beam", type=int, default=None, help="Width of the 'beam' pass used as validation reference (default 64).")
 @click.option("--lr", type=float, default=None, help="Adam learning rate (default 1e-3).")
+@click.option("--lr-decay", type=float, default=None, help="Learning-rate factor per epoch (default 0.97).")
+@click.option("--init-from", default=None, help="Fine-tune: start from the weights of an exported STEM.pt, fresh optimizer.")
 @click.option("--d-model", type=int, default=None, help="Embedding width (default 64).")
 @click.option("--layers", "n_layers", type=int, default=None, help="Encoder layers (default 3).")
 @click.option("--seed", type=int, default=None, help="Seed for torch, numpy and graph draws (default 0).")
