@@ -155,6 +155,17 @@ def _schedule_latency(graph: Graph, method: str, ctx: PassContext, start: float)
     return schedule, report
 
 
+def _scalars(info: Mapping[str, Any]) -> dict[str, Any]:
+    """The JSON-ready scalar entries of a schedule's ``info`` (decoder, episodes, solver status...)."""
+    out: dict[str, Any] = {}
+    for k, v in info.items():
+        if isinstance(v, np.generic):
+            v = v.item()
+        if v is None or isinstance(v, (str, int, float, bool)):
+            out[str(k)] = v
+    return out
+
+
 def optimize_model(
     source: str | os.PathLike | onnx.ModelProto,
     objective: str = "peak-mem",
@@ -171,7 +182,7 @@ def optimize_model(
     imported = import_onnx(source, input_shapes=input_shapes, dims=dims)
     ctx = PassContext(time_limit=time_limit, seed=seed, inplace=inplace, options=dict(options or {}), problem=problem)
     schedule, report = schedule_graph(imported.graph, objective, method, ctx)
-    report = {"model": imported.graph.name, "ops": imported.graph.n_ops, **report}
+    report = {"model": imported.graph.name, "ops": imported.graph.n_ops, **report, "details": _scalars(schedule.info)}
     meta = {
         f"{META_PREFIX}objective": objective,
         f"{META_PREFIX}method": str(report["method_used"]),

@@ -109,3 +109,19 @@ def test_dim_option_makes_dynamic_model_work(tmp_path):
     src = _save(dyn, tmp_path / "dyn.onnx")
     res = run_cli("optimize", str(src), "-o", str(tmp_path / "o.onnx"), "--dim", "n=2", "--method", "dfs")
     assert res.returncode == 0, res.stderr
+
+
+def test_pass_options_reach_the_pass_and_bad_ones_fail_cleanly(tmp_path):
+    from onnx_sched.cli.optimize import parse_pass_options
+
+    assert parse_pass_options(("episodes=200", "temperature=2.5", "mode=race")) == {
+        "episodes": 200, "temperature": 2.5, "mode": "race"}
+    src = _save(branchy_model(n=64), tmp_path / "b.onnx")
+    report = tmp_path / "r.json"
+    ok = run_cli("optimize", str(src), "-o", str(tmp_path / "o.onnx"), "--method", "learned",
+                 "--option", "samples=4", "--report", str(report))
+    assert ok.returncode == 0, ok.stderr
+    assert json.loads(report.read_text())["details"]["decoder"] == "sample-4"
+    bad = run_cli("optimize", str(src), "-o", str(tmp_path / "x.onnx"), "--option", "episodes")
+    assert bad.returncode != 0 and len(bad.stderr.strip().splitlines()) == 1
+    assert "KEY=VALUE" in bad.stderr and not (tmp_path / "x.onnx").exists()

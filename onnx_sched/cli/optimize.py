@@ -74,7 +74,9 @@ def _latency_table(report: dict) -> Table:
 @click.option("--inplace/--no-inplace", default=False, help="Memory model with in-place reuse of dying inputs.")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--beam", "beam", type=int, default=None, help="Beam width (beam, learned).")
-@click.option("--samples", type=int, default=None, help="Samples (random, learned).")
+@click.option("--samples", type=int, default=None, help="Samples (random, learned, hsdag draws per episode).")
+@click.option("--option", "pass_options", multiple=True, metavar="KEY=VALUE",
+              help="Extra pass option, repeatable (e.g. hsdag: episodes=200, temperature=3; cpsat: workers=4).")
 @click.option("--machines", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
               help="Machine description JSON (makespan / latency).")
 @click.option("--profiles", type=click.Path(exists=True, dir_okay=False, path_type=Path), multiple=True,
@@ -92,7 +94,8 @@ def _latency_table(report: dict) -> Table:
 def command(model: Path, output: Path, objective: str, method: str, time_limit: float, inplace: bool, seed: int,
             beam: int | None, samples: int | None, machines: Path | None, profiles: tuple[Path, ...], devices: str | None, latency_mode: str,
             ort_graph: str | None, report_path: Path | None,
-            plot_path: Path | None, input_shapes: tuple[str, ...], dims: tuple[str, ...]) -> None:
+            plot_path: Path | None, input_shapes: tuple[str, ...], dims: tuple[str, ...],
+            pass_options: tuple[str, ...] = ()) -> None:
     """Reorder MODEL's operators for OBJECTIVE and write the result to -o."""
     from onnx_sched.importers.onnx import parse_dims, parse_input_shapes
 
@@ -110,13 +113,33 @@ def command(model: Path, output: Path, objective: str, method: str, time_limit: 
             load_model(model)  # one-line errors for unreadable files before ORT sees them
             source = ort_optimized_model(model, Path(tmp) / model.name, level=ort_graph)
         _optimize(source, model, output, objective, method, time_limit, inplace, seed, beam, samples, machines,
-                  report_path, plot_path, shapes, dim_values, profiles, latency_mode, devices)
+                  report_path, plot_path, shapes, dim_values, profiles, latency_mode, devices,
+                  parse_pass_options(pass_options))
+
+
+def parse_pass_options(items: tuple[str, ...]) -> dict[str, object]:
+    """``("episodes=200", "temperature=2.5", "mode=race")`` -> ``{"episodes": 200, "temperature": 2.5, "mode": "race"}``."""
+    out: dict[str, object] = {}
+    for item in items:
+        key, sep, raw = item.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"--option expects KEY=VALUE, got {item!r}")
+        value: object = raw.strip()
+        for conv in (int, float):
+            try:
+                value = conv(raw)
+                break
+            except ValueError:
+                continue
+        out[key.strip()] = value
+    return out
 
 
 def _optimize(source: Path, model: Path, output: Path, objective: str, method: str, time_limit: float, inplace: bool,
               seed: int, beam: int | None, samples: int | None, machines: Path | None, report_path: Path | None,
               plot_path: Path | None, shapes: dict, dim_values: dict, profiles: tuple[Path, ...] = (),
-              latency_mode: str = "sequential", devices: str | None = None) -> None:
+              latency_mode: str = "sequential", devices: str | None = None,
+              extra_options: dict[str, object] | None = None) -> None:
     from onnx_sched.api import optimize_model
     from onnx_sched.exporters.onnx import save_model_atomic
     from onnx_sched.importers.onnx import import_onnx
@@ -139,7 +162,7 @@ def _optimize(source: Path, model: Path, output: Path, objective: str, method: s
 
         graph = import_onnx(source, input_shapes=shapes, dims=dim_values).graph
         problem = makespan_problem(graph, load_machines(machines))
-    options = {"beam_width": beam, "beam": beam, "samples": samples}
+    options = {"beam_width": beam, "beam": beam, "samples": samples, **(extra_options or {})}
     result = optimize_model(source, objective, method, time_limit, inplace, seed, shapes, dim_values, options, problem)
     save_model_atomic(result.model, output, source_path=source)
     console = Console()
