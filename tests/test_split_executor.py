@@ -135,3 +135,17 @@ def test_placement_file_roundtrip_and_onnx_metadata(tmp_path) -> None:
     onnx.save(model, tmp_path / "m.onnx")
     got2, names2, _ = load_placement(tmp_path / "m.onnx", g)
     assert [names2[i] for i in got2] == [["CPU", "GPU.1"][i] for i in placement]
+
+
+def test_random_weights_keep_an_unnormalized_residual_stack_at_unit_scale() -> None:
+    """MobileBERT (NoNorm layers, 100+ residual adds): the role-aware fill keeps outputs O(1), distinct
+    per channel and reproducible, so 1e-5 output equality checks data flow, not fp32 rounding."""
+    imp = import_onnx(CORPUS / "onnx" / "mobilebert_uncased.onnx")
+    a, b = with_random_weights(imp, seed=3), with_random_weights(imp, seed=3)
+    assert a.model.SerializeToString() == b.model.SerializeToString()
+    sess = ort.InferenceSession(a.model.SerializeToString(), providers=["CPUExecutionProvider"])
+    outs = [np.asarray(o) for o in sess.run(None, random_feed(a.model, 0)) if np.asarray(o).dtype.kind == "f"]
+    assert outs and all(np.isfinite(o).all() for o in outs)
+    big = max(float(np.abs(o).max()) for o in outs)
+    spread = max(float(o.max() - o.min()) for o in outs)
+    assert 1e-2 < big < 1e3 and spread > 1e3 * 1e-5

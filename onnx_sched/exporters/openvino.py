@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from onnx_sched.errors import ModelLoadError
 from onnx_sched.schedule import Schedule
 
 __all__ = [
@@ -44,10 +45,15 @@ def read_onnx_into_openvino(model: Any) -> Any:
     Initializers listed as graph inputs (IR < 4 models such as the onnx "light"
     zoo) would become OpenVINO ``Parameter``s and make every shape downstream
     dynamic; they are dropped from the inputs first so they stay constants.
+    Nodes OpenVINO's frontend rejects but ONNX Runtime runs are rewritten where
+    provably equivalent (:func:`~onnx_sched.exporters.ov_legalize.legalize_for_openvino`);
+    what OpenVINO still cannot read raises :class:`ModelLoadError` with one line
+    naming the node.
     """
     import onnx
 
     from onnx_sched.devices import openvino_core
+    from onnx_sched.exporters.ov_legalize import legalize_for_openvino
 
     if not isinstance(model, onnx.ModelProto):
         from onnx_sched.importers.onnx import load_model
@@ -62,8 +68,27 @@ def read_onnx_into_openvino(model: Any) -> Any:
         m.graph.input.extend(keep)
         m.ir_version = max(m.ir_version, 4)
         model = m
-    core = openvino_core()
-    return core.read_model(model.SerializeToString(), b"")
+    model = legalize_for_openvino(model)
+    try:
+        return openvino_core().read_model(model.SerializeToString(), b"")
+    except RuntimeError as exc:
+        raise ModelLoadError(_read_error_line(exc)) from exc
+
+
+def _read_error_line(exc: BaseException) -> str:
+    """One line from OpenVINO's multi-line frontend error: failed op, node name, reason."""
+    import re
+
+    text = str(exc)
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    failed = re.search(r"Conversion is failed for: (.*)", text)
+    node = re.search(r"While validating ONNX node '<Node\((\w+)\): (.*?)>'", text)
+    reason = [ln for ln in lines if not ln.startswith(("Exception from", "Check ", "While validating", "FrontEnd API",
+                                                         "Model wasn't", "-- ", "Summary:"))]
+    what = failed.group(1).strip() if failed else type(exc).__name__
+    where = f" (node {node.group(2)!r})" if node else ""
+    why = reason[-1] if reason else (lines[-1] if lines else "")
+    return f"OpenVINO cannot read the ONNX model: {what}{where}: {why}"
 
 
 def map_ov_to_graph_ops(ov_model: Any, imported: Any) -> dict[str, int]:

@@ -1,0 +1,113 @@
+"""OpenVINO legalization: AveragePool used as a global pool -> GlobalAveragePool, only when equivalent."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper
+
+from onnx_sched.errors import ModelLoadError
+from onnx_sched.exporters.ov_legalize import legalize_for_openvino
+
+from conftest import CORPUS
+
+ov = pytest.importorskip("openvino")
+
+
+def pool_model(spatial: list[int | str], **attrs: object) -> onnx.ModelProto:
+    """x [1, 3, *spatial] -> Mul(2) -> AveragePool(**attrs) -> Relu -> y (the pool is not a graph output)."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, *spatial])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    two = helper.make_tensor("two", TensorProto.FLOAT, [], [2.0])
+    nodes = [helper.make_node("Mul", ["x", "two"], ["m"], name="mul"),
+             helper.make_node("AveragePool", ["m"], ["p"], name="pool", **attrs),
+             helper.make_node("Relu", ["p"], ["y"], name="relu")]
+    model = helper.make_model(helper.make_graph(nodes, "pool", [x], [y], [two]),
+                              opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model
+
+
+def run_ort(model: onnx.ModelProto, x: np.ndarray) -> np.ndarray:
+    return ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+
+
+def run_openvino(model: onnx.ModelProto, x: np.ndarray) -> np.ndarray:
+    from onnx_sched.exporters.openvino import read_onnx_into_openvino
+
+    compiled = ov.Core().compile_model(read_onnx_into_openvino(model), "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
+    return np.asarray(compiled({compiled.inputs[0]: x})[compiled.outputs[0]])
+
+
+EQUIVALENT = {
+    # transformers EfficientNet's pooler: nn.AvgPool2d(1280, ceil_mode=True) on a 7x7 map
+    "efficientnet_pooler": ([7, 7], dict(kernel_shape=[1280, 1280], strides=[1280, 1280], ceil_mode=1,
+                                         count_include_pad=1, pads=[0, 0, 0, 0])),
+    "ceil_no_count_pad": ([7, 7], dict(kernel_shape=[1280, 1280], strides=[1280, 1280], ceil_mode=1)),
+    "ceil_overhang_lt_stride": ([7, 7], dict(kernel_shape=[9, 9], strides=[3, 3], ceil_mode=1, count_include_pad=1)),
+    "kernel_equals_input": ([7, 5], dict(kernel_shape=[7, 5])),
+    "mixed_axes_1d": ([6], dict(kernel_shape=[8], strides=[4], ceil_mode=1, count_include_pad=1)),
+    "kernel_equals_input_valid": ([4, 4, 4], dict(kernel_shape=[4, 4, 4], auto_pad="VALID")),
+}
+
+
+@pytest.mark.parametrize("case", list(EQUIVALENT))
+def test_global_average_pool_rewrite(case: str) -> None:
+    spatial, attrs = EQUIVALENT[case]
+    model = pool_model(spatial, **attrs)
+    before = model.SerializeToString()
+    out = legalize_for_openvino(model)
+    assert model.SerializeToString() == before, "the input model must not be modified"
+    pool = next(n for n in out.graph.node if n.name == "pool")
+    assert pool.op_type == "GlobalAveragePool" and list(pool.output) == ["p"] and not pool.attribute
+    x = np.random.default_rng(0).standard_normal((1, 3, *spatial)).astype(np.float32)
+    ref = run_ort(model, x)
+    np.testing.assert_allclose(run_ort(out, x), ref, rtol=1e-6, atol=1e-6)
+    axes = tuple(range(2, x.ndim))
+    np.testing.assert_allclose(ref, np.maximum(2 * x.mean(axis=axes, keepdims=True), 0), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(run_openvino(model, x), ref, rtol=1e-5, atol=1e-5)  # OpenVINO reads the original
+
+
+NOT_EQUIVALENT = {
+    # floor mode, kernel > input: an empty output by the ONNX shape formula; ONNX Runtime
+    # makes one output and, counting the overhang as padding, divides the 7x7 sum by 81
+    "floor_kernel_gt_input": ([7, 7], dict(kernel_shape=[9, 9], strides=[9, 9], count_include_pad=1)),
+    # padding counted in the divisor
+    "pads_counted": ([7, 7], dict(kernel_shape=[9, 9], pads=[1, 1, 1, 1], count_include_pad=1)),
+    "same_upper": ([7, 7], dict(kernel_shape=[9, 9], strides=[9, 9], auto_pad="SAME_UPPER", count_include_pad=1)),
+    "kernel_lt_input": ([7, 7], dict(kernel_shape=[3, 3])),
+    "dynamic_spatial": (["h", "w"], dict(kernel_shape=[7, 7])),
+}
+
+
+@pytest.mark.parametrize("case", list(NOT_EQUIVALENT))
+def test_non_equivalent_average_pool_left_unchanged(case: str) -> None:
+    spatial, attrs = NOT_EQUIVALENT[case]
+    model = pool_model(spatial, **attrs)
+    assert legalize_for_openvino(model) is model
+
+
+def test_floor_mode_pool_is_not_a_global_mean_and_openvino_error_is_one_line() -> None:
+    spatial, attrs = NOT_EQUIVALENT["floor_kernel_gt_input"]
+    model = pool_model(spatial, **attrs)
+    x = np.abs(np.random.default_rng(1).standard_normal((1, 3, 7, 7))).astype(np.float32)
+    np.testing.assert_allclose(run_ort(model, x), 2 * x.sum(axis=(2, 3), keepdims=True) / 81, rtol=1e-5)
+    with pytest.raises(ModelLoadError) as err:
+        run_openvino(model, x)
+    msg = str(err.value)
+    assert "\n" not in msg and "AveragePool" in msg and "'pool'" in msg
+
+
+def test_corpus_efficientnet_reads_into_openvino() -> None:
+    path = CORPUS / "onnx" / "efficientnet_b0.onnx"
+    if not path.exists():
+        pytest.skip("corpus not present")
+    from onnx_sched.exporters.openvino import read_onnx_into_openvino
+
+    model = onnx.load(str(path), load_external_data=False)
+    out = legalize_for_openvino(model)
+    changed = [(a.name, b.op_type) for a, b in zip(model.graph.node, out.graph.node) if a.op_type != b.op_type]
+    assert changed == [("/m/efficientnet/pooler/AveragePool", "GlobalAveragePool")]
+    assert read_onnx_into_openvino(model).outputs[0].get_partial_shape().to_shape() == [1, 1000]
