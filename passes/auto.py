@@ -1,7 +1,10 @@
 """``auto``: a portfolio of the peak-memory passes within ``ctx.time_limit``.
 
-1. the cheap heuristics (file order, greedy, dfs, xla_dfs, bfs) and a batch of
-   random orders;
+1. the cheap heuristics (file order, greedy, dfs, xla_dfs, bfs), a batch of
+   random orders and the learned policy (``learned``, sample-16; graphs of up to
+   ``learned_max_ops`` ops, default 3000, since the encoder's attention is
+   quadratic in the op count; skipped with a note in ``info`` when its checkpoint
+   is missing or ``learned=0``);
 2. beam searches (approximate DP) of growing width (x4 from 16) while the next one
    is predicted to fit in about half of the time left (capped by option
    ``beam_width``, default 10 000); each beam drops states whose peak already
@@ -38,6 +41,26 @@ __all__ = ["run"]
 
 DEFAULT_MAX_WIDTH = 10_000
 CALIBRATION_WIDTH = 16
+LEARNED_MAX_OPS = 3000
+LEARNED_SAMPLES = 16
+
+
+def learned_order(graph: Graph, ctx: PassContext) -> tuple[np.ndarray | None, str]:
+    """The learned pass's sample-16 order, or ``(None, why not)``."""
+    from onnx_sched.errors import OnnxSchedError
+    from onnx_sched.passes import get_pass
+
+    if not int(ctx.option("learned", 1)):
+        return None, "disabled"
+    if graph.n_ops > int(ctx.option("learned_max_ops", LEARNED_MAX_OPS)):
+        return None, f"skipped: {graph.n_ops} ops > learned_max_ops"
+    model = ctx.option("model", None)
+    sub = PassContext(time_limit=ctx.time_limit, seed=ctx.seed, inplace=ctx.inplace,
+                      options={"samples": LEARNED_SAMPLES, **({"model": model} if model else {})})
+    try:
+        return get_pass("learned", "peak-mem")(graph, sub).order, "ok"
+    except OnnxSchedError as exc:  # e.g. the checkpoint is missing from this install
+        return None, f"unavailable: {exc}"
 
 
 @register("auto", objective="peak-mem")
@@ -62,6 +85,12 @@ def run(graph: Graph, ctx: PassContext) -> Schedule:
         order, _, drawn = best_random_order(graph, samples, inplace=inplace, seed=ctx.seed, time_limit=0.1 * clock.left())
         offer("random", order)
         info["random_samples"] = drawn
+
+    if best_peak() > graph_lb and clock.left() > 0:
+        order, status = learned_order(graph, ctx)
+        if order is not None:
+            offer("learned", order)
+        info["learned"] = status
 
     max_width = int(ctx.option("beam_width", DEFAULT_MAX_WIDTH))
     state_rate = 1e5  # states expanded per second, measured by the beam ladder

@@ -326,3 +326,16 @@ def test_init_from_starts_a_new_run_from_exported_weights(tmp_path) -> None:
     assert all(torch.equal(st["model"][k], v) for k, v in start.items())
     with pytest.raises(ValueError, match="encoder config differs"):
         train(replace(cfg, out_dir=str(tmp_path / "c"), init_from=str(pt), d_model=32), echo=lambda s: None)
+
+
+def test_auto_portfolio_includes_the_learned_policy_and_survives_without_it() -> None:
+    from onnx_sched.passes import PassContext, get_pass
+
+    g = layered_graph(120, 10003)
+    s = get_pass("auto", "peak-mem")(g, PassContext(time_limit=3))
+    assert s.info["learned"] == "ok" and "learned" in s.info["candidates"]
+    assert s.info["candidates"][s.info["chosen"]] <= s.info["candidates"]["learned"]
+    missing = get_pass("auto", "peak-mem")(g, PassContext(time_limit=3, options={"model": "/nonexistent/m.onnx"}))
+    assert missing.info["learned"].startswith("unavailable") and "learned" not in missing.info["candidates"]
+    off = get_pass("auto", "peak-mem")(g, PassContext(time_limit=3, options={"learned": 0}))
+    assert off.info["learned"] == "disabled"
