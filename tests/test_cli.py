@@ -125,3 +125,19 @@ def test_pass_options_reach_the_pass_and_bad_ones_fail_cleanly(tmp_path):
     bad = run_cli("optimize", str(src), "-o", str(tmp_path / "x.onnx"), "--option", "episodes")
     assert bad.returncode != 0 and len(bad.stderr.strip().splitlines()) == 1
     assert "KEY=VALUE" in bad.stderr and not (tmp_path / "x.onnx").exists()
+
+
+def test_makespan_on_a_corpus_model_writes_model_report_and_gantt(tmp_path):
+    from conftest import CORPUS
+
+    src = CORPUS / "onnx" / "light_inception_v1.onnx"
+    out, report, gantt = tmp_path / "o.onnx", tmp_path / "r.json", tmp_path / "gantt.png"
+    machines = Path(__file__).resolve().parents[1] / "examples" / "machines_3types.json"
+    res = run_cli("optimize", str(src), "-o", str(out), "--objective", "makespan", "--machines", str(machines),
+                  "--time-limit", "2", "--report", str(report), "--plot", str(gantt))
+    assert res.returncode == 0, res.stderr
+    r = json.loads(report.read_text())
+    assert r["makespan"]["lower_bound"] <= r["makespan"]["output"] <= r["makespan"]["list_cp"]
+    assert gantt.stat().st_size > 5000
+    onnx.checker.check_model(onnx.load(str(out)), full_check=True)
+    assert_bitwise_equal(run_ort(src), run_ort(onnx.load(str(out))))
