@@ -39,13 +39,13 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
-from onnx_sched.bench.placement import bench_openvino, bench_ort, with_filled_weights, with_random_weights
+from onnx_sched.bench.placement import bench_openvino, bench_ort, time_calls, with_filled_weights, with_random_weights
 from onnx_sched.bench.split_executor import DeviceSpec
 from onnx_sched.cost import latency as lat
 from onnx_sched.dag import kahn_order
 from onnx_sched.importers.onnx import import_onnx
 from onnx_sched.passes import PassContext, get_pass
-from onnx_sched.profiling import ProfileSet, TransferModel, measure_split_transfer, profile_ort
+from onnx_sched.profiling import ProfileSet, TransferModel, measure_split_transfer, profile_ort, scaled_to
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT.parent / "shared" / "corpus" / "onnx"
@@ -222,11 +222,28 @@ BRANCHY = ("light_inception_v1", "light_inception_v2", "nasnet_a_mobile", "amoeb
            "randwire_er")
 
 
-def concurrency_rows(paths: list[Path], repeats: int, boundaries: tuple[float, ...] = (65e-6, 1e-3, 3e-3)) -> list[dict]:
+def single_thread_latency(imp, repeats: int = 10) -> float:  # noqa: ANN001
+    """Median latency of the whole model in one single-thread ORT session (all optimizations)."""
+    import onnxruntime as ort
+
+    from onnx_sched.bench.ort_runner import make_session_options
+    from onnx_sched.bench.split_executor import random_feed
+
+    sess = ort.InferenceSession(imp.model.SerializeToString(), make_session_options(arena=True, opt_level="all", threads=1),
+                                providers=["CPUExecutionProvider"])
+    feed = random_feed(imp.model, 0)
+    times, _ = time_calls(lambda: sess.run(None, feed), 3, repeats)
+    return float(np.median(times))
+
+
+def concurrency_rows(paths: list[Path], repeats: int, boundaries: tuple[float, ...] = (1e-4, 3e-4, 1e-3)) -> list[dict]:
     """Two one-core CPU devices (worker threads pinned to cores 0 and 1) running a
     HEFT placement concurrently versus one one-core session, interleaved runs.
-    HEFT plans with several boundary costs: the measured hand-off cost gives fine
-    placements with many parts; larger ones give coarse, branch-level splits."""
+    HEFT plans with several boundary costs (about the measured cost of one extra part,
+    0.1 ms, and coarser): small ones give fine placements with many parts, larger ones
+    branch-level splits.  Op times: the model's 1-thread ORT profile (optimizations off,
+    one event per node) scaled to the measured latency of the optimized model, so the
+    planner weighs them against boundary costs at the scale that runs."""
     from dataclasses import replace
 
     from onnx_sched.bench.placement import bench_ort_interleaved
@@ -237,7 +254,8 @@ def concurrency_rows(paths: list[Path], repeats: int, boundaries: tuple[float, .
     for path in paths:
         imp = with_random_weights(import_onnx(path))
         g = imp.graph
-        cpu = replace(profile_ort(imp, threads=1, repeats=5), name="CPU")
+        cpu = scaled_to(replace(profile_ort(imp, threads=1, repeats=5), name="CPU"), single_thread_latency(imp),
+                        "(optimized single-thread latency)")
         for boundary in boundaries:
             tm = TransferModel(boundary, 10e9)
             ps = ProfileSet((cpu, replace(cpu, name="CPUB")), {("CPU", "CPUB"): tm, ("CPUB", "CPU"): tm}, tm, "CPU")
@@ -260,18 +278,22 @@ def concurrency_markdown(rows: list[dict], repeats: int) -> str:
         "",
         f"`python benchmarks/placement_corpus.py --concurrency --repeats {repeats}`.  ORT split executor, device i = "
         "a worker thread pinned to core i running single-thread sessions; HEFT placement (concurrent model, op "
-        "times from a 1-thread ORT profile of the model) planned with the given boundary cost; runs interleaved "
+        "times from a 1-thread ORT profile of the model scaled to its measured optimized latency) planned with the "
+        "given boundary cost; parts cut so cross-device tensors leave a part at its end and enter at its start; "
+        "runs interleaved "
         f"with a 1-thread whole-model session pinned to core 0; median of {repeats} runs (ms).  load = 1-minute "
-        "load average at the end (the machine has 2 cores shared with other jobs).",
+        "load average at the end.  'split faster in' = share of the interleaved (single, split) pairs where the "
+        "split run was faster (50% = no difference).",
         "",
-        "| model | boundary cost (ms) | parts | ops on core 1 | predicted single | predicted split | single | split | speedup | load |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| model | boundary cost (ms) | parts | ops on core 1 | predicted single | predicted split | single | split | speedup "
+        "| split faster in | load |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
         lines.append(f"| {r['model']} | {r['boundary_s'] * 1e3:.3f} | {r['sub_models']} | {r['ops_dev1']} | "
                      f"{r['predicted_single_s'] * 1e3:.2f} | {r['predicted_s'] * 1e3:.2f} | "
                      f"{r['single_device']['median_s'] * 1e3:.2f} | {r['split']['median_s'] * 1e3:.2f} | "
-                     f"{r['speedup']:.2f}x | {r['load_average']:.1f} |")
+                     f"{r['speedup']:.2f}x | {100 * r['split_faster_share']:.0f}% | {r['load_average']:.1f} |")
     return "\n".join(lines) + "\n"
 
 

@@ -48,6 +48,7 @@ __all__ = [
     "measure_transfer",
     "op_class",
     "op_seconds_matrix",
+    "scaled_to",
     "profile_model",
     "profile_openvino",
     "profile_ort",
@@ -494,6 +495,19 @@ def profile_ort(imported: Any, provider: str = "CPUExecutionProvider", threads: 
                          total_seconds=float(np.median(totals)),
                          notes=f"ORT profiling, {threads} thread(s), optimizations off, median of {repeats} runs")
     return replace(base, **fit_rates(graph, op_secs))
+
+
+def scaled_to(profile: DeviceProfile, seconds: float, note: str = "") -> DeviceProfile:
+    """``profile`` with its per-op times scaled so they sum to ``seconds``: e.g. a profile taken
+    with graph optimizations off (one event per ONNX node) calibrated to the measured latency of
+    the optimized model, so a planner weighs op times against transfer costs at the right scale."""
+    total = float(sum(profile.op_seconds.values()))
+    if total <= 0 or seconds <= 0:
+        raise ValueError(f"scaled_to: need positive times, profile sums to {total}, target {seconds}")
+    k = seconds / total
+    return replace(profile, op_seconds={n: t * k for n, t in profile.op_seconds.items()},
+                   flops_per_s={c: r / k for c, r in profile.flops_per_s.items()}, op_overhead_s=profile.op_overhead_s * k,
+                   total_seconds=seconds, notes=(profile.notes + f"; scaled x{k:.3f} to {seconds * 1e3:.3f} ms {note}").strip())
 
 
 def measure_transfer(sizes: Sequence[int] = (1 << 12, 1 << 16, 1 << 20, 1 << 22, 1 << 24), repeats: int = 7,

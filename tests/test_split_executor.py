@@ -78,18 +78,25 @@ def test_random_placements_split_into_valid_parts(seed: int) -> None:
         assert ok, err
 
 
-def test_same_device_groups_are_merged() -> None:
+def test_parts_keep_branches_concurrent_and_merge_only_where_nothing_waits() -> None:
     imp = import_onnx(diamond_model(branches=2))
     g = imp.graph
-    # branch 0 on d1, the rest on d0: level grouping makes (d0, 0) and (d0, 1) groups,
-    # merging them keeps the quotient acyclic, so one part per device remains
+    # branch 0 on d1, the rest on d0: d0's branch must not share a part with the concat
+    # (that part would wait for d1), so both branches start at once and the concat waits for both
     placement = np.array([1 if name.endswith("0_0") else 0 for name in g.op_names])
     parts = split_model(imp, placement)
-    assert [p.device for p in parts] == [1, 0] and parts[1].deps == (0,)
+    assert [(p.device, p.deps) for p in parts] == [(1, ()), (0, ()), (0, (0, 1))]
+    assert {g.op_names[list(imp.op_node).index(i)] for i in parts[2].nodes} == {"concat", "softmax"}
     # a d0 -> d1 -> d0 chain cannot merge its two d0 ends
     chain = np.array([1 if name == "tanh1_0" else 0 for name in g.op_names])
     assert [p.device for p in split_model(imp, chain)] == [0, 1, 0]
+    # one device: one part; two independent branches on one device with no cross traffic: merged
     assert len(split_model(imp, np.zeros(g.n_ops, np.int64))) == 1
+    four = import_onnx(diamond_model(branches=4))
+    names = four.graph.op_names
+    two_each = np.array([1 if name[-3] in "23" else 0 for name in names])  # branches 2, 3 on d1
+    parts = split_model(four, two_each)
+    assert sorted(p.device for p in parts) == [0, 0, 1]  # d1: one part for both of its branches
 
 
 def test_branchy_corpus_model_concurrent_equals_whole() -> None:

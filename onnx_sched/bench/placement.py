@@ -45,6 +45,7 @@ __all__ = [
     "with_random_weights",
     "save_placement",
     "summarize",
+    "time_calls",
 ]
 
 PLACEMENT_FORMAT = "onnx-sched-placement/1"
@@ -283,7 +284,8 @@ def summarize(times: Sequence[float]) -> dict[str, float]:
             "runs": int(len(t))}
 
 
-def _time(fn: Any, warmup: int, repeats: int) -> tuple[list[float], Any]:
+def time_calls(fn: Any, warmup: int, repeats: int) -> tuple[list[float], Any]:
+    """Seconds of each of ``repeats`` calls of ``fn`` after ``warmup`` untimed ones, and the last result."""
     out = None
     for _ in range(warmup):
         out = fn()
@@ -332,7 +334,7 @@ def bench_ort(imported: Any, placement: np.ndarray, devices: Sequence[Any], *, w
             ev = threading.Event()
 
             def job() -> None:
-                box["r"] = _time(run_ref, warmup, repeats)
+                box["r"] = time_calls(run_ref, warmup, repeats)
                 ev.set()
 
             w.jobs.put(job)
@@ -340,7 +342,7 @@ def bench_ort(imported: Any, placement: np.ndarray, devices: Sequence[Any], *, w
             w.jobs.put(None)
             ref_times, ref_out = box["r"]
         else:
-            ref_times, ref_out = _time(run_ref, warmup, repeats)
+            ref_times, ref_out = time_calls(run_ref, warmup, repeats)
         report["single_device"] = summarize(ref_times)
     with SplitExecutor(parts, devices, outputs, concurrent=concurrent, opt_level=opt_level) as ex:
         per_dev: list[dict[str, float]] = []
@@ -350,7 +352,7 @@ def bench_ort(imported: Any, placement: np.ndarray, devices: Sequence[Any], *, w
             per_dev.append(dict(ex.last_device_seconds))
             return out
 
-        times, out = _time(run_split, warmup, repeats)
+        times, out = time_calls(run_split, warmup, repeats)
     per_dev = per_dev[warmup:]
     report["split"] = summarize(times)
     report["device_seconds"] = {k: float(np.median([d.get(k, 0.0) for d in per_dev])) for k in per_dev[0]}
@@ -366,8 +368,9 @@ def bench_ort_interleaved(imported: Any, placement: np.ndarray, devices: Sequenc
                           repeats: int = 20, seed: int = 0, opt_level: str = "all") -> dict[str, Any]:
     """One whole-model session on ``devices[0]`` versus the concurrent split executor,
     runs interleaved (single, split, single, split ...) so load drift on a shared
-    machine hits both alike.  Reports medians, p90s and ``speedup`` =
-    median single / median split."""
+    machine hits both alike.  Reports medians, p90s, ``speedup`` = median single /
+    median split and ``split_faster_share`` = share of the interleaved pairs where the
+    split run was the faster one (a paired comparison: 0.5 = no difference)."""
     import threading
 
     import onnxruntime as ort
@@ -412,7 +415,9 @@ def bench_ort_interleaved(imported: Any, placement: np.ndarray, devices: Sequenc
     finally:
         worker.jobs.put(None)
     a, b = summarize(single), summarize(split)
+    faster = float(np.mean(np.asarray(split) < np.asarray(single)))
     return {"sub_models": len(parts), "single_device": a, "split": b, "speedup": a["median_s"] / b["median_s"],
+            "split_faster_share": faster,
             "load_average": os.getloadavg()[0] if hasattr(os, "getloadavg") else None}
 
 
@@ -498,7 +503,7 @@ def bench_openvino(imported: Any, placement: np.ndarray, devices: Sequence[str],
         per_dev.append(_subgraph_device_seconds(req.get_profiling_info(), stored["affinity"]))
         return {k: np.array(res[p]) for k, p in zip(out_names, compiled.outputs)}
 
-    times, out = _time(run_het, warmup, repeats)
+    times, out = time_calls(run_het, warmup, repeats)
     report["split"] = summarize(times)
     per_dev = per_dev[warmup:]
     report["device_seconds"] = {k: float(np.median([d.get(k, 0.0) for d in per_dev])) for k in per_dev[0]}
@@ -513,7 +518,7 @@ def bench_openvino(imported: Any, placement: np.ndarray, devices: Sequence[str],
         res = ref_req.infer(ref_inputs)
         return {k: np.array(res[p]) for k, p in zip(ref_outs, ref_compiled.outputs)}
 
-    ref_times, ref = _time(run_ref, warmup, repeats)
+    ref_times, ref = time_calls(run_ref, warmup, repeats)
     report["single_device"] = summarize(ref_times)
     ok, err = compare_outputs(ref, out)
     report["outputs_equal"] = ok

@@ -82,7 +82,29 @@ def node_devices(imported: Any, placement: np.ndarray) -> dict[int, int]:
     return {int(idx): int(p[op]) for op, idx in enumerate(imported.op_node)}
 
 
+def _merge_keeps_concurrency(q: Any, a: int, b: int) -> bool:
+    """Whether running groups ``a`` and ``b`` as one part costs no concurrency: in either
+    orientation, the later group waits only for the earlier one or its ancestors, and
+    every other reader of the earlier group also waits for the later one anyway."""
+    import networkx as nx
+
+    for x, y in ((a, b), (b, a)):
+        anc_x = nx.ancestors(q, x) | {x}
+        if y in anc_x or not set(q.predecessors(y)) <= anc_x:  # x runs first; y waits for nothing new
+            continue
+        desc_y = nx.descendants(q, y) | {y}
+        if set(q.successors(x)) <= desc_y:
+            return True
+    return False
+
+
 def _groups(nodes: Sequence[onnx.NodeProto], compute: list[int], dev: Mapping[int, int]) -> list[list[int]]:
+    """Parts: runs of one device's ops (file order) cut so that cross-device data flows only
+    from the last op of a part to the first op of another.  A part starts at an op that reads
+    another device's tensor and ends after an op whose tensor another device reads, so no part
+    makes a device wait for more than its next op needs, and every output leaves as soon as it
+    exists.  Same-device parts are then merged where that delays nothing
+    (:func:`_merge_keeps_concurrency`).  The parts come in a topological order."""
     import networkx as nx
 
     producer: dict[str, int] = {}
@@ -90,34 +112,36 @@ def _groups(nodes: Sequence[onnx.NodeProto], compute: list[int], dev: Mapping[in
         for o in nodes[i].output:
             if o:
                 producer[o] = i
-    level: dict[int, int] = {}
-    preds: dict[int, set[int]] = {}
-    for i in compute:  # file order is topological
-        ps = {producer[x] for x in _reads(nodes[i]) if x in producer and producer[x] != i}
-        preds[i] = ps
-        level[i] = max((level[u] + (dev[u] != dev[i]) for u in ps), default=0)
-    keys = sorted({(level[i], dev[i]) for i in compute})
-    gid = {k: j for j, k in enumerate(keys)}
-    member = {i: gid[(level[i], dev[i])] for i in compute}
-    q = nx.DiGraph()
-    q.add_nodes_from(range(len(keys)))
+    reader_devs: dict[str, set[int]] = {}
     for i in compute:
-        for u in preds[i]:
-            if member[u] != member[i]:
-                q.add_edge(member[u], member[i])
-    gdev = {gid[k]: k[1] for k in keys}
-    # merge same-device groups while the quotient stays acyclic
+        for x in _reads(nodes[i]):
+            reader_devs.setdefault(x, set()).add(dev[i])
+    member: dict[int, int] = {}
+    open_part: dict[int, int | None] = {}
+    n_parts = 0
+    for i in compute:  # file order is topological
+        d = dev[i]
+        cross_in = any(x in producer and dev[producer[x]] != d for x in _reads(nodes[i]))
+        if open_part.get(d) is None or cross_in:
+            open_part[d] = n_parts
+            n_parts += 1
+        member[i] = open_part[d]
+        if any(reader_devs.get(o, set()) - {d} for o in nodes[i].output if o):
+            open_part[d] = None
+    q = nx.DiGraph()
+    q.add_nodes_from(range(n_parts))
+    for i in compute:
+        for x in _reads(nodes[i]):
+            if x in producer and member[producer[x]] != member[i]:
+                q.add_edge(member[producer[x]], member[i])
+    gdev = {member[i]: dev[i] for i in compute}
     changed = True
     while changed:
         changed = False
-        alive = sorted(q.nodes)
-        for a in alive:
-            for b in alive:
-                if a >= b or gdev[a] != gdev[b] or a not in q or b not in q:
-                    continue
-                trial = nx.contracted_nodes(q, a, b, self_loops=False)
-                if nx.is_directed_acyclic_graph(trial):
-                    q = trial
+        for a in sorted(q.nodes):
+            for b in sorted(q.nodes):
+                if a < b and a in q and b in q and gdev[a] == gdev[b] and _merge_keeps_concurrency(q, a, b):
+                    q = nx.contracted_nodes(q, a, b, self_loops=False)
                     for i, g in member.items():
                         if g == b:
                             member[i] = a
