@@ -184,6 +184,8 @@ class HsdagPlacer:
         stopping after ``time_limit`` seconds.  Returns ``(placement per op, info)``."""
         from onnx_sched.models.policy_search import reinforce_search
 
+        if temperature <= 0:
+            raise ValueError(f"hsdag: temperature must be > 0, got {temperature}")
         logits, gid, prep = self.logits(problem)
         op_group = prep.coarse.member
 
@@ -194,13 +196,11 @@ class HsdagPlacer:
             return np.array([lat.concurrent_latency(problem, p) for p in op_p])
 
         rng = np.random.default_rng(seed)
-        if temperature <= 0:
-            raise ValueError(f"hsdag: temperature must be > 0, got {temperature}")
         best, value, trace = reinforce_search(logits / temperature if episodes > 0 else logits, latency,
                                               episodes=max(1, episodes) if samples > 0 else 0,
                                               batch=max(0, samples), rng=rng, time_limit=time_limit)
-        policy_value = trace.best_per_episode[0] if trace.best_per_episode else value
+        first = trace.best_per_episode[0] if trace.best_per_episode else value
         info = {"groups": int(gid.max()) + 1 if len(gid) else 0, "coarse_nodes": int(prep.coarse.n),
                 "candidates": trace.evaluations, "greedy_latency": trace.start_cost,
-                "policy_latency": policy_value, "episodes": len(trace.best_per_episode)}
+                "first_batch_latency": first, "episodes_run": len(trace.best_per_episode) if episodes > 0 else 0}
         return best[op_group], info
