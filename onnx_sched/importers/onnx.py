@@ -30,8 +30,9 @@ import onnx
 from onnx import helper
 
 from onnx_sched.cost.flops import op_flops
+from onnx_sched.importers._assemble import assemble_graph
 from onnx_sched.errors import ModelLoadError, UnknownOpError, UnknownShapeError
-from onnx_sched.graph import Csr, Graph, TensorKind
+from onnx_sched.graph import Graph, TensorKind
 
 __all__ = ["ImportedOnnx", "import_onnx", "load_model", "parse_dims", "parse_input_shapes"]
 
@@ -436,37 +437,14 @@ def import_onnx(
         raise UnknownShapeError(f"{where}: unknown size for {len(unknown)} tensors ({shown}){hint}")
 
     op_types = tuple(g.node[i].op_type for i in op_node)
-    attrs = tuple(_attrs(g.node[i]) for i in op_node)
-    flops = np.zeros(len(op_node))
-    nbytes = np.zeros(len(op_node))
-    for op in range(len(op_node)):
-        in_shapes = [shapes[t] for t in op_in[op]]
-        out_shapes = [shapes[t] for t in op_out[op]]
-        flops[op] = op_flops(op_types[op], in_shapes, out_shapes, attrs[op])
-        nbytes[op] = float(sizes[op_in[op]].sum() + sizes[op_out[op]].sum())
-
     op_names = tuple(g.node[i].name or f"{g.node[i].op_type}_{i}" for i in op_node)
-    graph = Graph(
-        name=path.stem if path else (g.name or "model"),
-        op_names=op_names,
+    graph = assemble_graph(
+        name=path.stem if path else (g.name or "model"), op_names=op_names, op_types=op_types,
+        op_attrs=tuple(_attrs(g.node[i]) for i in op_node), op_in=op_in, op_out=op_out, tensor_names=names,
+        tensor_bytes=sizes, tensor_kind=kinds, tensor_producer=producer, tensor_dtypes=dtypes, tensor_shapes=shapes,
+        flops_of=op_flops, metadata={"source": "onnx", "ir_version": int(model.ir_version)},
         op_param_bytes=_param_bytes(model, op_names),
-        op_types=op_types,
-        op_inputs=Csr.from_lists(op_in),
-        op_outputs=Csr.from_lists(op_out),
-        tensor_names=tuple(names),
-        tensor_bytes=sizes,
-        tensor_kind=np.asarray(kinds, dtype=np.int8),
-        tensor_producer=np.asarray(producer, dtype=np.int64),
-        tensor_dtypes=tuple(dtypes),
-        tensor_shapes=tuple(shapes),
-        op_attrs=attrs,
-        op_flops=flops,
-        op_bytes=nbytes,
-        metadata={"source": "onnx", "ir_version": int(model.ir_version)},
     )
-    from onnx_sched.dag import check_acyclic
-
-    check_acyclic(graph)
     return ImportedOnnx(
         graph=graph,
         model=model,

@@ -29,8 +29,9 @@ from typing import Any
 import numpy as np
 
 from onnx_sched.cost.flops import op_flops
+from onnx_sched.importers._assemble import assemble_graph
 from onnx_sched.errors import ModelLoadError, OnnxSchedError, UnknownShapeError
-from onnx_sched.graph import Csr, Graph, TensorKind
+from onnx_sched.graph import Graph, TensorKind
 
 __all__ = ["ImportedOpenVINO", "import_openvino"]
 
@@ -222,33 +223,12 @@ def import_openvino(source: Any) -> ImportedOpenVINO:
         )
 
     op_types = tuple(nodes[i].get_type_name() for i in op_nodes)
-    attrs = tuple(_plain_attrs(nodes[i]) for i in op_nodes)
-    flops = np.zeros(len(op_nodes))
-    nbytes = np.zeros(len(op_nodes))
-    for op in range(len(op_nodes)):
-        flops[op] = _flops(op_types[op], [shapes[t] for t in op_in[op]], [shapes[t] for t in op_out[op]], attrs[op])
-        nbytes[op] = float(sizes[op_in[op]].sum() + sizes[op_out[op]].sum())
-
     op_index = tuple(nodes[i].get_friendly_name() for i in op_nodes)
-    graph = Graph(
-        name=path.stem if path else (model.get_friendly_name() or "model"),
-        op_names=op_index,
-        op_types=op_types,
-        op_inputs=Csr.from_lists(op_in),
-        op_outputs=Csr.from_lists(op_out),
-        tensor_names=tuple(names),
-        tensor_bytes=sizes,
-        tensor_kind=np.asarray(kinds, dtype=np.int8),
-        tensor_producer=np.asarray(producer, dtype=np.int64),
-        tensor_dtypes=tuple(dtypes),
-        tensor_shapes=tuple(shapes),
-        op_attrs=attrs,
-        op_flops=flops,
-        op_bytes=nbytes,
-        metadata={"source": "openvino"},
+    graph = assemble_graph(
+        name=path.stem if path else (model.get_friendly_name() or "model"), op_names=op_index, op_types=op_types,
+        op_attrs=tuple(_plain_attrs(nodes[i]) for i in op_nodes), op_in=op_in, op_out=op_out, tensor_names=names,
+        tensor_bytes=sizes, tensor_kind=kinds, tensor_producer=producer, tensor_dtypes=dtypes, tensor_shapes=shapes,
+        flops_of=_flops, metadata={"source": "openvino"},
     )
-    from onnx_sched.dag import check_acyclic
-
-    check_acyclic(graph)
     weight_nodes = tuple(nodes[i].get_friendly_name() for i in np.flatnonzero(constant))
     return ImportedOpenVINO(graph=graph, model=model, op_index=op_index, weight_nodes=weight_nodes, path=path)
