@@ -164,26 +164,23 @@ def hop_distances(g: Graph) -> np.ndarray:
 
 
 @numba.njit(cache=True)
+def _hop_pass(order, ptr, idx, out, col):
+    """Min / max hops along ``order`` from the ops with no neighbour in ``ptr``/``idx`` into
+    ``out[:, col]`` / ``out[:, col + 1]`` (predecessors: from sources; successors: to sinks)."""
+    for u in order:
+        if ptr[u + 1] > ptr[u]:
+            lo, hi = 1e18, -1.0
+            for e in range(ptr[u], ptr[u + 1]):
+                v = idx[e]
+                lo = min(lo, out[v, col] + 1)
+                hi = max(hi, out[v, col + 1] + 1)
+            out[u, col], out[u, col + 1] = lo, hi
+
+
 def _hops(topo, pred_ptr, pred_idx, succ_ptr, succ_idx, n):
     out = np.zeros((n, 4), dtype=np.float64)
-    for k in range(n):
-        u = topo[k]
-        if pred_ptr[u + 1] > pred_ptr[u]:
-            lo, hi = 1e18, -1.0
-            for e in range(pred_ptr[u], pred_ptr[u + 1]):
-                p = pred_idx[e]
-                lo = min(lo, out[p, 0] + 1)
-                hi = max(hi, out[p, 1] + 1)
-            out[u, 0], out[u, 1] = lo, hi
-    for k in range(n - 1, -1, -1):
-        u = topo[k]
-        if succ_ptr[u + 1] > succ_ptr[u]:
-            lo, hi = 1e18, -1.0
-            for e in range(succ_ptr[u], succ_ptr[u + 1]):
-                s = succ_idx[e]
-                lo = min(lo, out[s, 2] + 1)
-                hi = max(hi, out[s, 3] + 1)
-            out[u, 2], out[u, 3] = lo, hi
+    _hop_pass(topo, pred_ptr, pred_idx, out, 0)
+    _hop_pass(np.ascontiguousarray(topo[::-1]), succ_ptr, succ_idx, out, 2)
     return out
 
 
