@@ -6,10 +6,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import CORPUS
 
 from onnx_sched.models.policy_search import reinforce_search, sample_choices, softmax
-
-CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus" / "onnx"
 
 
 def _coupled_cost(target: np.ndarray):
@@ -67,7 +66,7 @@ def test_hsdag_refinement_reaches_the_min_cut_optimum_on_squeezenet() -> None:
     if not ENCODER_PATH.exists():
         pytest.skip("HSDAG checkpoint not trained in this checkout")
     profiles = load_profiles(Path(__file__).resolve().parents[1] / "examples" / "profiles_cpu_igpu_dgpu.json")
-    g = import_onnx(CORPUS / "light_squeezenet.onnx").graph
+    g = import_onnx(CORPUS / "onnx" / "light_squeezenet.onnx").graph
     problem = lat.placement_problem(g, profiles, "sequential", ["CPU", "GPU.0"])
     _, optimum = lat.mincut_placement(problem)
     run = get_pass("hsdag", "latency")

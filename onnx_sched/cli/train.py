@@ -39,6 +39,8 @@ from onnx_sched.errors import OnnxSchedError
 @click.option("--init-from", default=None, help="Fine-tune: start from the weights of an exported STEM.pt, fresh optimizer.")
 @click.option("--d-model", type=int, default=None, help="Embedding width (default 64).")
 @click.option("--layers", "n_layers", type=int, default=None, help="Encoder layers (default 3).")
+@click.option("--heads-per-group", type=int, default=None, help="Attention heads per relation graph (default 1).")
+@click.option("--ffn-dim", type=int, default=None, help="Node MLP hidden width (default 128).")
 @click.option("--seed", type=int, default=None, help="Seed for torch, numpy and graph draws (default 0).")
 @click.option("--threads", type=int, default=None, help="torch threads (default 1).")
 @click.option("--time-budget", "time_budget_s", type=float, default=None, help="Stop after this many seconds of training (resumable).")
