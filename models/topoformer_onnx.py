@@ -26,9 +26,10 @@ from onnx_sched.errors import OnnxSchedError
 from onnx_sched.graph import Graph
 from onnx_sched.models.features import encoder_inputs
 
-__all__ = ["DEFAULT_CHECKPOINT", "CheckpointMissingError", "PriorityModel"]
+__all__ = ["DEFAULT_CHECKPOINT", "TEMPERATURE_KEY", "CheckpointMissingError", "PriorityModel", "set_sample_temperature"]
 
 DEFAULT_CHECKPOINT = Path(__file__).resolve().parent / "topoformer_peakmem.onnx"
+TEMPERATURE_KEY = "onnx_sched.sample_temperature"
 
 
 class CheckpointMissingError(OnnxSchedError, FileNotFoundError):
@@ -54,6 +55,11 @@ class PriorityModel:
                 "peak-mem --export models/topoformer_peakmem' (needs the [train] extra) or use another --method"
             )
         return _load(str(p), p.stat().st_mtime_ns)
+
+    @property
+    def sample_temperature(self) -> float:
+        """Sampling temperature tuned for this checkpoint (metadata ``onnx_sched.sample_temperature``), else 1."""
+        return float(self.metadata.get(TEMPERATURE_KEY, 1.0))
 
     @property
     def input_names(self) -> tuple[str, ...]:
@@ -94,3 +100,29 @@ def _load(path: str, _mtime: int) -> PriorityModel:
     opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
     session = ort.InferenceSession(proto.SerializeToString(), opts, providers=["CPUExecutionProvider"])
     return PriorityModel(path=path, session=session, config=json.loads(meta["onnx_sched.encoder_config"]), metadata=meta)
+
+
+def set_sample_temperature(path: str | os.PathLike[str], temperature: float, note: str = "") -> None:
+    """Store a tuned sampling temperature (and how it was chosen) in a checkpoint's metadata, atomically."""
+    import tempfile
+
+    import onnx
+
+    if temperature <= 0:
+        raise ValueError(f"sampling temperature must be > 0, got {temperature}")
+    p = Path(path)
+    model = onnx.load(str(p))
+    props = {m.key: m.value for m in model.metadata_props}
+    props[TEMPERATURE_KEY] = f"{temperature:g}"
+    props[TEMPERATURE_KEY + ".how"] = note
+    del model.metadata_props[:]
+    for k, v in props.items():
+        model.metadata_props.add(key=k, value=v)
+    fd, tmp = tempfile.mkstemp(dir=p.parent, suffix=".onnx")
+    os.close(fd)
+    try:
+        onnx.save(model, tmp)
+        os.replace(tmp, p)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)

@@ -11,7 +11,10 @@ and relation masks -> one priority per op -> an order by one of three decoders
 
 Options: ``samples``, ``beam`` (at most one of them), ``model`` (path of an ONNX
 export; default the shipped ``models/topoformer_peakmem.onnx``), ``sample_mode``
-(``race`` = exact eq. 8 samples, ``gumbel`` = paper 001's one-shot perturbation).
+(``race`` = exact eq. 8 samples, ``gumbel`` = paper 001's one-shot perturbation),
+``temperature`` (samples are drawn from priorities / T; default: the checkpoint's
+``onnx_sched.sample_temperature`` metadata, chosen on validation graphs by
+``benchmarks/learned_temperature.py``, else 1).
 A missing checkpoint raises :class:`~onnx_sched.models.topoformer_onnx.CheckpointMissingError`
 (an :class:`~onnx_sched.errors.OnnxSchedError`), which the CLI prints as one line.
 """
@@ -49,11 +52,14 @@ def run(graph: Graph, ctx: PassContext) -> Schedule:
     order = greedy(dg, y)
     decoder = "greedy"
     if samples:
-        cands = sample_orders(dg, y, int(samples), ctx.rng(), mode=str(ctx.option("sample_mode", "race")))
+        temperature = float(ctx.option("temperature", model.sample_temperature))
+        if temperature <= 0:
+            raise ValueError(f"learned: temperature must be > 0, got {temperature}")
+        cands = sample_orders(dg, y / temperature, int(samples), ctx.rng(), mode=str(ctx.option("sample_mode", "race")))
         import numpy as np
 
         order, _ = best_of(dg, np.vstack([order[None, :], cands]))
-        decoder = f"sample-{int(samples)}"
+        decoder = f"sample-{int(samples)}" + (f" (T={temperature:g})" if temperature != 1.0 else "")
     elif beam:
         order, _ = beam_search(dg, y, int(beam), seed=ctx.seed)
         decoder = f"beam-{int(beam)}"

@@ -121,7 +121,7 @@ def test_pass_options_reach_the_pass_and_bad_ones_fail_cleanly(tmp_path):
     ok = run_cli("optimize", str(src), "-o", str(tmp_path / "o.onnx"), "--method", "learned",
                  "--option", "samples=4", "--report", str(report))
     assert ok.returncode == 0, ok.stderr
-    assert json.loads(report.read_text())["details"]["decoder"] == "sample-4"
+    assert json.loads(report.read_text())["details"]["decoder"].startswith("sample-4")
     bad = run_cli("optimize", str(src), "-o", str(tmp_path / "x.onnx"), "--option", "episodes")
     assert bad.returncode != 0 and len(bad.stderr.strip().splitlines()) == 1
     assert "KEY=VALUE" in bad.stderr and not (tmp_path / "x.onnx").exists()

@@ -339,3 +339,31 @@ def test_auto_portfolio_includes_the_learned_policy_and_survives_without_it() ->
     assert missing.info["learned"].startswith("unavailable") and "learned" not in missing.info["candidates"]
     off = get_pass("auto", "peak-mem")(g, PassContext(time_limit=3, options={"learned": 0}))
     assert off.info["learned"] == "disabled"
+
+
+def test_sampling_temperature_comes_from_the_checkpoint_and_can_be_overridden(tmp_path) -> None:
+    import shutil
+
+    import onnx
+
+    from onnx_sched.models.topoformer_onnx import (
+        DEFAULT_CHECKPOINT,
+        TEMPERATURE_KEY,
+        PriorityModel,
+        set_sample_temperature,
+    )
+    from onnx_sched.passes import PassContext, get_pass
+
+    path = tmp_path / "m.onnx"
+    shutil.copy(DEFAULT_CHECKPOINT, path)
+    set_sample_temperature(path, 2.5, "test")
+    assert PriorityModel.load(path).sample_temperature == 2.5
+    assert {p.key: p.value for p in onnx.load(str(path)).metadata_props}[TEMPERATURE_KEY] == "2.5"
+    g = layered_graph(60, 10007)
+    run = get_pass("learned", "peak-mem")
+    s = run(g, PassContext(options={"samples": 4, "model": str(path)}))
+    assert s.info["decoder"] == "sample-4 (T=2.5)"
+    s1 = run(g, PassContext(options={"samples": 4, "model": str(path), "temperature": 1.0}))
+    assert s1.info["decoder"] == "sample-4"
+    with pytest.raises(ValueError, match="temperature"):
+        run(g, PassContext(options={"samples": 4, "model": str(path), "temperature": 0}))
