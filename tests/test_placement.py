@@ -376,3 +376,22 @@ def test_hsdag_pass_with_shipped_checkpoint(sim_problem) -> None:
     worst_single = max(get_pass(m, "latency")(g, ctx).info["latency"] for m in ("cpu-only", "gpu-only"))
     assert s.info["latency"] <= worst_single
     assert s.info["simulated"] is True and s.info["coarse_nodes"] <= g.n_ops
+
+
+@pytest.mark.parametrize("devices", [("CPU", "GPU.0", "GPU.1"), ("CPU", "GPU.0")])
+def test_auto_portfolio_includes_hsdag_and_the_exact_optimum(devices) -> None:
+    from pathlib import Path
+
+    from onnx_sched.profiling import load_profiles
+
+    profiles = load_profiles(Path(__file__).resolve().parents[1] / "examples" / "profiles_cpu_igpu_dgpu.json")
+    g = import_onnx(CORPUS / "onnx" / "light_squeezenet.onnx").graph
+    problem = lat.placement_problem(g, profiles, "sequential", list(devices))
+    s = get_pass("auto", "latency")(g, PassContext(time_limit=5, problem=problem))
+    tried = s.info["portfolio"]
+    exact = "mincut" if len(devices) == 2 else "cpsat-place"
+    assert {"heft-place", "hsdag", exact} <= set(tried)
+    assert s.info["latency"] == pytest.approx(min(tried.values()))
+    assert lat.sequential_latency(problem, s.placement) == pytest.approx(s.info["latency"])
+    if len(devices) == 2:
+        assert s.info["latency"] == pytest.approx(lat.mincut_placement(problem)[1])
