@@ -1,7 +1,9 @@
 """``auto`` for makespan: the best of the heuristics within the time limit.
 
 Runs, in order, list scheduling in file order (the reference it never loses
-to), list-cp / list-mopnr / list-spt, HEFT and PEFT (unit demands only), then
+to), list-cp / list-mopnr / list-spt, HEFT and PEFT (unit demands only), the
+learned sampler S(64) (``learned``; graphs of up to ``learned_max_ops`` ops,
+default 3000; skipped when its checkpoint is missing or ``learned=0``), then
 spends the rest of the time limit on
 
 * CP-SAT hinted with the best schedule so far for graphs up to
@@ -17,6 +19,7 @@ spends the rest of the time limit on
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 
 import numpy as np
 
@@ -41,6 +44,18 @@ def run(graph: Graph, ctx: PassContext) -> Schedule:
     if (problem.demand == 1).all():
         cands["heft"] = ms_heft.run(graph, ctx)
         cands["peft"] = ms_peft.run(graph, ctx)
+
+    if int(ctx.option("learned", 1)) and 0 < n <= int(ctx.option("learned_max_ops", 3000)):
+        from onnx_sched.errors import OnnxSchedError
+
+        from . import ms_learned
+
+        try:
+            model = ctx.option("model", None)
+            sub = replace(ctx, options={"samples": 64, **({"model": model} if model else {})})
+            cands["learned"] = ms_learned.run(graph, sub)
+        except OnnxSchedError:  # no checkpoint in this install
+            pass
 
     def best() -> Schedule:
         return min(cands.values(), key=lambda s: s.info["makespan"])

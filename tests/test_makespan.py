@@ -436,3 +436,13 @@ def test_auto_uses_ga_on_large_graphs() -> None:
     cands = auto.info["candidates"]
     assert "ga" in cands and "cpsat" not in cands
     assert check_schedule(problem, auto.start, auto.placement) == min(cands.values()) <= cands["list-cp"]
+
+
+def test_auto_includes_the_learned_sampler_when_its_checkpoint_exists() -> None:
+    problem = synth_problem("layered", 120, 4)
+    auto = get_pass("auto", "makespan")(problem.graph, ctx_for(problem, time_limit=1.0))
+    assert "learned" in auto.info["candidates"]
+    assert auto.info["makespan"] <= auto.info["candidates"]["learned"]
+    missing = get_pass("auto", "makespan")(problem.graph, ctx_for(problem, time_limit=1.0, model="/nonexistent/m.onnx"))
+    assert "learned" not in missing.info["candidates"]
+    check_schedule(problem, missing.start, missing.placement)
