@@ -66,7 +66,7 @@ def portfolio(graph: Graph, ctx: PassContext) -> Schedule:
         p, value, optimal = lat.cpsat_placement(problem, clock.left(), hint=best.placement, seed=ctx.seed)
         candidates.append(make_placement_schedule(problem, p, "cpsat-place", optimal=optimal and problem.mode == "sequential",
                                                   sequential_latency=value, proven_sequential_optimum=optimal))
-    best = min(candidates, key=lambda s: s.info["latency"])
+    best = min(candidates, key=lambda s: (s.info["latency"], not s.optimal))  # ties: the proven one
     tried = {s.method: s.info["latency"] for s in candidates}
     return best.with_(info={**best.info, "portfolio": tried})
 
