@@ -26,6 +26,7 @@ import numba
 import numpy as np
 
 from onnx_sched.cost.memory import memory_arrays, peek_kernel, step_kernel
+from onnx_sched.dag_kernels import init_ready, release_successors
 from onnx_sched.graph import Graph
 
 _ONE = np.uint64(1)
@@ -170,24 +171,12 @@ def _consumer_masks(g: Graph) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 # --------------------------------------------------------------- list schedulers
 @numba.njit(cache=True)
-def _init_ready(pred_ptr, indeg, ready):
-    """Fill ``indeg`` with in-degrees and ``ready`` with the sources; returns how many are ready."""
-    n_ready = 0
-    for v in range(len(indeg)):
-        indeg[v] = pred_ptr[v + 1] - pred_ptr[v]
-        if indeg[v] == 0:
-            ready[n_ready] = v
-            n_ready += 1
-    return n_ready
-
-
-@numba.njit(cache=True)
 def greedy_kernel(n, base, pred_ptr, succ_ptr, succ_idx, in_ptr, in_idx, out_ptr, out_idx, size, n_consumers, keep, param, ip_ptr, ip_idx):
     """List scheduler: run the ready op with the least memory after its step, then most
     freed bytes, then lowest M_t, then lowest id (XLA ListMemoryScheduler style)."""
     indeg = np.empty(n, np.int64)
     ready = np.empty(n, np.int64)
-    n_ready = _init_ready(pred_ptr, indeg, ready)
+    n_ready = init_ready(pred_ptr, indeg, ready)
     remaining = n_consumers.copy()
     live = base
     order = np.empty(n, np.int64)
@@ -216,12 +205,7 @@ def greedy_kernel(n, base, pred_ptr, succ_ptr, succ_idx, in_ptr, in_idx, out_ptr
         n_ready -= 1
         order[step] = v
         m_t, live = step_kernel(v, remaining, live, in_ptr, in_idx, out_ptr, out_idx, size, n_consumers, keep, param, ip_ptr, ip_idx)
-        for k in range(succ_ptr[v], succ_ptr[v + 1]):
-            w = succ_idx[k]
-            indeg[w] -= 1
-            if indeg[w] == 0:
-                ready[n_ready] = w
-                n_ready += 1
+        n_ready = release_successors(v, succ_ptr, succ_idx, indeg, ready, n_ready)
     return order
 
 
@@ -235,7 +219,7 @@ def random_orders_kernel(n, samples, seed, base, pred_ptr, succ_ptr, succ_idx, i
     indeg = np.empty(n, np.int64)
     ready = np.empty(n, np.int64)
     for s in range(samples):
-        n_ready = _init_ready(pred_ptr, indeg, ready)
+        n_ready = init_ready(pred_ptr, indeg, ready)
         remaining = n_consumers.copy()
         live = base
         peak = base
@@ -248,12 +232,7 @@ def random_orders_kernel(n, samples, seed, base, pred_ptr, succ_ptr, succ_idx, i
             m_t, live = step_kernel(v, remaining, live, in_ptr, in_idx, out_ptr, out_idx, size, n_consumers, keep, param, ip_ptr, ip_idx)
             if m_t > peak:
                 peak = m_t
-            for k in range(succ_ptr[v], succ_ptr[v + 1]):
-                w = succ_idx[k]
-                indeg[w] -= 1
-                if indeg[w] == 0:
-                    ready[n_ready] = w
-                    n_ready += 1
+            n_ready = release_successors(v, succ_ptr, succ_idx, indeg, ready, n_ready)
         if best_peak < 0 or peak < best_peak:
             best_peak = peak
             best_order[:] = order

@@ -46,6 +46,7 @@ import numba
 import numpy as np
 
 from onnx_sched.dag import kahn_order
+from onnx_sched.dag_kernels import release_successors
 from onnx_sched.graph import Graph
 from onnx_sched.machines import Machines, machine_types
 from onnx_sched.schedule import Schedule
@@ -605,12 +606,7 @@ def _list_types(key, dur, unit, demand, cap, indeg0, succ_ptr, succ_idx, start):
             v, nh = _heap_pop(hf, hv, nh)
             free[unit[v]] += demand[v]
             done += 1
-            for k in range(succ_ptr[v], succ_ptr[v + 1]):
-                w = succ_idx[k]
-                indeg[w] -= 1
-                if indeg[w] == 0:
-                    ready[nr] = w
-                    nr += 1
+            nr = release_successors(v, succ_ptr, succ_idx, indeg, ready, nr)
     return makespan
 
 
