@@ -24,15 +24,13 @@ from onnx_sched.graph import Graph
 from onnx_sched.passes import PassContext, get_pass, register
 from onnx_sched.passes._common import Deadline
 from onnx_sched.passes.place_common import make_placement_schedule, problem_of
-from onnx_sched.passes.place_single import single_device
+from onnx_sched.passes.place_single import first_gpu, single_device
 from onnx_sched.schedule import Schedule
 
 
 def _first_gpu(problem) -> int:  # noqa: ANN001
-    for kind in ("dgpu", "igpu"):
-        if kind in problem.device_kinds:
-            return problem.device_kinds.index(kind)
-    return problem.device_index("cpu")
+    gpu = first_gpu(problem)
+    return problem.device_index("cpu") if gpu is None else gpu
 
 
 @register("auto-gpu-first", objective="latency")

@@ -22,11 +22,19 @@ def single_device(problem, device: int) -> np.ndarray:  # noqa: ANN001
     return p
 
 
-def _gpu(problem) -> int:  # noqa: ANN001
+def first_gpu(problem) -> int | None:  # noqa: ANN001
+    """Index of the first discrete GPU, else of the first integrated one, else ``None``."""
     for kind in ("dgpu", "igpu"):
         if kind in problem.device_kinds:
             return problem.device_kinds.index(kind)
-    raise ValueError(f"gpu-only: no GPU among devices {list(problem.device_names)} (kinds {list(problem.device_kinds)})")
+    return None
+
+
+def _gpu(problem) -> int:  # noqa: ANN001
+    gpu = first_gpu(problem)
+    if gpu is None:
+        raise ValueError(f"gpu-only: no GPU among devices {list(problem.device_names)} (kinds {list(problem.device_kinds)})")
+    return gpu
 
 
 @register("cpu-only", objective="latency")
