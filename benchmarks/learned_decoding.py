@@ -17,7 +17,9 @@ from pathlib import Path
 
 import numpy as np
 
-from onnx_sched.models.decoders import decode_graph, greedy, peaks, sample_orders
+from learned_temperature import best_sampled
+
+from onnx_sched.models.decoders import decode_graph
 from onnx_sched.models.topoformer_onnx import DEFAULT_CHECKPOINT, PriorityModel
 from onnx_sched.synth.layered import layered_graph
 
@@ -34,11 +36,11 @@ def main(argv: list[str]) -> None:
         g = layered_graph(size["n_ops"], seed=seed)
         y = model.priorities(g)
         dg = decode_graph(g, False)
-        gp = peaks(dg, greedy(dg, y)[None, :])[0]
+        gp, best16 = best_sampled(dg, y, TEMPERATURES, 16, seed)
         res["greedy"].append(gp)
         for t in TEMPERATURES:
-            res[f"sample-16, T={t:g}"].append(min(gp, peaks(dg, sample_orders(dg, y / t, 16, np.random.default_rng(seed))).min()))
-        res["sample-256"].append(min(gp, peaks(dg, sample_orders(dg, y, 256, np.random.default_rng(seed))).min()))
+            res[f"sample-16, T={t:g}"].append(best16[t])
+        res["sample-256"].append(best_sampled(dg, y, (1.0,), 256, seed)[1][1.0])
     print(f"{len(ref)} graphs of {size['n_ops']} ops, gap from beam {size['ref_width']}:")
     for k, v in res.items():
         print(f"  {k:<20} {np.mean((np.array(v) - ref) / ref) * 100:+.2f} %")

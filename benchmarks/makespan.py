@@ -69,10 +69,6 @@ def run_method(name: str, problem: ms.MakespanProblem, ctx: PassContext, samples
     return ms.evaluate(problem, sched).makespan, seconds, {**sched.info, "lower_bound": sched.lower_bound}
 
 
-def statuses_mean(xs: list[float]) -> float:
-    return statistics.fmean(xs) if xs else 0.0
-
-
 def kernel_ms(problem: ms.MakespanProblem, repeats: int = 50) -> float:
     """Median milliseconds of one list schedule (critical-path priority)."""
     pr = ms.cp_priority(problem)
@@ -176,7 +172,7 @@ def main(argv: list[str] | None = None) -> dict:
             statuses[str(x["cpsat_status"])] = statuses.get(str(x["cpsat_status"]), 0) + 1
         tighter = [x["cp_bound"] / x["analytic_bound"] - 1 for x in b if x["cp_bound"] > x["analytic_bound"] * (1 + 1e-4)]
         line = (f"{fam}: CP-SAT ({args.time_limit:g} s) status {statuses}; its bound is above the analytic bound on "
-                f"{len(tighter)}/{len(b)} graphs" + (f" (by {100 * statuses_mean(tighter):.2f}% on average)" if tighter else ""))
+                f"{len(tighter)}/{len(b)} graphs" + (f" (by {100 * statistics.fmean(tighter):.2f}% on average)" if tighter else ""))
         md.append(("\n" if not md[-1].lstrip().startswith("-") else "") + "- " + line)
         console.print(line)
     result = {"args": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
