@@ -52,6 +52,7 @@ import torch
 
 from onnx_sched.graph import Graph
 from onnx_sched.models.decoders import DecodeGraph, decode_graph, greedy, peaks, ready_steps, sample_orders
+from onnx_sched.models.expert_orders import ExpertSpec, build_experts, load_expert
 from onnx_sched.models.features import DEFAULT_FEATURES, PE_DIM, encoder_inputs, n_features
 from onnx_sched.models.topoformer import EncoderConfig, Topoformer, export_onnx
 
@@ -104,6 +105,11 @@ class TrainConfig:
     checkpoint_every_s: float = 120.0
     snapshot_epochs: tuple[int, ...] = (10,)  # also keep the best-so-far weights at these epochs (ablations)
     init_from: str = ""  # start a new run from the weights of an exported .pt (fresh optimizer and lr schedule)
+    objective: str = "reinforce"  # or "imitation": maximise the eq. 8 likelihood of approximate-DP orders
+    expert_width: int = 10000  # imitation: beam width of the demonstrations
+    expert_graphs: int = 2400  # imitation: number of demonstration graphs (cycled through, epoch after epoch)
+    expert_dir: str = "runs/experts"  # imitation: demonstration cache, shared between runs
+    expert_workers: int = 1  # imitation: processes building missing demonstrations before training
 
     @staticmethod
     def for_variant(variant: str, **overrides: Any) -> TrainConfig:
@@ -132,6 +138,14 @@ class Prepared:
 def prepare(g: Graph) -> Prepared:
     inp = encoder_inputs(g)
     return Prepared(g, torch.from_numpy(inp.x), torch.from_numpy(inp.rel), decode_graph(g))
+
+
+def imitation_specs(cfg: TrainConfig) -> list[ExpertSpec]:
+    """The demonstrations of an imitation run: training seeds ``0 ..``, sizes uniform in ``[min_ops, max_ops]``."""
+    return [
+        ExpertSpec(int(np.random.default_rng([cfg.seed, k]).integers(cfg.min_ops, cfg.max_ops + 1)), TRAIN_SEEDS[0] + k, cfg.expert_width)
+        for k in range(cfg.expert_graphs)
+    ]
 
 
 def _layered(n: int, seed: int) -> Graph:
@@ -203,6 +217,45 @@ def train_step(
         torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
     opt.step()
     return {"loss": total / len(batch), "best_over_mean": float(np.mean(ratios)), "logit_reg": reg_total / len(batch)}
+
+
+def imitation_step(cfg: TrainConfig, model: Topoformer, opt: torch.optim.Optimizer, batch: list[tuple[Prepared, np.ndarray]]) -> dict[str, float]:
+    """One update maximising the eq. 8 log-likelihood of the demonstration orders of ``batch``
+    (per op, so graphs of different size weigh alike), plus the logit-norm penalty."""
+    model.train()
+    opt.zero_grad()
+    total, nll_total, reg_total = 0.0, 0.0, 0.0
+    for prep, order in batch:
+        y = model(prep.x, prep.rel)
+        nll = -seq_log_prob(y, order[None], prep.dg)[0] / prep.dg.n
+        loss = nll
+        if cfg.logit_reg > 0:
+            reg = cfg.logit_reg * (y**2).mean()
+            loss = loss + reg
+            reg_total += float(reg.detach())
+        (loss / len(batch)).backward()
+        total += float(loss.detach())
+        nll_total += float(nll.detach())
+    if cfg.grad_clip > 0:
+        torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+    opt.step()
+    # best_over_mean has no meaning here; report the per-op likelihood of the demonstrations instead
+    return {"loss": total / len(batch), "best_over_mean": math.exp(-nll_total / len(batch)), "logit_reg": reg_total / len(batch)}
+
+
+def _training_batch(cfg: TrainConfig, step: int, hi: int, specs: list[ExpertSpec]) -> list[Prepared] | list[tuple[Prepared, np.ndarray]]:
+    """The graphs of update ``step``: fresh layered graphs (REINFORCE) or demonstrations, cycled (imitation)."""
+    batch = []
+    for i in range(cfg.batch_graphs):
+        k = step * cfg.batch_graphs + i
+        if cfg.objective == "imitation":
+            spec = specs[k % len(specs)]
+            batch.append((prepare(_layered(spec.n_ops, spec.seed)), load_expert(spec, cfg.expert_dir)))
+        else:
+            seed = TRAIN_SEEDS[0] + k % (TRAIN_SEEDS[1] - TRAIN_SEEDS[0])
+            n = int(np.random.default_rng([cfg.seed, k]).integers(cfg.min_ops, hi + 1))
+            batch.append(prepare(_layered(n, seed)))
+    return batch
 
 
 # -------------------------------------------------------------- validation
@@ -292,6 +345,15 @@ def train(cfg: TrainConfig, resume: bool = False, echo: Callable[[str], None] = 
         if baseline_model is not None:
             baseline_model.load_state_dict(st["state_dict"])
         echo(f"initialised from {cfg.init_from} (trained {st.get('wall_s', 0) / 3600:.2f} h before)")
+    specs: list[ExpertSpec] = []
+    if cfg.objective == "imitation":
+        specs = imitation_specs(cfg)
+        echo(f"imitation: {len(specs)} demonstrations (beam width {cfg.expert_width}) in {cfg.expert_dir}")
+        t_build = time.perf_counter()
+        build_experts(specs, cfg.expert_dir, workers=cfg.expert_workers)  # not counted in the training wall time
+        echo(f"demonstrations ready after {time.perf_counter() - t_build:.0f}s")
+    elif cfg.objective != "reinforce":
+        raise ValueError(f"unknown objective {cfg.objective!r}; expected 'reinforce' or 'imitation'")
     (out / "config.json").write_text(json.dumps(asdict(cfg), indent=1))
     t_start = time.perf_counter()
     wall = lambda: wall_before + time.perf_counter() - t_start  # noqa: E731
@@ -305,13 +367,11 @@ def train(cfg: TrainConfig, resume: bool = False, echo: Callable[[str], None] = 
         stats: list[dict[str, float]] = []
         t_epoch = time.perf_counter()
         while step < (epoch + 1) * cfg.steps_per_epoch:
-            batch = []
-            for i in range(cfg.batch_graphs):
-                k = step * cfg.batch_graphs + i
-                seed = TRAIN_SEEDS[0] + k % (TRAIN_SEEDS[1] - TRAIN_SEEDS[0])
-                n = int(np.random.default_rng([cfg.seed, k]).integers(cfg.min_ops, hi + 1))
-                batch.append(prepare(_layered(n, seed)))
-            stats.append(train_step(cfg, model, baseline_model, opt, batch, rng))
+            batch = _training_batch(cfg, step, hi, specs)
+            if cfg.objective == "imitation":
+                stats.append(imitation_step(cfg, model, opt, batch))
+            else:
+                stats.append(train_step(cfg, model, baseline_model, opt, batch, rng))
             step += 1
             if time.perf_counter() - last_ckpt > cfg.checkpoint_every_s:
                 _save(ckpt_path, _state(cfg, model, baseline_model, best_state, opt, sched, epoch, step, rng, log, best_gap, wall()))

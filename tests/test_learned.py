@@ -328,6 +328,54 @@ def test_init_from_starts_a_new_run_from_exported_weights(tmp_path) -> None:
         train(replace(cfg, out_dir=str(tmp_path / "c"), init_from=str(pt), d_model=32), echo=lambda s: None)
 
 
+def test_expert_orders_are_cached_approximate_dp_orders(tmp_path) -> None:
+    from onnx_sched.models.expert_orders import ExpertSpec, build_experts, load_expert
+    from onnx_sched.passes import PassContext, get_pass
+
+    specs = [ExpertSpec(30, 5, 16), ExpertSpec(40, 6, 16)]
+    paths = build_experts(specs, tmp_path, workers=2)
+    assert [p.name for p in paths] == ["layered_n30_seed5_beam16.npy", "layered_n40_seed6_beam16.npy"]
+    for spec in specs:
+        g = layered_graph(spec.n_ops, spec.seed)
+        order = load_expert(spec, tmp_path)
+        assert is_topological_order(g, order.tolist())
+        want = get_pass("beam", "peak-mem")(g, PassContext(options={"beam_width": 16})).info["peak_bytes"]
+        assert peak_memory(g, order.tolist()) == want
+    # a cached file is read back, not recomputed
+    np.save(specs[0].path(tmp_path), np.arange(30, dtype=np.int32))
+    assert load_expert(specs[0], tmp_path).tolist() == list(range(30))
+
+
+def test_imitation_raises_the_likelihood_of_the_demonstration(tmp_path) -> None:
+    torch = pytest.importorskip("torch")
+    from onnx_sched.models.expert_orders import ExpertSpec, load_expert
+    from onnx_sched.models.topoformer import Topoformer
+    from onnx_sched.models.train_peakmem import TrainConfig, imitation_step, prepare, seq_log_prob, train
+
+    cfg = TrainConfig(d_model=16, n_layers=1, objective="imitation", expert_dir=str(tmp_path / "experts"))
+    spec = ExpertSpec(40, 3, 16)
+    prep, order = prepare(layered_graph(40, 3)), load_expert(spec, cfg.expert_dir)
+    torch.manual_seed(0)
+    model = Topoformer(cfg.encoder_config())
+    opt = torch.optim.Adam(model.parameters(), lr=3e-3)
+    lik = lambda: float(seq_log_prob(model(prep.x, prep.rel), order[None], prep.dg)[0])  # noqa: E731
+    before = lik()
+    for _ in range(30):
+        stats = imitation_step(cfg, model, opt, [(prep, order)])
+    assert lik() > before + 5.0
+    assert 0.0 < stats["best_over_mean"] <= 1.0
+
+    run = TrainConfig(
+        out_dir=str(tmp_path / "run"), d_model=16, n_layers=1, epochs=1, steps_per_epoch=2, batch_graphs=2,
+        min_ops=20, max_ops=30, val_graphs=1, val_ops=30, reference_beam=4, objective="imitation",
+        expert_width=8, expert_graphs=3, expert_dir=str(tmp_path / "experts"),
+    )
+    st = train(run, echo=lambda s: None)
+    assert st["step"] == 2 and len(list((tmp_path / "experts").glob("*beam8.npy"))) == 3
+    with pytest.raises(ValueError, match="unknown objective"):
+        train(TrainConfig(out_dir=str(tmp_path / "bad"), objective="dagger"), echo=lambda s: None)
+
+
 def test_auto_portfolio_includes_the_learned_policy_and_survives_without_it() -> None:
     from onnx_sched.passes import PassContext, get_pass
 

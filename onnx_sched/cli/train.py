@@ -41,6 +41,13 @@ from onnx_sched.errors import OnnxSchedError
 @click.option("--layers", "n_layers", type=int, default=None, help="Encoder layers (default 3).")
 @click.option("--heads-per-group", type=int, default=None, help="Attention heads per relation graph (default 1).")
 @click.option("--ffn-dim", type=int, default=None, help="Node MLP hidden width (default 128).")
+@click.option("--objective", "objective_", type=click.Choice(["reinforce", "imitation"]), default=None,
+              help="reinforce (default): paper 000/001 REINFORCE; imitation: maximise the likelihood of approximate-DP orders.")
+@click.option("--expert-width", type=int, default=None, help="Imitation: beam width of the demonstration orders (default 10000).")
+@click.option("--expert-graphs", type=int, default=None, help="Imitation: number of demonstration graphs (default 2400).")
+@click.option("--expert-dir", default=None, help="Imitation: demonstration cache directory (default runs/experts).")
+@click.option("--expert-workers", type=int, default=None, help="Imitation: processes building missing demonstrations (default 1).")
+@click.option("--logit-reg", type=float, default=None, help="Logit-norm penalty (paper 001 eq. 12; variant default).")
 @click.option("--seed", type=int, default=None, help="Seed for torch, numpy and graph draws (default 0).")
 @click.option("--threads", type=int, default=None, help="torch threads (default 1).")
 @click.option("--time-budget", "time_budget_s", type=float, default=None, help="Stop after this many seconds of training (resumable).")
@@ -66,6 +73,8 @@ def command(objective: str, out_dir: str, variant: str, encoder: str, resume: bo
             raise OnnxSchedError(f"no checkpoint at {ckpt}")
     else:
         kwargs = {k: v for k, v in overrides.items() if v is not None}
+        if "objective_" in kwargs:
+            kwargs["objective"] = kwargs.pop("objective_")
         cfg = TrainConfig.for_variant(variant, out_dir=out_dir, encoder=encoder, **kwargs)
         train(cfg, resume=resume, echo=click.echo)
     if export_stem:
