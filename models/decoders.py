@@ -36,7 +36,7 @@ from dataclasses import dataclass
 import numba
 import numpy as np
 
-from onnx_sched.cost.memory import memory_arrays, step_kernel
+from onnx_sched.cost.memory import memory_arrays, peek_kernel, step_kernel
 from onnx_sched.dag import kahn_order
 from onnx_sched.graph import Graph
 
@@ -44,9 +44,11 @@ __all__ = [
     "DecodeGraph",
     "beam_search",
     "best_of",
+    "checked_priorities",
     "decode_graph",
     "greedy",
     "log_prob",
+    "memory_scale",
     "peaks",
     "ready_steps",
     "sample_orders",
@@ -88,13 +90,20 @@ def decode_graph(g: Graph, inplace: bool = False) -> DecodeGraph:
     )
 
 
-def _prio(dg: DecodeGraph, y: np.ndarray) -> np.ndarray:
+def checked_priorities(dg: DecodeGraph, y: np.ndarray) -> np.ndarray:
+    """``y`` as float64, checked against the graph and clipped to the range the kernels handle."""
     y = np.asarray(y, dtype=np.float64).reshape(-1)
     if len(y) != dg.n:
         raise ValueError(f"got {len(y)} priorities for a graph of {dg.n} ops")
     if not np.isfinite(y).all():
         raise ValueError("priorities contain NaN or infinity")
     return np.clip(y, -_Y_CLIP, _Y_CLIP)
+
+
+def memory_scale(dg: DecodeGraph) -> float:
+    """Mean output bytes per op (at least 1): the unit of the memory-aware decoder's memory term."""
+    out_idx, size = dg.mem[3], dg.mem[4]
+    return max(1.0, float(size[out_idx].sum()) / max(1, dg.n)) if len(out_idx) else 1.0
 
 
 # ------------------------------------------------------------------ costs
@@ -183,7 +192,7 @@ def _greedy_kernel(y, pred_ptr, succ_ptr, succ_idx):
 
 def greedy(dg: DecodeGraph, y: np.ndarray) -> np.ndarray:
     """Greedy decoding: repeatedly run the ready op of highest priority (ties: lower id)."""
-    return _greedy_kernel(_prio(dg, y), dg.pred_ptr, dg.succ_ptr, dg.succ_idx)
+    return _greedy_kernel(checked_priorities(dg, y), dg.pred_ptr, dg.succ_ptr, dg.succ_idx)
 
 
 # --------------------------------------------------------------- sampling
@@ -214,7 +223,7 @@ def sample_orders(dg: DecodeGraph, y: np.ndarray, k: int, rng: np.random.Generat
     """
     if k < 1:
         raise ValueError(f"need at least one sample, got k={k}")
-    y = _prio(dg, y)
+    y = checked_priorities(dg, y)
     if mode == "race":
         # shift so exp(-y) stays in range; the policy is invariant to a constant shift
         y = y - y.max()
@@ -259,7 +268,7 @@ def ready_steps(dg: DecodeGraph, orders: np.ndarray) -> tuple[np.ndarray, np.nda
 
 def log_prob(dg: DecodeGraph, y: np.ndarray, order: np.ndarray) -> float:
     """``log p(order | y)`` under eq. 8 (reference implementation, O(n^2))."""
-    y = _prio(dg, y)
+    y = checked_priorities(dg, y)
     ready, pos = ready_steps(dg, np.asarray(order)[None])
     t = np.arange(dg.n)[:, None]
     mask = (ready[0][None, :] <= t) & (t <= pos[0][None, :])
@@ -271,7 +280,7 @@ def log_prob(dg: DecodeGraph, y: np.ndarray, order: np.ndarray) -> float:
 
 # ------------------------------------------------------------ beam search
 @numba.njit(cache=True)
-def _beam_kernel(y, width, zob, base, pred_ptr, succ_ptr, succ_idx, in_ptr, in_idx, out_ptr, out_idx, size, n_consumers, keep, param, ip_ptr, ip_idx):
+def _beam_kernel(y, coef, width, zob, base, pred_ptr, succ_ptr, succ_idx, in_ptr, in_idx, out_ptr, out_idx, size, n_consumers, keep, param, ip_ptr, ip_idx):
     n = len(y)
     n_t = len(n_consumers)
     # double-buffered beam states
@@ -298,29 +307,32 @@ def _beam_kernel(y, width, zob, base, pred_ptr, succ_ptr, succ_idx, in_ptr, in_i
     c_peak = np.empty(cap, np.int64)
     c_hash = np.empty(cap, np.uint64)
     keep_c = np.empty(cap, np.int64)
+    logit = np.empty(n, np.float64)
+    step_peak = np.empty(n, np.int64)
     for t in range(n):
         nc = 0
         for b in range(nb):
-            # log-sum-exp over the ready ops of beam b
+            # logits of the ready ops of beam b (memory-aware when coef > 0), then their log-sum-exp
+            r = rem[cur, b]
             mx = -1e300
             for v in range(n):
-                if indeg[cur, b, v] == 0 and y[v] > mx:
-                    mx = y[v]
+                if indeg[cur, b, v] == 0:
+                    m_t, after, _f = peek_kernel(v, r, live[cur, b], in_ptr, in_idx, out_ptr, out_idx, size, n_consumers, keep, param, ip_ptr, ip_idx)
+                    step_peak[v] = m_t
+                    logit[v] = y[v] - coef * (after - live[cur, b])
+                    if logit[v] > mx:
+                        mx = logit[v]
             acc = 0.0
             for v in range(n):
                 if indeg[cur, b, v] == 0:
-                    acc += np.exp(y[v] - mx)
+                    acc += np.exp(logit[v] - mx)
             lse = mx + np.log(acc)
-            r = rem[cur, b]
             for v in range(n):
                 if indeg[cur, b, v] == 0:
-                    m_t, _after = step_kernel(v, r, live[cur, b], in_ptr, in_idx, out_ptr, out_idx, size, n_consumers, keep, param, ip_ptr, ip_idx)
-                    for k in range(in_ptr[v], in_ptr[v + 1]):  # undo the consumer counts
-                        r[in_idx[k]] += 1
                     c_parent[nc] = b
                     c_op[nc] = v
-                    c_logp[nc] = logp[cur, b] + y[v] - lse
-                    c_peak[nc] = max(peak[cur, b], m_t)
+                    c_logp[nc] = logp[cur, b] + logit[v] - lse
+                    c_peak[nc] = max(peak[cur, b], step_peak[v])
                     c_hash[nc] = hsh[cur, b] ^ zob[v]
                     nc += 1
         # state collapsing: one candidate per scheduled set, the lowest peak (then highest logp)
@@ -370,14 +382,17 @@ def _beam_kernel(y, width, zob, base, pred_ptr, succ_ptr, succ_idx, in_ptr, in_i
     return orders[cur, :nb].copy(), peak[cur, :nb].copy(), best
 
 
-def beam_search(dg: DecodeGraph, y: np.ndarray, width: int, seed: int = 0) -> tuple[np.ndarray, int]:
+def beam_search(dg: DecodeGraph, y: np.ndarray, width: int, seed: int = 0, mem_beta: float = 0.0) -> tuple[np.ndarray, int]:
     """Beam search with state collapsing (paper 000, 4.2); returns the lowest-peak final order and its peak.
 
-    ``seed`` only draws the Zobrist keys that identify scheduled sets.
+    The score is the log-probability of eq. 8, or of the memory-aware policy of
+    :mod:`onnx_sched.models.mem_aware` when ``mem_beta > 0``.  ``seed`` only draws
+    the Zobrist keys that identify scheduled sets.
     """
     if width < 1:
         raise ValueError(f"beam width must be >= 1, got {width}")
-    y = _prio(dg, y)
+    y = checked_priorities(dg, y)
+    coef = float(mem_beta) / memory_scale(dg) if mem_beta > 0 else 0.0
     zob = np.random.default_rng(seed).integers(1, 2**64, size=dg.n, dtype=np.uint64, endpoint=False)
-    orders, pk, best = _beam_kernel(y, int(width), zob, dg.base, dg.pred_ptr, dg.succ_ptr, dg.succ_idx, *dg.mem)
+    orders, pk, best = _beam_kernel(y, coef, int(width), zob, dg.base, dg.pred_ptr, dg.succ_ptr, dg.succ_idx, *dg.mem)
     return orders[best], int(pk[best])

@@ -26,10 +26,11 @@ from onnx_sched.errors import OnnxSchedError
 from onnx_sched.graph import Graph
 from onnx_sched.models.features import encoder_inputs
 
-__all__ = ["DEFAULT_CHECKPOINT", "TEMPERATURE_KEY", "CheckpointMissingError", "PriorityModel", "set_sample_temperature"]
+__all__ = ["DEFAULT_CHECKPOINT", "MEM_BETA_KEY", "TEMPERATURE_KEY", "CheckpointMissingError", "PriorityModel", "set_sample_temperature"]
 
 DEFAULT_CHECKPOINT = Path(__file__).resolve().parent / "topoformer_peakmem.onnx"
 TEMPERATURE_KEY = "onnx_sched.sample_temperature"
+MEM_BETA_KEY = "onnx_sched.mem_beta"  # > 0: the checkpoint was trained for the memory-aware decoder (models/mem_aware.py)
 
 
 class CheckpointMissingError(OnnxSchedError, FileNotFoundError):
@@ -60,6 +61,11 @@ class PriorityModel:
     def sample_temperature(self) -> float:
         """Sampling temperature tuned for this checkpoint (metadata ``onnx_sched.sample_temperature``), else 1."""
         return float(self.metadata.get(TEMPERATURE_KEY, 1.0))
+
+    @property
+    def mem_beta(self) -> float:
+        """Weight of the live-memory term of the memory-aware decoder (metadata ``onnx_sched.mem_beta``), else 0."""
+        return float(self.metadata.get(MEM_BETA_KEY, 0.0))
 
     @property
     def input_names(self) -> tuple[str, ...]:
@@ -102,8 +108,9 @@ def _load(path: str, _mtime: int) -> PriorityModel:
     return PriorityModel(path=path, session=session, config=json.loads(meta["onnx_sched.encoder_config"]), metadata=meta)
 
 
-def set_sample_temperature(path: str | os.PathLike[str], temperature: float, note: str = "") -> None:
-    """Store a tuned sampling temperature (and how it was chosen) in a checkpoint's metadata, atomically."""
+def set_sample_temperature(path: str | os.PathLike[str], temperature: float, note: str = "", mem_beta: float | None = None) -> None:
+    """Store a tuned sampling temperature (and how it was chosen) in a checkpoint's metadata, atomically;
+    with ``mem_beta`` also the memory-aware decoder's beta (0 removes it: plain eq. 8)."""
     import tempfile
 
     import onnx
@@ -115,6 +122,12 @@ def set_sample_temperature(path: str | os.PathLike[str], temperature: float, not
     props = {m.key: m.value for m in model.metadata_props}
     props[TEMPERATURE_KEY] = f"{temperature:g}"
     props[TEMPERATURE_KEY + ".how"] = note
+    if mem_beta is not None:
+        if not mem_beta >= 0:
+            raise ValueError(f"mem_beta must be >= 0, got {mem_beta}")
+        props.pop(MEM_BETA_KEY, None)
+        if mem_beta > 0:
+            props[MEM_BETA_KEY] = f"{mem_beta:g}"
     del model.metadata_props[:]
     for k, v in props.items():
         model.metadata_props.add(key=k, value=v)

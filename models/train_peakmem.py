@@ -53,8 +53,10 @@ import torch
 from onnx_sched.graph import Graph
 from onnx_sched.models.decoders import DecodeGraph, decode_graph, greedy, peaks, ready_steps, sample_orders
 from onnx_sched.models.expert_orders import ExpertSpec, build_experts, load_expert
+from onnx_sched.models.mem_aware import mem_aware_offsets, mem_aware_orders
 from onnx_sched.models.features import DEFAULT_FEATURES, PE_DIM, encoder_inputs, n_features
 from onnx_sched.models.topoformer import EncoderConfig, Topoformer, export_onnx
+from onnx_sched.models.topoformer_onnx import MEM_BETA_KEY, TEMPERATURE_KEY
 
 __all__ = ["VARIANTS", "Prepared", "TrainConfig", "export_checkpoint", "prepare", "seq_log_prob", "train", "train_step"]
 
@@ -104,6 +106,8 @@ class TrainConfig:
     time_budget_s: float = 0.0  # stop (after checkpointing) once this much wall time is used; 0 = no limit
     checkpoint_every_s: float = 120.0
     snapshot_epochs: tuple[int, ...] = (10,)  # also keep the best-so-far weights at these epochs (ablations)
+    temperature: float = 1.0  # the policy's logits are encoder output / temperature (stored with the export)
+    mem_beta: float = 0.0  # > 0: train (and export) the memory-aware decoder with this beta (models/mem_aware.py)
     init_from: str = ""  # start a new run from the weights of an exported .pt (fresh optimizer and lr schedule)
     objective: str = "reinforce"  # or "imitation": maximise the eq. 8 likelihood of approximate-DP orders
     expert_width: int = 10000  # imitation: beam width of the demonstrations
@@ -154,18 +158,32 @@ def _layered(n: int, seed: int) -> Graph:
     return layered_graph(n, seed)
 
 
-def seq_log_prob(y: torch.Tensor, orders: np.ndarray, dg: DecodeGraph) -> torch.Tensor:
-    """``(k,)`` exact eq. 8 log-probabilities of ``orders`` ``(k, n)`` under priorities ``y`` ``(n,)``."""
-    ready, pos = ready_steps(dg, orders)
+def seq_log_prob(y: torch.Tensor, orders: np.ndarray, dg: DecodeGraph, mem_beta: float = 0.0) -> torch.Tensor:
+    """``(k,)`` exact log-probabilities of ``orders`` ``(k, n)`` under logits ``y`` ``(n,)``: eq. 8, or with
+    ``mem_beta > 0`` the memory-aware policy of :mod:`onnx_sched.models.mem_aware`."""
     n = y.shape[0]
-    t = torch.arange(n).view(1, n, 1)
-    r = torch.from_numpy(ready).unsqueeze(1)
-    p = torch.from_numpy(pos).unsqueeze(1)
-    mask = (r <= t) & (t <= p)  # (k, step, node)
-    z = torch.where(mask, y.view(1, 1, n), torch.full((), -math.inf))
-    lse = torch.logsumexp(z, dim=-1).sum(-1)
-    chosen = y[torch.from_numpy(np.ascontiguousarray(orders))].sum(-1)
-    return chosen - lse
+    orders = np.ascontiguousarray(np.atleast_2d(orders), dtype=np.int64)
+    idx = torch.from_numpy(orders)
+    if mem_beta > 0:
+        off_np, mask_np = mem_aware_offsets(dg, orders, mem_beta)
+        off, mask = torch.from_numpy(off_np), torch.from_numpy(mask_np)
+        logits = y.view(1, 1, n) + off  # (k, step, node)
+        chosen = y[idx].sum(-1) + off.gather(2, idx.unsqueeze(2)).sum((1, 2))
+    else:
+        ready, pos = ready_steps(dg, orders)
+        t = torch.arange(n).view(1, n, 1)
+        mask = (torch.from_numpy(ready).unsqueeze(1) <= t) & (t <= torch.from_numpy(pos).unsqueeze(1))
+        logits = y.view(1, 1, n)
+        chosen = y[idx].sum(-1)
+    z = torch.where(mask, logits, torch.full((), -math.inf))
+    return chosen - torch.logsumexp(z, dim=-1).sum(-1)
+
+
+def policy_orders(cfg: TrainConfig, dg: DecodeGraph, logits: np.ndarray, k: int, rng: np.random.Generator) -> np.ndarray:
+    """``k`` orders sampled from the training policy (``k=0``: its greedy order, one row)."""
+    if cfg.mem_beta > 0:
+        return mem_aware_orders(dg, logits, cfg.mem_beta, k, seed=int(rng.integers(2**31)) if k else 0)
+    return sample_orders(dg, logits, k, rng) if k else greedy(dg, logits)[None]
 
 
 def _advantage(cfg: TrainConfig, costs: np.ndarray, base_cost: float | None) -> np.ndarray:
@@ -179,10 +197,11 @@ def _advantage(cfg: TrainConfig, costs: np.ndarray, base_cost: float | None) -> 
     raise ValueError(f"unknown baseline {cfg.baseline!r}; expected 'rollout' or 'standardize'")
 
 
-def greedy_peak(model: Topoformer, prep: Prepared) -> int:
+def greedy_peak(cfg: TrainConfig, model: Topoformer, prep: Prepared) -> int:
+    """Peak of the greedy decoding of ``model``'s policy on ``prep``."""
     with torch.no_grad():
-        y = model(prep.x, prep.rel).numpy()
-    return int(peaks(prep.dg, greedy(prep.dg, y)[None])[0])
+        logits = model(prep.x, prep.rel).numpy() / cfg.temperature
+    return int(peaks(prep.dg, policy_orders(cfg, prep.dg, logits, 0, np.random.default_rng(0)))[0])
 
 
 def train_step(
@@ -199,12 +218,12 @@ def train_step(
     total, ratios, reg_total = 0.0, [], 0.0
     for prep in batch:
         y = model(prep.x, prep.rel)
-        y_np = y.detach().numpy()
-        orders = sample_orders(prep.dg, y_np, cfg.samples, rng)
+        logits = y / cfg.temperature
+        orders = policy_orders(cfg, prep.dg, logits.detach().numpy(), cfg.samples, rng)
         costs = peaks(prep.dg, orders)
-        base = greedy_peak(baseline_model, prep) if cfg.baseline == "rollout" else None
+        base = greedy_peak(cfg, baseline_model, prep) if cfg.baseline == "rollout" else None
         adv = torch.from_numpy(_advantage(cfg, costs, base)).float()
-        logp = seq_log_prob(y, orders, prep.dg)
+        logp = seq_log_prob(logits, orders, prep.dg, cfg.mem_beta)
         loss = (adv * logp).mean()
         if cfg.logit_reg > 0:
             reg = cfg.logit_reg * (y**2).mean()
@@ -227,7 +246,7 @@ def imitation_step(cfg: TrainConfig, model: Topoformer, opt: torch.optim.Optimiz
     total, nll_total, reg_total = 0.0, 0.0, 0.0
     for prep, order in batch:
         y = model(prep.x, prep.rel)
-        nll = -seq_log_prob(y, order[None], prep.dg)[0] / prep.dg.n
+        nll = -seq_log_prob(y / cfg.temperature, order[None], prep.dg, cfg.mem_beta)[0] / prep.dg.n
         loss = nll
         if cfg.logit_reg > 0:
             reg = cfg.logit_reg * (y**2).mean()
@@ -277,10 +296,10 @@ def validation_reference(cfg: TrainConfig, val: list[Prepared], out_dir: Path) -
     return ref
 
 
-def evaluate(model: Topoformer, val: list[Prepared]) -> np.ndarray:
+def evaluate(cfg: TrainConfig, model: Topoformer, val: list[Prepared]) -> np.ndarray:
     """Greedy-decoding peaks of ``model`` on ``val``."""
     model.eval()
-    return np.array([greedy_peak(model, p) for p in val], dtype=np.float64)
+    return np.array([greedy_peak(cfg, model, p) for p in val], dtype=np.float64)
 
 
 # -------------------------------------------------------------- checkpoint
@@ -359,7 +378,7 @@ def train(cfg: TrainConfig, resume: bool = False, echo: Callable[[str], None] = 
     wall = lambda: wall_before + time.perf_counter() - t_start  # noqa: E731
     val = validation_set(cfg)
     ref = np.array(validation_reference(cfg, val, out), dtype=np.float64)
-    base_val = evaluate(baseline_model, val) if baseline_model is not None else None
+    base_val = evaluate(cfg, baseline_model, val) if baseline_model is not None else None
     last_ckpt = time.perf_counter()
     stopped = False
     while epoch < cfg.epochs and not stopped:
@@ -384,7 +403,7 @@ def train(cfg: TrainConfig, resume: bool = False, echo: Callable[[str], None] = 
             _save(ckpt_path, _state(cfg, model, baseline_model, best_state, opt, sched, epoch, step, rng, log, best_gap, wall()))
             echo(f"time budget reached at step {step} (epoch {epoch}); checkpoint saved")
             break
-        cur = evaluate(model, val)
+        cur = evaluate(cfg, model, val)
         gap = float(np.mean((cur - ref) / ref) * 100.0)
         updated = False
         if baseline_model is not None:
@@ -442,6 +461,11 @@ def export_checkpoint(ckpt_path: str | os.PathLike[str], stem: str | os.PathLike
         "onnx_sched.best_val_gap_pct": f"{st['best_gap']:.3f}",
         "onnx_sched.train_wall_s": f"{st['wall_s']:.0f}",
     }
+    if st["config"].get("temperature", 1.0) != 1.0:
+        meta[TEMPERATURE_KEY] = f"{st['config']['temperature']:g}"
+        meta[TEMPERATURE_KEY + ".how"] = "the temperature the policy was trained at"
+    if st["config"].get("mem_beta", 0.0) > 0:
+        meta[MEM_BETA_KEY] = f"{st['config']['mem_beta']:g}"
     onnx_path, pt_path = stem.with_suffix(".onnx"), stem.with_suffix(".pt")
     export_onnx(model, str(onnx_path), meta)
     torch.save({"encoder_config": st["encoder_config"], "train_config": st["config"], "state_dict": model.state_dict(),

@@ -155,6 +155,32 @@ def test_race_sampler_draws_eq8_distribution() -> None:
     assert abs(total - 1.0) < 1e-9
 
 
+def test_memory_aware_sampler_matches_its_log_prob() -> None:
+    """Samples of the memory-aware policy follow exp(log p) of the trainer's formula, which sums to one."""
+    torch = pytest.importorskip("torch")
+    from onnx_sched.models.mem_aware import mem_aware_orders
+    from onnx_sched.models.train_peakmem import seq_log_prob
+
+    g = Graph.from_edges(6, [(0, 2), (1, 2), (1, 3), (3, 4), (2, 5), (4, 5)], output_bytes=[3, 1, 4, 1, 5, 2])
+    dg = decode_graph(g)
+    y = np.array([0.5, -1.0, 2.0, 0.3, 1.0, 0.0])
+    k, beta = 40000, 0.7
+    counts = collections.Counter(map(tuple, mem_aware_orders(dg, y, beta, k, seed=1).tolist()))
+    perms = [p for p in itertools.permutations(range(6)) if is_topological_order(g, p)]
+    assert sum(counts[p] for p in perms) == k
+    probs = np.exp(seq_log_prob(torch.from_numpy(y), np.array(perms), dg, beta).numpy())
+    assert abs(probs.sum() - 1.0) < 1e-6
+    for perm, p in zip(perms, probs):
+        assert abs(counts[perm] / k - p) < 4 * np.sqrt(p * (1 - p) / k) + 1e-3, perm
+    # beta = 0 is eq. 8
+    np.testing.assert_allclose(
+        seq_log_prob(torch.from_numpy(y), np.array(perms), dg, 0.0).numpy(), [log_prob(dg, y, np.array(p)) for p in perms], rtol=1e-9
+    )
+    # greedy: priorities alone pick source 0 first; a large beta picks the smaller allocation (op 1) first
+    y0 = np.array([5.0, 0, 0, 0, 0, 0])
+    assert mem_aware_orders(dg, y0, 0.0)[0][0] == 0 and mem_aware_orders(dg, y0, 1e6)[0][0] == 1
+
+
 def test_decoders_reject_bad_priorities() -> None:
     dg = decode_graph(Graph.from_edges(2, [(0, 1)], output_bytes=[1, 1]))
     with pytest.raises(ValueError, match="priorities"):
@@ -415,3 +441,37 @@ def test_sampling_temperature_comes_from_the_checkpoint_and_can_be_overridden(tm
     assert s1.info["decoder"] == "sample-4"
     with pytest.raises(ValueError, match="temperature"):
         run(g, PassContext(options={"samples": 4, "model": str(path), "temperature": 0}))
+
+
+def test_memory_aware_decoding_in_beam_search_and_the_pass(tmp_path) -> None:
+    import shutil
+
+    from onnx_sched.models.mem_aware import mem_aware_orders
+    from onnx_sched.models.topoformer_onnx import DEFAULT_CHECKPOINT, PriorityModel, set_sample_temperature
+    from onnx_sched.passes import PassContext, get_pass
+
+    g = layered_graph(80, 10011)
+    dg = decode_graph(g)
+    y = np.random.default_rng(3).normal(size=g.n_ops)
+    for beta in (0.5, 5.0):
+        # width 1: every step keeps the single highest-logit child, i.e. the policy's greedy order
+        order, peak = beam_search(dg, y, 1, mem_beta=beta)
+        assert order.tolist() == mem_aware_orders(dg, y, beta)[0].tolist()
+        assert peak == peak_memory(g, order.tolist())
+    path = tmp_path / "m.onnx"
+    shutil.copy(DEFAULT_CHECKPOINT, path)
+    set_sample_temperature(path, 4.0, "test", mem_beta=2.0)
+    assert PriorityModel.load(path).mem_beta == 2.0
+    run = get_pass("learned", "peak-mem")
+    logits = PriorityModel.load(path).priorities(g) / 4.0
+    s = run(g, PassContext(options={"model": str(path)}))
+    assert s.info["decoder"] == "greedy (T=4, mem_beta=2)"
+    assert list(s.order) == mem_aware_orders(dg, logits, 2.0)[0].tolist()
+    s16 = run(g, PassContext(options={"model": str(path), "samples": 16}))
+    assert is_topological_order(g, list(s16.order)) and s16.info["peak_bytes"] <= s.info["peak_bytes"]
+    sb = run(g, PassContext(options={"model": str(path), "beam": 4}))
+    assert sb.info["peak_bytes"] == beam_search(dg, logits, 4, mem_beta=2.0)[1]
+    plain = run(g, PassContext(options={"model": str(path), "mem_beta": 0}))
+    assert plain.info["decoder"] == "greedy (T=4)" and list(plain.order) == greedy(dg, logits).tolist()
+    set_sample_temperature(path, 4.0, "test", mem_beta=0.0)
+    assert PriorityModel.load(path).mem_beta == 0.0

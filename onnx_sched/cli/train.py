@@ -47,6 +47,9 @@ from onnx_sched.errors import OnnxSchedError
 @click.option("--expert-graphs", type=int, default=None, help="Imitation: number of demonstration graphs (default 2400).")
 @click.option("--expert-dir", default=None, help="Imitation: demonstration cache directory (default runs/experts).")
 @click.option("--expert-workers", type=int, default=None, help="Imitation: processes building missing demonstrations (default 1).")
+@click.option("--temperature", type=float, default=None, help="Policy logits = encoder output / T (default 1; exported with the model).")
+@click.option("--mem-beta", type=float, default=None,
+              help="> 0: train the memory-aware decoder (logits minus beta x live-memory change per step; default 0 = eq. 8).")
 @click.option("--logit-reg", type=float, default=None, help="Logit-norm penalty (paper 001 eq. 12; variant default).")
 @click.option("--seed", type=int, default=None, help="Seed for torch, numpy and graph draws (default 0).")
 @click.option("--threads", type=int, default=None, help="torch threads (default 1).")
