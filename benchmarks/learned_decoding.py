@@ -2,7 +2,7 @@
 
 For the 30 graphs of ``docs/learned_layered.json`` (test seeds 10000+, reference beam
 width 10^4 stored there), prints the mean % gap of greedy decoding, best-of-16 samples
-at several temperatures (logits / T) and best-of-256 samples, for the model given
+at several temperatures (logits / T) and best-of-256 samples (with the checkpoint's memory weight beta), for the model given
 (default: the shipped ``models/topoformer_peakmem.onnx``).  Used to check whether the
 sample-16 gap is a decoding or a model limitation.
 
@@ -36,11 +36,11 @@ def main(argv: list[str]) -> None:
         g = layered_graph(size["n_ops"], seed=seed)
         y = model.priorities(g)
         dg = decode_graph(g, False)
-        gp, best16 = best_sampled(dg, y, TEMPERATURES, 16, seed)
+        gp, best16 = best_sampled(dg, y, TEMPERATURES, 16, seed, model.mem_beta)
         res["greedy"].append(gp)
         for t in TEMPERATURES:
             res[f"sample-16, T={t:g}"].append(best16[t])
-        res["sample-256"].append(best_sampled(dg, y, (1.0,), 256, seed)[1][1.0])
+        res["sample-256"].append(best_sampled(dg, y, (1.0,), 256, seed, model.mem_beta)[1][1.0])
     print(f"{len(ref)} graphs of {size['n_ops']} ops, gap from beam {size['ref_width']}:")
     for k, v in res.items():
         print(f"  {k:<20} {np.mean((np.array(v) - ref) / ref) * 100:+.2f} %")

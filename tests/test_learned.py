@@ -394,10 +394,11 @@ def test_imitation_raises_the_likelihood_of_the_demonstration(tmp_path) -> None:
     run = TrainConfig(
         out_dir=str(tmp_path / "run"), d_model=16, n_layers=1, epochs=1, steps_per_epoch=2, batch_graphs=2,
         min_ops=20, max_ops=30, val_graphs=1, val_ops=30, reference_beam=4, objective="imitation",
-        expert_width=8, expert_graphs=3, expert_dir=str(tmp_path / "experts"),
+        expert_width=8, expert_graphs=3, expert_dir=str(tmp_path / "experts"), val_samples=4, val_temperature=0.5,
     )
     st = train(run, echo=lambda s: None)
     assert st["step"] == 2 and len(list((tmp_path / "experts").glob("*beam8.npy"))) == 3
+    assert st["log"][-1]["val_metric"] == "sample-4 (T=0.5)" and np.isfinite(st["log"][-1]["val_greedy_gap_pct"])
     with pytest.raises(ValueError, match="unknown objective"):
         train(TrainConfig(out_dir=str(tmp_path / "bad"), objective="dagger"), echo=lambda s: None)
 

@@ -34,6 +34,8 @@ from onnx_sched.errors import OnnxSchedError
 @click.option("--val-graphs", type=int, default=None, help="Validation graphs (default 16).")
 @click.option("--val-ops", type=int, default=None, help="Validation graph size (default 300).")
 @click.option("--reference-beam", type=int, default=None, help="Width of the 'beam' pass used as validation reference (default 64).")
+@click.option("--val-samples", type=int, default=None, help="Validate by best of greedy + this many samples (default 0: greedy).")
+@click.option("--val-temperature", type=float, default=None, help="Temperature of the validation samples (default 1).")
 @click.option("--lr", type=float, default=None, help="Adam learning rate (default 1e-3).")
 @click.option("--lr-decay", type=float, default=None, help="Learning-rate factor per epoch (default 0.97).")
 @click.option("--init-from", default=None, help="Fine-tune: start from the weights of an exported STEM.pt, fresh optimizer.")
