@@ -19,6 +19,7 @@ import numpy as np
 
 from learned_temperature import best_sampled
 
+from onnx_sched.dag import longest_path_from_source
 from onnx_sched.models.decoders import decode_graph
 from onnx_sched.models.topoformer_onnx import DEFAULT_CHECKPOINT, PriorityModel
 from onnx_sched.synth.layered import layered_graph
@@ -41,9 +42,16 @@ def main(argv: list[str]) -> None:
         for t in TEMPERATURES:
             res[f"sample-16, T={t:g}"].append(best16[t])
         res["sample-256"].append(best_sampled(dg, y, (1.0,), 256, seed, model.mem_beta)[1][1.0])
+    # a two-parameter reference point: priority = -3 x depth (a layer-by-layer wavefront), memory-aware
+    # decoding with beta = 3 -- how much of the policy's quality such a hand-made rule already gives
+    res["depth wavefront + memory term, sample-16"] = []
+    for seed in size["seeds"]:
+        g = layered_graph(size["n_ops"], seed=seed)
+        dg = decode_graph(g, False)
+        res["depth wavefront + memory term, sample-16"].append(best_sampled(dg, -3.0 * longest_path_from_source(g), (1.0,), 16, seed, 3.0)[1][1.0])
     print(f"{len(ref)} graphs of {size['n_ops']} ops, gap from beam {size['ref_width']}:")
     for k, v in res.items():
-        print(f"  {k:<20} {np.mean((np.array(v) - ref) / ref) * 100:+.2f} %")
+        print(f"  {k:<42} {np.mean((np.array(v) - ref) / ref) * 100:+.2f} %")
 
 
 if __name__ == "__main__":
