@@ -20,6 +20,13 @@ One step, per training graph (a layered graph of paper 000 appendix A):
 3. loss ``mean(adv * log p(order))`` (eq. 9) ``+ logit_reg * mean(y^2)`` (paper
    001, eq. 12; ``prio_norm="standardize"`` uses paper 000's eq. 17 instead).
 
+``objective="imitation"`` replaces steps 1-3 by the negative eq. 8 log-likelihood (per op) of the
+order approximate DP finds for the graph (:mod:`onnx_sched.models.expert_orders`, cached), cycling
+through ``expert_graphs`` demonstrations.  On this CPU it moves a REINFORCE policy out of its
+depth-first habit in minutes; REINFORCE then refines it (recipe in ``models/topoformer_peakmem.md``).
+``temperature`` divides the encoder output before eq. 8 (the export records it), and ``mem_beta > 0``
+trains the memory-aware decoder of :mod:`onnx_sched.models.mem_aware` instead of eq. 8.
+
 ``log p`` of eq. 8 is computed exactly: op ``v`` is in the ready set of step ``t``
 iff ``ready[v] <= t <= pos[v]`` (:func:`~onnx_sched.models.decoders.ready_steps`),
 so all step-wise log-sum-exps of a batch of samples are one masked tensor op.

@@ -10,6 +10,11 @@ Example::
         --epochs 60 --time-budget 2400 --export models/topoformer_peakmem
     onnx-sched train peak-mem --out-dir runs/peakmem --resume      # continue after an interruption
     onnx-sched train peak-mem --out-dir runs/ft --init-from models/topoformer_peakmem.pt --lr 3e-4  # fine-tune
+    onnx-sched train peak-mem --out-dir runs/im --objective imitation --expert-workers 2 \
+        --init-from models/topoformer_peakmem.pt     # imitate approximate-DP orders (built once, cached)
+
+The shipped checkpoint's full recipe (REINFORCE, then imitation, then REINFORCE at
+temperature 0.3) is in ``models/topoformer_peakmem.md``.
 """
 
 from __future__ import annotations
