@@ -65,7 +65,10 @@ from onnx_sched.models.features import DEFAULT_FEATURES, PE_DIM, encoder_inputs,
 from onnx_sched.models.topoformer import EncoderConfig, Topoformer, export_onnx
 from onnx_sched.models.topoformer_onnx import MEM_BETA_KEY, TEMPERATURE_KEY
 
-__all__ = ["VARIANTS", "Prepared", "TrainConfig", "export_checkpoint", "prepare", "seq_log_prob", "train", "train_step"]
+__all__ = [
+    "VARIANTS", "Prepared", "TrainConfig", "export_checkpoint", "imitation_specs", "imitation_step", "policy_orders", "prepare",
+    "seq_log_prob", "train", "train_step",
+]
 
 TRAIN_SEEDS = (0, 9000)
 VAL_SEEDS = (9000, 10000)
