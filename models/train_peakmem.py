@@ -209,11 +209,35 @@ def _advantage(cfg: TrainConfig, costs: np.ndarray, base_cost: float | None) -> 
     raise ValueError(f"unknown baseline {cfg.baseline!r}; expected 'rollout' or 'standardize'")
 
 
+def _policy_logits(cfg: TrainConfig, model: Topoformer, prep: Prepared) -> np.ndarray:
+    with torch.no_grad():
+        return model(prep.x, prep.rel).numpy() / cfg.temperature
+
+
+def _greedy_peak_of(cfg: TrainConfig, prep: Prepared, logits: np.ndarray) -> int:
+    return int(peaks(prep.dg, policy_orders(cfg, prep.dg, logits, 0, np.random.default_rng(0)))[0])
+
+
 def greedy_peak(cfg: TrainConfig, model: Topoformer, prep: Prepared) -> int:
     """Peak of the greedy decoding of ``model``'s policy on ``prep``."""
-    with torch.no_grad():
-        logits = model(prep.x, prep.rel).numpy() / cfg.temperature
-    return int(peaks(prep.dg, policy_orders(cfg, prep.dg, logits, 0, np.random.default_rng(0)))[0])
+    return _greedy_peak_of(cfg, prep, _policy_logits(cfg, model, prep))
+
+
+def _backward(cfg: TrainConfig, loss: torch.Tensor, y: torch.Tensor, batch_len: int) -> tuple[float, float]:
+    """Add the logit-norm penalty (paper 001, eq. 12) to one graph's ``loss`` and back-propagate its share of
+    the batch; returns (loss with penalty, penalty)."""
+    reg = cfg.logit_reg * (y**2).mean() if cfg.logit_reg > 0 else None
+    if reg is not None:
+        loss = loss + reg
+    (loss / batch_len).backward()
+    return float(loss.detach()), 0.0 if reg is None else float(reg.detach())
+
+
+def _update(cfg: TrainConfig, model: Topoformer, opt: torch.optim.Optimizer) -> None:
+    """Clip the accumulated gradient and take the optimizer step."""
+    if cfg.grad_clip > 0:
+        torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+    opt.step()
 
 
 def train_step(
@@ -236,17 +260,11 @@ def train_step(
         base = greedy_peak(cfg, baseline_model, prep) if cfg.baseline == "rollout" else None
         adv = torch.from_numpy(_advantage(cfg, costs, base)).float()
         logp = seq_log_prob(logits, orders, prep.dg, cfg.mem_beta)
-        loss = (adv * logp).mean()
-        if cfg.logit_reg > 0:
-            reg = cfg.logit_reg * (y**2).mean()
-            loss = loss + reg
-            reg_total += float(reg.detach())
-        (loss / len(batch)).backward()
-        total += float(loss.detach())
+        loss_value, reg_value = _backward(cfg, (adv * logp).mean(), y, len(batch))
+        total += loss_value
+        reg_total += reg_value
         ratios.append(float(costs.min() / costs.mean()))
-    if cfg.grad_clip > 0:
-        torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
-    opt.step()
+    _update(cfg, model, opt)
     return {"loss": total / len(batch), "best_over_mean": float(np.mean(ratios)), "logit_reg": reg_total / len(batch)}
 
 
@@ -259,17 +277,11 @@ def imitation_step(cfg: TrainConfig, model: Topoformer, opt: torch.optim.Optimiz
     for prep, order in batch:
         y = model(prep.x, prep.rel)
         nll = -seq_log_prob(y / cfg.temperature, order[None], prep.dg, cfg.mem_beta)[0] / prep.dg.n
-        loss = nll
-        if cfg.logit_reg > 0:
-            reg = cfg.logit_reg * (y**2).mean()
-            loss = loss + reg
-            reg_total += float(reg.detach())
-        (loss / len(batch)).backward()
-        total += float(loss.detach())
+        loss_value, reg_value = _backward(cfg, nll, y, len(batch))
+        total += loss_value
+        reg_total += reg_value
         nll_total += float(nll.detach())
-    if cfg.grad_clip > 0:
-        torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
-    opt.step()
+    _update(cfg, model, opt)
     # best_over_mean has no meaning here; report the per-op likelihood of the demonstrations instead
     return {"loss": total / len(batch), "best_over_mean": math.exp(-nll_total / len(batch)), "logit_reg": reg_total / len(batch)}
 
@@ -308,20 +320,21 @@ def validation_reference(cfg: TrainConfig, val: list[Prepared], out_dir: Path) -
     return ref
 
 
-def evaluate(cfg: TrainConfig, model: Topoformer, val: list[Prepared], samples: int = 0) -> np.ndarray:
-    """Peaks of ``model`` on ``val``: greedy decoding, or with ``samples`` the best of it and that many
-    samples from logits / ``cfg.val_temperature`` (seeded per graph, so epochs compare alike)."""
+def evaluate(cfg: TrainConfig, model: Topoformer, val: list[Prepared], samples: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Peaks of ``model`` on ``val``: (greedy decoding, best of it and ``samples`` draws from logits /
+    ``cfg.val_temperature``), one encoder call per graph; samples are seeded per graph so epochs compare
+    alike, and with ``samples=0`` the second array is the first."""
     model.eval()
-    out = []
+    greedy_peaks, best = [], []
     for i, p in enumerate(val):
-        peak = greedy_peak(cfg, model, p)
+        logits = _policy_logits(cfg, model, p)
+        peak = _greedy_peak_of(cfg, p, logits)
+        greedy_peaks.append(peak)
         if samples:
-            with torch.no_grad():
-                logits = model(p.x, p.rel).numpy() / (cfg.temperature * cfg.val_temperature)
-            drawn = policy_orders(cfg, p.dg, logits, samples, np.random.default_rng([cfg.seed, i]))
+            drawn = policy_orders(cfg, p.dg, logits / cfg.val_temperature, samples, np.random.default_rng([cfg.seed, i]))
             peak = min(peak, int(peaks(p.dg, drawn).min()))
-        out.append(peak)
-    return np.array(out, dtype=np.float64)
+        best.append(peak)
+    return np.array(greedy_peaks, dtype=np.float64), np.array(best, dtype=np.float64)
 
 
 # -------------------------------------------------------------- checkpoint
@@ -400,7 +413,7 @@ def train(cfg: TrainConfig, resume: bool = False, echo: Callable[[str], None] = 
     wall = lambda: wall_before + time.perf_counter() - t_start  # noqa: E731
     val = validation_set(cfg)
     ref = np.array(validation_reference(cfg, val, out), dtype=np.float64)
-    base_val = evaluate(cfg, baseline_model, val) if baseline_model is not None else None
+    base_val = evaluate(cfg, baseline_model, val)[0] if baseline_model is not None else None
     last_ckpt = time.perf_counter()
     stopped = False
     while epoch < cfg.epochs and not stopped:
@@ -425,8 +438,8 @@ def train(cfg: TrainConfig, resume: bool = False, echo: Callable[[str], None] = 
             _save(ckpt_path, _state(cfg, model, baseline_model, best_state, opt, sched, epoch, step, rng, log, best_gap, wall()))
             echo(f"time budget reached at step {step} (epoch {epoch}); checkpoint saved")
             break
-        cur = evaluate(cfg, model, val)
-        gap = float(np.mean(((evaluate(cfg, model, val, cfg.val_samples) if cfg.val_samples else cur) - ref) / ref) * 100.0)
+        cur, scored = evaluate(cfg, model, val, cfg.val_samples)
+        gap = float(np.mean((scored - ref) / ref) * 100.0)
         updated = False
         if baseline_model is not None:
             if cur.mean() < base_val.mean():
