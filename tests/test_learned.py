@@ -350,6 +350,10 @@ def test_init_from_starts_a_new_run_from_exported_weights(tmp_path) -> None:
     st = train(replace(cfg, out_dir=str(tmp_path / "b"), init_from=str(pt), lr=0.0), echo=lambda s: None)
     assert st["epoch"] == 1 and st["step"] == 1  # a fresh run: counters and optimizer start over
     assert all(torch.equal(st["model"][k], v) for k, v in start.items())
+    # the starting weights are validated first (epoch 0) and are the best so far
+    log = [json.loads(line) for line in (tmp_path / "b" / "log.jsonl").read_text().splitlines()]
+    assert [r["epoch"] for r in log] == [0, 1] and st["best_gap"] == log[0]["val_greedy_gap_pct"]
+    assert all(torch.equal(st["best"][k], v) for k, v in start.items())
     with pytest.raises(ValueError, match="encoder config differs"):
         train(replace(cfg, out_dir=str(tmp_path / "c"), init_from=str(pt), d_model=32), echo=lambda s: None)
 
