@@ -50,6 +50,17 @@ def best_sampled(dg, y: np.ndarray, temperatures, samples: int, seed: int, mem_b
     return greedy_peak, best
 
 
+def _cached_reference(path: Path | None, width: int, graphs: int, ops: int) -> list[int] | None:
+    """The first ``graphs`` reference peaks from ``path`` if it holds at least that many at beam ``width``
+    (and, when it says, for graphs of ``ops`` ops)."""
+    if path is None or not path.is_file():
+        return None
+    data = json.loads(path.read_text(encoding="utf-8"))
+    if data.get("beam_width") != width or data.get("ops", ops) != ops or len(data.get("peaks", [])) < graphs:
+        return None
+    return data["peaks"][:graphs]
+
+
 def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", type=Path, default=DEFAULT_CHECKPOINT)
@@ -61,19 +72,29 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--mem-betas", type=float, nargs="+", default=None, help="memory weights to try (default: the checkpoint's)")
     ap.add_argument("--write", action="store_true", help="store the best temperature in the checkpoint")
     ap.add_argument("--out", type=Path, default=None, help="JSON results")
+    ap.add_argument("--ref-cache", type=Path, default=None,
+                    help="reference peaks JSON ({'beam_width', 'peaks'}, e.g. a training run's val_reference_*.json): "
+                         "read when it covers --graphs at --ref-width, else computed and written")
     args = ap.parse_args(argv)
     model = PriorityModel.load(args.model)
     betas = args.mem_betas if args.mem_betas is not None else [model.mem_beta]
     found: dict[tuple[float, float], list[float]] = {(t, b): [] for b in betas for t in args.temperatures}
+    cached = _cached_reference(args.ref_cache, args.ref_width, args.graphs, args.ops)
     ref = []
-    for seed in range(VAL_SEED0, VAL_SEED0 + args.graphs):
+    for i, seed in enumerate(range(VAL_SEED0, VAL_SEED0 + args.graphs)):
         g = layered_graph(args.ops, seed)
-        beam = get_pass("beam", "peak-mem")(g, PassContext(time_limit=600, options={"beam_width": args.ref_width}))
-        ref.append(float(beam.info["peak_bytes"]))
+        if cached is None:
+            beam = get_pass("beam", "peak-mem")(g, PassContext(time_limit=600, options={"beam_width": args.ref_width}))
+            ref.append(float(beam.info["peak_bytes"]))
+        else:
+            ref.append(float(cached[i]))
         dg, y = decode_graph(g, False), model.priorities(g)
         for b in betas:
             for t, peak in best_sampled(dg, y, args.temperatures, args.samples, seed, b)[1].items():
                 found[(t, b)].append(peak)
+    if args.ref_cache is not None and cached is None:
+        args.ref_cache.write_text(json.dumps({"method": "beam", "beam_width": args.ref_width, "ops": args.ops,
+                                              "peaks": [int(p) for p in ref]}), encoding="utf-8")
     r = np.asarray(ref)
     gaps = {key: float(np.mean((np.asarray(v) - r) / r) * 100.0) for key, v in found.items()}
     best = min(gaps, key=lambda key: (gaps[key], key))
