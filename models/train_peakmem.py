@@ -120,6 +120,7 @@ class TrainConfig:
     snapshot_epochs: tuple[int, ...] = (10,)  # also keep the best-so-far weights at these epochs (ablations)
     temperature: float = 1.0  # the policy's logits are encoder output / temperature (stored with the export)
     mem_beta: float = 0.0  # > 0: train (and export) the memory-aware decoder with this beta (models/mem_aware.py)
+    ema_decay: float = 0.0  # > 0: validate and keep an exponential moving average of the weights (per update)
     init_from: str = ""  # start a new run from the weights of an exported .pt (fresh optimizer and lr schedule)
     objective: str = "reinforce"  # or "imitation": maximise the eq. 8 likelihood of approximate-DP orders
     expert_width: int = 10000  # imitation: beam width of the demonstrations
@@ -337,6 +338,14 @@ def evaluate(cfg: TrainConfig, model: Topoformer, val: list[Prepared], samples: 
     return np.array(greedy_peaks, dtype=np.float64), np.array(best, dtype=np.float64)
 
 
+def _weight_average(model: Topoformer, decay: float) -> torch.optim.swa_utils.AveragedModel:
+    """Exponential moving average of ``model``'s weights (Polyak averaging): smooths the noise of REINFORCE
+    updates; starts as a copy of the current weights."""
+    from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
+
+    return AveragedModel(model, multi_avg_fn=get_ema_multi_avg_fn(decay), use_buffers=True)
+
+
 def _gap_pct(peaks_: np.ndarray, ref: np.ndarray) -> float:
     return float(np.mean((peaks_ - ref) / ref) * 100.0)
 
@@ -353,8 +362,9 @@ def _save(path: Path, state: dict[str, Any]) -> None:
     os.replace(tmp, path)
 
 
-def _state(cfg, model, baseline_model, best_state, opt, sched, epoch, step, rng, log, best_gap, wall) -> dict[str, Any]:
+def _state(cfg, model, baseline_model, best_state, opt, sched, epoch, step, rng, log, best_gap, wall, ema=None) -> dict[str, Any]:
     return {
+        "ema": None if ema is None else ema.state_dict(),
         "config": asdict(cfg),
         "encoder_config": model.cfg.to_json(),
         "model": model.state_dict(),
@@ -385,6 +395,7 @@ def train(cfg: TrainConfig, resume: bool = False, echo: Callable[[str], None] = 
     opt = torch.optim.Adam(model.parameters(), lr=cfg.lr)
     sched = torch.optim.lr_scheduler.ExponentialLR(opt, gamma=cfg.lr_decay)
     ckpt_path = out / "checkpoint.pt"
+    ema = None
     epoch, step, log, best_gap, best_state, wall_before = 0, 0, [], math.inf, None, 0.0
     fine_tuning = False
     if resume and ckpt_path.is_file():
@@ -410,6 +421,11 @@ def train(cfg: TrainConfig, resume: bool = False, echo: Callable[[str], None] = 
             baseline_model.load_state_dict(st["state_dict"])
         fine_tuning = True
         echo(f"initialised from {cfg.init_from} (trained {st.get('wall_s', 0) / 3600:.2f} h before)")
+    if cfg.ema_decay > 0:
+        ema = _weight_average(model, cfg.ema_decay)
+        if resume and ckpt_path.is_file() and st.get("ema") is not None:
+            ema.load_state_dict(st["ema"])
+    scored = model if ema is None else ema.module  # the weights that are validated and kept
     specs: list[ExpertSpec] = []
     if cfg.objective == "imitation":
         specs = imitation_specs(cfg)
@@ -427,8 +443,8 @@ def train(cfg: TrainConfig, resume: bool = False, echo: Callable[[str], None] = 
     base_val = evaluate(cfg, baseline_model, val)[0] if baseline_model is not None else None
     if fine_tuning:
         # the starting weights are the first candidate: a fine-tuning run never exports worse weights
-        best_gap = _val_gap(cfg, model, val, ref)
-        best_state = copy.deepcopy(model.state_dict())
+        best_gap = _val_gap(cfg, scored, val, ref)
+        best_state = copy.deepcopy(scored.state_dict())
         log.append({"epoch": 0, "step": 0, "val_greedy_gap_pct": best_gap, "best_val_gap_pct": best_gap, "wall_s": 0.0})
         with open(out / "log.jsonl", "a") as f:
             f.write(json.dumps(log[-1]) + "\n")
@@ -445,29 +461,31 @@ def train(cfg: TrainConfig, resume: bool = False, echo: Callable[[str], None] = 
                 stats.append(imitation_step(cfg, model, opt, batch))
             else:
                 stats.append(train_step(cfg, model, baseline_model, opt, batch, rng))
+            if ema is not None:
+                ema.update_parameters(model)
             step += 1
             if time.perf_counter() - last_ckpt > cfg.checkpoint_every_s:
-                _save(ckpt_path, _state(cfg, model, baseline_model, best_state, opt, sched, epoch, step, rng, log, best_gap, wall()))
+                _save(ckpt_path, _state(cfg, model, baseline_model, best_state, opt, sched, epoch, step, rng, log, best_gap, wall(), ema))
                 last_ckpt = time.perf_counter()
             if cfg.time_budget_s and wall() > cfg.time_budget_s:
                 stopped = True
                 break
         if stopped and step % cfg.steps_per_epoch:
             # partial epoch: keep the step counter so a resume finishes this epoch
-            _save(ckpt_path, _state(cfg, model, baseline_model, best_state, opt, sched, epoch, step, rng, log, best_gap, wall()))
+            _save(ckpt_path, _state(cfg, model, baseline_model, best_state, opt, sched, epoch, step, rng, log, best_gap, wall(), ema))
             echo(f"time budget reached at step {step} (epoch {epoch}); checkpoint saved")
             break
-        cur, scored = evaluate(cfg, model, val, cfg.val_samples)
-        gap = _gap_pct(scored, ref)
+        cur, best_of = evaluate(cfg, scored, val, cfg.val_samples)
+        gap = _gap_pct(best_of, ref)
         updated = False
         if baseline_model is not None:
             if cur.mean() < base_val.mean():
-                baseline_model.load_state_dict(model.state_dict())
+                baseline_model.load_state_dict(scored.state_dict())
                 base_val = cur
                 updated = True
         if gap < best_gap:
             best_gap = gap
-            best_state = copy.deepcopy(model.state_dict())
+            best_state = copy.deepcopy(scored.state_dict())
         sched.step()
         epoch += 1
         row = {
@@ -492,20 +510,26 @@ def train(cfg: TrainConfig, resume: bool = False, echo: Callable[[str], None] = 
             f"val {'greedy' if not cfg.val_samples else f'sample-{cfg.val_samples}'} gap {gap:+.2f}% (best {best_gap:+.2f}%)  {'baseline updated  ' if updated else ''}"
             f"{row['epoch_s']:.0f}s  total {row['wall_s'] / 60:.1f} min"
         )
-        _save(ckpt_path, _state(cfg, model, baseline_model, best_state, opt, sched, epoch, step, rng, log, best_gap, wall()))
+        _save(ckpt_path, _state(cfg, model, baseline_model, best_state, opt, sched, epoch, step, rng, log, best_gap, wall(), ema))
         if epoch in cfg.snapshot_epochs:
-            _save(out / f"snapshot_epoch{epoch}.pt", _state(cfg, model, baseline_model, best_state, opt, sched, epoch, step, rng, log, best_gap, wall()))
+            _save(out / f"snapshot_epoch{epoch}.pt", _state(cfg, model, baseline_model, best_state, opt, sched, epoch, step, rng, log, best_gap, wall(), ema))
         last_ckpt = time.perf_counter()
     return torch.load(ckpt_path, weights_only=False)
 
 
 def export_checkpoint(ckpt_path: str | os.PathLike[str], stem: str | os.PathLike[str], use_best: bool = True) -> tuple[Path, Path]:
     """Write ``stem.onnx`` (ONNX Runtime inference) and ``stem.pt`` (state dict + configs) from a training
-    checkpoint, using the best-validation weights unless ``use_best=False``."""
+    checkpoint, using the best-validation weights unless ``use_best=False`` (then the latest weights, or their
+    moving average when the run kept one)."""
     st = torch.load(ckpt_path, weights_only=False)
     enc = EncoderConfig.from_json(st["encoder_config"])
     model = Topoformer(enc)
-    weights = st["best"] if use_best and st.get("best") is not None else st["model"]
+    if use_best and st.get("best") is not None:
+        weights = st["best"]
+    elif st.get("ema") is not None:
+        weights = {k.removeprefix("module."): v for k, v in st["ema"].items() if k.startswith("module.")}
+    else:
+        weights = st["model"]
     model.load_state_dict(weights)
     stem = Path(stem)
     stem.parent.mkdir(parents=True, exist_ok=True)

@@ -480,3 +480,26 @@ def test_memory_aware_decoding_in_beam_search_and_the_pass(tmp_path) -> None:
     assert plain.info["decoder"] == "greedy (T=4)" and list(plain.order) == greedy(dg, logits).tolist()
     set_sample_temperature(path, 4.0, "test", mem_beta=0.0)
     assert PriorityModel.load(path).mem_beta == 0.0
+
+
+def test_weight_average_is_validated_kept_and_resumed(tmp_path) -> None:
+    torch = pytest.importorskip("torch")
+    from dataclasses import replace
+
+    from onnx_sched.models.train_peakmem import TrainConfig, export_checkpoint, load_model, train
+
+    cfg = TrainConfig.for_variant(
+        "paper001", out_dir=str(tmp_path / "run"), d_model=16, n_layers=1, epochs=1, steps_per_epoch=3,
+        batch_graphs=1, samples=4, min_ops=20, max_ops=30, val_graphs=1, val_ops=30, reference_beam=4,
+        ema_decay=0.5, lr=1e-2,
+    )
+    st = train(cfg, echo=lambda s: None)
+    avg = {k.removeprefix("module."): v for k, v in st["ema"].items() if k.startswith("module.")}
+    assert int(st["ema"]["n_averaged"]) == 3  # one average per update
+    # the kept (best) weights are the average, which lags behind the trained weights
+    assert all(torch.equal(st["best"][k], v) for k, v in avg.items())
+    assert any(not torch.equal(st["model"][k], v) for k, v in avg.items())
+    _, pt = export_checkpoint(tmp_path / "run" / "checkpoint.pt", tmp_path / "last", use_best=False)
+    assert all(torch.equal(load_model(pt).state_dict()[k], v) for k, v in avg.items())
+    st2 = train(replace(cfg, epochs=2), resume=True, echo=lambda s: None)
+    assert int(st2["ema"]["n_averaged"]) == 6  # the average continues across a resume

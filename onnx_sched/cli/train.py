@@ -58,6 +58,8 @@ from onnx_sched.errors import OnnxSchedError
 @click.option("--mem-beta", type=float, default=None,
               help="> 0: train the memory-aware decoder (logits minus beta x live-memory change per step; default 0 = eq. 8).")
 @click.option("--logit-reg", type=float, default=None, help="Logit-norm penalty (paper 001 eq. 12; variant default).")
+@click.option("--ema-decay", type=float, default=None,
+              help="> 0: validate and keep an exponential moving average of the weights, e.g. 0.99 (default 0: off).")
 @click.option("--seed", type=int, default=None, help="Seed for torch, numpy and graph draws (default 0).")
 @click.option("--threads", type=int, default=None, help="torch threads (default 1).")
 @click.option("--time-budget", "time_budget_s", type=float, default=None, help="Stop after this many seconds of training (resumable).")
