@@ -13,8 +13,12 @@ Example::
     onnx-sched train peak-mem --out-dir runs/im --objective imitation --expert-workers 2 \
         --init-from models/topoformer_peakmem.pt     # imitate approximate-DP orders (built once, cached)
 
+    onnx-sched train peak-mem --out-dir runs/avg --init-from models/topoformer_peakmem.pt --lr 3e-5 \
+        --batch-graphs 8 --ema-decay 0.995      # small steps, keep a moving average of the weights
+
 The shipped checkpoint's full recipe (REINFORCE, then imitation, then REINFORCE at
-temperature 0.3) is in ``models/topoformer_peakmem.md``.
+temperature 0.3, then low-learning-rate REINFORCE with a moving average) is in
+``models/topoformer_peakmem.md``.
 """
 
 from __future__ import annotations
