@@ -27,8 +27,8 @@ depth-first habit in minutes; REINFORCE then refines it (recipe in ``models/topo
 ``temperature`` divides the encoder output before eq. 8 (the export records it), and ``mem_beta > 0``
 trains the memory-aware decoder of :mod:`onnx_sched.models.mem_aware` instead of eq. 8.
 ``ema_decay > 0`` validates and keeps an exponential moving average of the weights rather than the
-latest ones: REINFORCE steps are noisy, and with small steps the average improved validation where
-the raw weights drifted.  A run started with ``init_from`` validates the starting weights first
+latest ones, to smooth the noise of REINFORCE steps (stage 4 of the shipped checkpoint uses it with
+small steps; see the model card).  A run started with ``init_from`` validates the starting weights first
 (epoch 0), so it never exports weights worse than those.
 
 ``log p`` of eq. 8 is computed exactly: op ``v`` is in the ready set of step ``t``
