@@ -74,7 +74,7 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--out", type=Path, default=None, help="JSON results")
     ap.add_argument("--ref-cache", type=Path, default=None,
                     help="reference peaks JSON ({'beam_width', 'peaks'}, e.g. a training run's val_reference_*.json): "
-                         "read when it covers --graphs at --ref-width, else computed and written")
+                         "read when it covers --graphs at --ref-width, else computed (and written if the file does not exist)")
     args = ap.parse_args(argv)
     model = PriorityModel.load(args.model)
     betas = args.mem_betas if args.mem_betas is not None else [model.mem_beta]
@@ -92,7 +92,7 @@ def main(argv: list[str] | None = None) -> dict:
         for b in betas:
             for t, peak in best_sampled(dg, y, args.temperatures, args.samples, seed, b)[1].items():
                 found[(t, b)].append(peak)
-    if args.ref_cache is not None and cached is None:
+    if args.ref_cache is not None and not args.ref_cache.exists():  # never overwrite another run's cache
         args.ref_cache.write_text(json.dumps({"method": "beam", "beam_width": args.ref_width, "ops": args.ops,
                                               "peaks": [int(p) for p in ref]}), encoding="utf-8")
     r = np.asarray(ref)
