@@ -18,30 +18,22 @@ import json
 import os
 import statistics
 import sys
-import time
 from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
 
-from onnx_sched.passes import PassContext, get_pass
+from learned import TEST_SEED0, _run
+
 from onnx_sched.synth.layered import layered_graph
 
-TEST_SEED0 = 10000
 DECODERS = (("greedy", {}), ("sample-16", {"samples": 16}), ("beam-16", {"beam": 16}))
 TARGETS_S = {"greedy": 1.0, "sample-16": 2.0}  # at 1000 ops (issue 4)
 
 
 def time_pass(graph, options: dict, repeats: int, warmup: int) -> list[float]:  # noqa: ANN001
     """Wall times of ``repeats`` calls of the learned pass on ``graph`` after ``warmup`` untimed calls."""
-    run = get_pass("learned", "peak-mem")
-    times = []
-    for i in range(warmup + repeats):
-        t0 = time.perf_counter()
-        run(graph, PassContext(time_limit=600.0, seed=i, options=options))
-        if i >= warmup:
-            times.append(time.perf_counter() - t0)
-    return times
+    return [_run("learned", options, graph, i, 600.0)[1] for i in range(warmup + repeats)][warmup:]
 
 
 def main(argv: list[str] | None = None) -> int:
