@@ -359,6 +359,13 @@ def _val_gap(cfg: TrainConfig, model: Topoformer, val: list[Prepared], ref: np.n
     return _gap_pct(evaluate(cfg, model, val, cfg.val_samples)[1], ref)
 
 
+def _log_epoch(out: Path, log: list[dict[str, Any]], row: dict[str, Any]) -> None:
+    """Record one epoch's row in the checkpointed ``log`` and append it to ``out/log.jsonl``."""
+    log.append(row)
+    with open(out / "log.jsonl", "a") as f:
+        f.write(json.dumps(row) + "\n")
+
+
 # -------------------------------------------------------------- checkpoint
 def _save(path: Path, state: dict[str, Any]) -> None:
     tmp = path.with_suffix(".tmp")
@@ -449,9 +456,7 @@ def train(cfg: TrainConfig, resume: bool = False, echo: Callable[[str], None] = 
         # the starting weights are the first candidate: a fine-tuning run never exports worse weights
         best_gap = _val_gap(cfg, scored, val, ref)
         best_state = copy.deepcopy(scored.state_dict())
-        log.append({"epoch": 0, "step": 0, "val_greedy_gap_pct": best_gap, "best_val_gap_pct": best_gap, "wall_s": 0.0})
-        with open(out / "log.jsonl", "a") as f:
-            f.write(json.dumps(log[-1]) + "\n")
+        _log_epoch(out, log, {"epoch": 0, "step": 0, "val_greedy_gap_pct": best_gap, "best_val_gap_pct": best_gap, "wall_s": 0.0})
         echo(f"epoch   0  initial weights: val gap {best_gap:+.2f}%")
     last_ckpt = time.perf_counter()
     stopped = False
@@ -506,9 +511,7 @@ def train(cfg: TrainConfig, resume: bool = False, echo: Callable[[str], None] = 
             "epoch_s": time.perf_counter() - t_epoch,
             "wall_s": wall(),
         }
-        log.append(row)
-        with open(out / "log.jsonl", "a") as f:
-            f.write(json.dumps(row) + "\n")
+        _log_epoch(out, log, row)
         echo(
             f"epoch {epoch:3d}  steps {step:5d}  ops<= {hi}  loss {row['loss']:+.4f}  "
             f"val {'greedy' if not cfg.val_samples else f'sample-{cfg.val_samples}'} gap {gap:+.2f}% (best {best_gap:+.2f}%)  {'baseline updated  ' if updated else ''}"
