@@ -33,6 +33,7 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
+from onnx_sched.models import CHECKPOINTS
 from onnx_sched.passes import PassContext, get_pass
 from onnx_sched.synth.layered import layered_graph
 
@@ -106,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sizes", type=int, nargs="+", default=[500, 1000, 2000])
     ap.add_argument("--graphs", type=int, nargs="+", default=[20, 10, 5], help="graphs per size (one value or one per size)")
     ap.add_argument("--ref-width", type=int, default=1000, help="beam width of the approximate-DP reference")
-    ap.add_argument("--model", default=str(Path(__file__).resolve().parents[1] / "models" / "topoformer_peakmem.onnx"))
+    ap.add_argument("--model", default=str(CHECKPOINTS / "topoformer_peakmem.onnx"))
     ap.add_argument("--ablation", action="append", default=[], metavar="NAME=PATH", help="extra model rows (first size only)")
     ap.add_argument("--time-limit", type=float, default=3600.0)
     ap.add_argument("--markdown", help="write the tables as markdown here")

@@ -20,8 +20,8 @@ import numpy as np
 from learned_temperature import best_sampled
 
 from onnx_sched.dag import longest_path_from_source
-from onnx_sched.models.decoders import decode_graph
-from onnx_sched.models.topoformer_onnx import DEFAULT_CHECKPOINT, PriorityModel
+from onnx_sched.models.inference.decoders import decode_graph
+from onnx_sched.models.inference.topoformer_onnx import DEFAULT_CHECKPOINT, PriorityModel
 from onnx_sched.synth.layered import layered_graph
 
 TEMPERATURES = (0.5, 1.0, 1.5, 2.0, 3.0)

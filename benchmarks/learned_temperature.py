@@ -1,7 +1,7 @@
 """Choose the decoding temperature (and memory weight) of a learned peak-memory checkpoint on validation graphs.
 
 The learned pass decodes the policy ``softmax(y / T - beta * live-memory change / s)``
-(eq. 8 when ``beta = 0``; :mod:`onnx_sched.models.mem_aware`).  A REINFORCE-trained
+(eq. 8 when ``beta = 0``; :mod:`onnx_sched.models.inference.mem_aware`).  A REINFORCE-trained
 policy is sharp (its samples differ little from its greedy order), so a higher T can
 find better best-of-K orders; how much depends on the checkpoint.  This script
 measures best-of-``--samples`` (plus the greedy order) for each candidate ``(T, beta)``
@@ -24,9 +24,9 @@ from pathlib import Path
 
 import numpy as np
 
-from onnx_sched.models.decoders import decode_graph, greedy, peaks, sample_orders
-from onnx_sched.models.mem_aware import mem_aware_orders
-from onnx_sched.models.topoformer_onnx import DEFAULT_CHECKPOINT, TEMPERATURE_KEY, PriorityModel, set_sample_temperature
+from onnx_sched.models.inference.decoders import decode_graph, greedy, peaks, sample_orders
+from onnx_sched.models.inference.mem_aware import mem_aware_orders
+from onnx_sched.models.inference.topoformer_onnx import DEFAULT_CHECKPOINT, TEMPERATURE_KEY, PriorityModel, set_sample_temperature
 from onnx_sched.passes import PassContext, get_pass
 from onnx_sched.synth.layered import layered_graph
 

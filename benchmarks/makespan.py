@@ -48,8 +48,8 @@ def run_method(name: str, problem: ms.MakespanProblem, ctx: PassContext, samples
     """(makespan, seconds, schedule info) of one method on one problem; every schedule is validated."""
     t0 = time.perf_counter()
     if name in ("learned-greedy", "learned-sample"):
-        from onnx_sched.models.topoformer_onnx import PriorityModel
-        from onnx_sched.passes.ms_learned import default_model, logits
+        from onnx_sched.models.inference.topoformer_onnx import PriorityModel
+        from onnx_sched.passes.makespan.learned import default_model, logits
 
         y = logits(problem, PriorityModel.load(ctx.option("model", default_model())))
         pr = y[None, :]
@@ -58,7 +58,7 @@ def run_method(name: str, problem: ms.MakespanProblem, ctx: PassContext, samples
         spans = ms.list_makespans(problem, pr)
         sched = ms.list_schedule(problem, pr[int(np.argmin(spans))], name)
     elif name == "sample-cp":
-        from onnx_sched.passes.ms_ga import cp_logits
+        from onnx_sched.passes.makespan.ga import cp_logits
 
         pr = ms.gumbel_priorities(cp_logits(problem), np.random.default_rng(ctx.seed), samples)
         spans = ms.list_makespans(problem, pr)

@@ -1,8 +1,10 @@
 """The one entry point the CLI and every plugin call: ``optimize``.
 
-``optimize_model`` imports a model, runs a registered pass for the objective,
-scores the result against the input order with the same cost model, keeps the
-input order when nothing beats it, and exports the model.  ``optimize`` is the
+``optimize_model`` imports a model once, has the objective
+(:mod:`onnx_sched.objectives`) build its problem, runs a registered pass, scores the
+result against the objective's baseline with the same cost model, keeps the baseline
+when nothing beats it, and exports the model.  Nothing here depends on which
+objective runs.  ``optimize`` is the
 thin wrapper that takes and returns ``onnx.ModelProto`` or ``onnx_ir.Model``.
 """
 
@@ -10,52 +12,35 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import onnx
 
-from onnx_sched.cost import memory
 from onnx_sched.exporters.onnx import export_onnx
 from onnx_sched.graph import Graph
 from onnx_sched.importers.onnx import ImportedOnnx, import_onnx
-from onnx_sched.passes import OBJECTIVES, PassContext, get_pass
+from onnx_sched.objectives import ProblemOptions, get_objective
+from onnx_sched.objectives.objective import META_PREFIX
+from onnx_sched.objectives.peak_mem import memory_model_name
+from onnx_sched.passes import PassContext, get_pass
 from onnx_sched.schedule import Schedule
 
 __all__ = ["OptimizeResult", "optimize", "optimize_model", "schedule_graph", "memory_model_name"]
 
-META_PREFIX = "onnx_sched."
-
-
-def memory_model_name(inplace: bool) -> str:
-    """How reports name the memory model they used."""
-    return "tensor-lifetime+inplace" if inplace else "tensor-lifetime"
-
 
 @dataclass(frozen=True, eq=False)
 class OptimizeResult:
-    """What ``optimize_model`` produced: the model, the schedule and the report."""
+    """What ``optimize_model`` produced: the model, the schedule, the report and the problem solved."""
 
     model: onnx.ModelProto
     schedule: Schedule
     report: Mapping[str, Any]
     imported: ImportedOnnx
     input_schedule: Schedule = field(repr=False, default=None)  # type: ignore[assignment]
-
-
-def _peak_report(g: Graph, chosen: Schedule, inplace: bool) -> dict[str, Any]:
-    file_order = np.arange(g.n_ops)
-    before = memory.peak_memory(g, file_order, inplace)
-    after = memory.peak_memory(g, chosen.order, inplace)
-    bound = max(memory.lower_bound(g, inplace), int(chosen.lower_bound or 0))
-    return {
-        "peak_bytes": {"input": int(before), "output": int(after), "lower_bound": int(bound)},
-        "gap": (after - bound) / bound if bound else 0.0,
-        "reduction": (before - after) / before if before else 0.0,
-        "optimal": bool(chosen.optimal or after == bound),
-    }
+    problem: Any = field(repr=False, default=None)
 
 
 def schedule_graph(
@@ -64,92 +49,28 @@ def schedule_graph(
     method: str = "auto",
     ctx: PassContext | None = None,
 ) -> tuple[Schedule, dict[str, Any]]:
-    """Run ``method`` on ``graph`` and return (schedule, report); never worse than file order."""
-    if objective not in OBJECTIVES:
-        raise ValueError(f"unknown objective {objective!r}; choose from {', '.join(OBJECTIVES)}")
+    """Run ``method`` on ``graph`` and return (schedule, report); never worse than the objective's baseline.
+
+    The baseline (:meth:`~onnx_sched.objectives.objective.Objective.baseline`) is the
+    input order for peak memory, list-CP for makespan and host-only for latency; when
+    the pass's schedule scores worse, the baseline is returned and the report says so.
+    """
+    obj = get_objective(objective)
     ctx = ctx or PassContext()
+    obj.check(graph, ctx)
     start = time.perf_counter()
-    if objective == "peak-mem":
-        schedule = get_pass(method, objective)(graph, ctx)
-        from onnx_sched.dag import check_order
-
-        check_order(graph, schedule.order)
-        seconds = time.perf_counter() - start
-        kept = False
-        before = memory.peak_memory(graph, np.arange(graph.n_ops), ctx.inplace)
-        if memory.peak_memory(graph, schedule.order, ctx.inplace) > before:
-            schedule = Schedule(order=np.arange(graph.n_ops), method="file", lower_bound=schedule.lower_bound)
-            kept = True
-        report = {
-            "objective": objective,
-            "method": method,
-            "method_used": schedule.method,
-            "memory_model": memory_model_name(ctx.inplace),
-            **_peak_report(graph, schedule, ctx.inplace),
-            "kept_input_order": kept or bool(schedule.info.get("kept_input_order", False)),
-            "seconds": seconds,
-        }
-        return schedule, report
-    if objective == "latency":
-        return _schedule_latency(graph, method, ctx, start)
-    from onnx_sched.cost import makespan as ms
-
-    if ctx.problem is None:
-        raise ValueError(f"objective {objective!r} needs a machine description (--machines)")
-    schedule = get_pass(method, "makespan")(graph, ctx)
+    schedule = get_pass(method, obj.name)(graph, ctx)
     seconds = time.perf_counter() - start
-    result = ms.evaluate(ctx.problem, schedule)
-    baseline_sched = get_pass("list-cp", "makespan")(graph, ctx) if method != "list-cp" else schedule
-    baseline = ms.evaluate(ctx.problem, baseline_sched)
-    kept = False
-    if result.makespan > baseline.makespan:
-        schedule, result, kept = baseline_sched, baseline, True
-    bound = max(float(ms.lower_bound(ctx.problem)), float(schedule.lower_bound or 0.0))
+    baseline = obj.baseline(graph, ctx, method, schedule)
+    kept = obj.evaluate(graph, ctx, schedule) > obj.evaluate(graph, ctx, baseline)
+    if kept:
+        schedule = baseline
     report = {
-        "objective": objective,
+        "objective": obj.name,
         "method": method,
         "method_used": schedule.method,
-        "makespan": {"output": float(result.makespan), "list_cp": float(baseline.makespan), "lower_bound": bound},
-        "speedup": float(result.speedup),
-        "gap": (result.makespan - bound) / bound if bound else 0.0,
-        "optimal": bool(schedule.optimal),
-        "kept_input_order": kept,
-        "seconds": seconds,
-    }
-    return schedule, report
-
-
-def _schedule_latency(graph: Graph, method: str, ctx: PassContext, start: float) -> tuple[Schedule, dict[str, Any]]:
-    """Placement for latency; never worse than running everything on the host device."""
-    from onnx_sched.cost import latency as lat
-
-    problem = ctx.problem
-    if not isinstance(problem, lat.PlacementProblem):
-        raise ValueError("objective 'latency' needs device profiles (--profiles P.json, see `onnx-sched profile`)")
-    schedule = get_pass(method, "latency")(graph, ctx)
-    seconds = time.perf_counter() - start
-    value = lat.evaluate(problem, schedule.placement)
-    host_only = np.full(graph.n_ops, problem.host, dtype=np.int64)
-    baseline = lat.evaluate(problem, host_only)
-    kept = False
-    if value > baseline:
-        from onnx_sched.dag import kahn_order
-
-        schedule = Schedule(order=kahn_order(graph), method=f"{problem.device_names[problem.host]}-only", placement=host_only)
-        value, kept = baseline, True
-    counts = np.bincount(schedule.placement, minlength=len(problem.device_names))
-    report = {
-        "objective": "latency",
-        "method": method,
-        "method_used": schedule.method,
-        "mode": problem.mode,
-        "simulated": bool(problem.simulated),
-        "devices": list(problem.device_names),
-        "ops_per_device": {d: int(c) for d, c in zip(problem.device_names, counts)},
-        "latency_s": {"output": float(value), "host_only": float(baseline)},
-        "speedup_vs_host": float(baseline / value) if value > 0 else 1.0,
-        "optimal": bool(schedule.optimal),
-        "kept_input_order": kept,
+        **obj.report(graph, ctx, schedule, baseline),
+        "kept_input_order": kept or bool(schedule.info.get("kept_input_order", False)),
         "seconds": seconds,
     }
     return schedule, report
@@ -177,39 +98,45 @@ def optimize_model(
     dims: Mapping[str, int] | None = None,
     options: Mapping[str, Any] | None = None,
     problem: Any = None,
+    *,
+    machines: str | os.PathLike | None = None,
+    profiles: Sequence[str | os.PathLike] = (),
+    devices: Sequence[str] | None = None,
+    latency_mode: str = "sequential",
 ) -> OptimizeResult:
-    """Import ``source``, schedule it for ``objective`` with ``method`` and export it."""
+    """Import ``source`` once, schedule it for ``objective`` with ``method`` and export it.
+
+    ``problem`` is the objective's problem data when the caller built it; otherwise the
+    objective builds it from ``machines`` (makespan) or ``profiles`` / ``devices`` /
+    ``latency_mode`` (latency).
+    """
+    obj = get_objective(objective)
     imported = import_onnx(source, input_shapes=input_shapes, dims=dims)
+    if problem is None:
+        problem = obj.build_problem(
+            imported.graph,
+            ProblemOptions(machines=machines, profiles=tuple(profiles), devices=devices, latency_mode=latency_mode),
+        )
     ctx = PassContext(time_limit=time_limit, seed=seed, inplace=inplace, options=dict(options or {}), problem=problem)
     schedule, report = schedule_graph(imported.graph, objective, method, ctx)
     report = {"model": imported.graph.name, "ops": imported.graph.n_ops, **report, "details": _scalars(schedule.info)}
     meta = {
-        f"{META_PREFIX}objective": objective,
+        f"{META_PREFIX}objective": obj.name,
         f"{META_PREFIX}method": str(report["method_used"]),
         f"{META_PREFIX}optimal": str(report["optimal"]).lower(),
+        **obj.metadata(report),
     }
-    if objective == "peak-mem":
-        meta[f"{META_PREFIX}memory_model"] = report["memory_model"]
-        meta[f"{META_PREFIX}predicted_peak_bytes"] = str(report["peak_bytes"]["output"])
-        meta[f"{META_PREFIX}input_peak_bytes"] = str(report["peak_bytes"]["input"])
-        meta[f"{META_PREFIX}lower_bound_bytes"] = str(report["peak_bytes"]["lower_bound"])
-    elif objective == "latency":
-        meta[f"{META_PREFIX}predicted_latency_s"] = repr(report["latency_s"]["output"])
-        meta[f"{META_PREFIX}latency_mode"] = report["mode"]
-        meta[f"{META_PREFIX}simulated"] = str(report["simulated"]).lower()
-    else:
-        meta[f"{META_PREFIX}predicted_makespan"] = repr(report["makespan"]["output"])
-        meta[f"{META_PREFIX}lower_bound_makespan"] = repr(report["makespan"]["lower_bound"])
     device_names = getattr(problem, "device_names", None)
     model = export_onnx(imported, schedule, meta, device_names=device_names)
-    return OptimizeResult(model=model, schedule=schedule, report=report, imported=imported)
+    return OptimizeResult(model=model, schedule=schedule, report=report, imported=imported, problem=problem)
 
 
 def optimize(model: Any, objective: str = "peak-mem", method: str = "auto", **kwargs: Any) -> Any:
     """Reorder an ``onnx.ModelProto`` or ``onnx_ir.Model``; returns the same type.
 
     Keyword arguments are those of :func:`optimize_model` (``time_limit``,
-    ``inplace``, ``seed``, ``input_shapes``, ``dims``, ``options``, ``problem``).
+    ``inplace``, ``seed``, ``input_shapes``, ``dims``, ``options``, ``problem``,
+    ``machines``, ``profiles``, ``devices``, ``latency_mode``).
 
     Example:
         >>> import onnx_sched, onnx                                  # doctest: +SKIP

@@ -1,4 +1,8 @@
-"""The passes: one module per method, each registered under a name and objective.
+"""The passes: one subpackage per objective, one module per method, each registered by name.
+
+* ``order/``: peak-memory ordering (objective ``peak-mem``).
+* ``makespan/``: scheduling on machine types or devices (objective ``makespan``).
+* ``placement/``: device placement for latency (objective ``latency``).
 
 Every pass has the same shape::
 
@@ -7,8 +11,9 @@ Every pass has the same shape::
 
 ``PassContext`` carries the time limit, a seeded ``numpy.random.Generator``, the
 memory model (``inplace``), method options (``beam_width``, ``samples`` ...) and
-objective-specific problem data (``machines`` for makespan).  The CLI's
-``--method`` and the ``auto`` portfolio find passes through :func:`get_pass`.
+objective-specific problem data (built by the objective, :mod:`onnx_sched.objectives`).
+The CLI's ``--method`` and the ``auto`` portfolios find passes through :func:`get_pass`;
+a new pass is one module in its objective's folder, found by :func:`_load_all`.
 """
 
 from __future__ import annotations
@@ -22,11 +27,10 @@ from typing import Any
 import numpy as np
 
 from onnx_sched.graph import Graph
+from onnx_sched.objectives import OBJECTIVES
 from onnx_sched.schedule import Schedule
 
-__all__ = ["OBJECTIVES", "PassContext", "PassFn", "available", "get_pass", "register"]
-
-OBJECTIVES = ("peak-mem", "makespan", "latency")
+__all__ = ["PassContext", "PassFn", "available", "get_pass", "register"]
 
 
 @dataclass(frozen=True)
@@ -72,12 +76,13 @@ def _load_all() -> None:
     global _LOADED
     if _LOADED:
         return
-    for mod in pkgutil.iter_modules(__path__):
-        if not mod.name.startswith("_"):
-            try:
-                importlib.import_module(f"{__name__}.{mod.name}")
-            except ImportError as exc:  # an optional dependency is missing: keep the other passes
-                _FAILED[mod.name] = f"{type(exc).__name__}: {exc}"
+    for mod in pkgutil.walk_packages(__path__, prefix=f"{__name__}."):
+        if mod.ispkg or mod.name.rsplit(".", 1)[-1].startswith("_"):
+            continue
+        try:
+            importlib.import_module(mod.name)
+        except ImportError as exc:  # an optional dependency is missing: keep the other passes
+            _FAILED[mod.name.removeprefix(f"{__name__}.")] = f"{type(exc).__name__}: {exc}"
     _LOADED = True
 
 

@@ -16,8 +16,8 @@ import pytest
 from onnx_sched.cost.memory import peak_memory
 from onnx_sched.dag import is_topological_order
 from onnx_sched.graph import Graph
-from onnx_sched.models.decoders import beam_search, best_of, decode_graph, greedy, log_prob, peaks, sample_orders
-from onnx_sched.models.features import (
+from onnx_sched.models.inference.decoders import beam_search, best_of, decode_graph, greedy, log_prob, peaks, sample_orders
+from onnx_sched.models.inference.features import (
     N_RELATIONS,
     SELF,
     encoder_inputs,
@@ -158,8 +158,8 @@ def test_race_sampler_draws_eq8_distribution() -> None:
 def test_memory_aware_sampler_matches_its_log_prob() -> None:
     """Samples of the memory-aware policy follow exp(log p) of the trainer's formula, which sums to one."""
     torch = pytest.importorskip("torch")
-    from onnx_sched.models.mem_aware import mem_aware_orders
-    from onnx_sched.models.train_peakmem import seq_log_prob
+    from onnx_sched.models.inference.mem_aware import mem_aware_orders
+    from onnx_sched.models.training.train_peakmem import seq_log_prob
 
     g = Graph.from_edges(6, [(0, 2), (1, 2), (1, 3), (3, 4), (2, 5), (4, 5)], output_bytes=[3, 1, 4, 1, 5, 2])
     dg = decode_graph(g)
@@ -195,8 +195,8 @@ def test_decoders_reject_bad_priorities() -> None:
 @pytest.fixture(scope="module")
 def exported(tmp_path_factory):
     torch = pytest.importorskip("torch")
-    from onnx_sched.models.features import n_features
-    from onnx_sched.models.topoformer import EncoderConfig, Topoformer, export_onnx
+    from onnx_sched.models.inference.features import n_features
+    from onnx_sched.models.training.topoformer import EncoderConfig, Topoformer, export_onnx
 
     torch.manual_seed(0)
     model = Topoformer(EncoderConfig(in_dim=n_features(), d_model=32, n_layers=2, ffn_dim=64)).eval()
@@ -209,7 +209,7 @@ def test_onnx_encoder_matches_torch(exported) -> None:
     import onnx
     import torch
 
-    from onnx_sched.models.topoformer_onnx import PriorityModel
+    from onnx_sched.models.inference.topoformer_onnx import PriorityModel
 
     model, path = exported
     assert onnx.load(str(path)).ir_version <= 10
@@ -225,9 +225,9 @@ def test_onnx_encoder_matches_torch(exported) -> None:
 @pytest.mark.parametrize("encoder", ["mlp", "dag"])
 def test_ablation_encoders_export(tmp_path, encoder: str) -> None:
     torch = pytest.importorskip("torch")
-    from onnx_sched.models.features import n_features
-    from onnx_sched.models.topoformer import EncoderConfig, Topoformer, export_onnx
-    from onnx_sched.models.topoformer_onnx import PriorityModel
+    from onnx_sched.models.inference.features import n_features
+    from onnx_sched.models.training.topoformer import EncoderConfig, Topoformer, export_onnx
+    from onnx_sched.models.inference.topoformer_onnx import PriorityModel
 
     model = Topoformer(EncoderConfig(in_dim=n_features(), encoder=encoder, d_model=16, n_layers=1, prio_norm="standardize")).eval()
     export_onnx(model, str(tmp_path / "m.onnx"))
@@ -289,8 +289,8 @@ def test_pass_rejects_samples_and_beam(exported) -> None:
 # ------------------------------------------------------------------ training
 def test_log_prob_matches_reference_and_training_step_updates(tmp_path) -> None:
     torch = pytest.importorskip("torch")
-    from onnx_sched.models.train_peakmem import TrainConfig, prepare, seq_log_prob, train_step
-    from onnx_sched.models.topoformer import Topoformer
+    from onnx_sched.models.training.train_peakmem import TrainConfig, prepare, seq_log_prob, train_step
+    from onnx_sched.models.training.topoformer import Topoformer
 
     prep = prepare(layered_graph(40, 123))
     y = torch.randn(40, dtype=torch.float64)
@@ -313,8 +313,8 @@ def test_log_prob_matches_reference_and_training_step_updates(tmp_path) -> None:
 
 def test_train_checkpoints_resume_and_export(tmp_path) -> None:
     pytest.importorskip("torch")
-    from onnx_sched.models.topoformer_onnx import PriorityModel
-    from onnx_sched.models.train_peakmem import TrainConfig, export_checkpoint, train
+    from onnx_sched.models.inference.topoformer_onnx import PriorityModel
+    from onnx_sched.models.training.train_peakmem import TrainConfig, export_checkpoint, train
 
     cfg = TrainConfig.for_variant(
         "paper000", out_dir=str(tmp_path / "run"), d_model=16, n_layers=1, epochs=1, steps_per_epoch=2,
@@ -337,7 +337,7 @@ def test_init_from_starts_a_new_run_from_exported_weights(tmp_path) -> None:
     torch = pytest.importorskip("torch")
     from dataclasses import replace
 
-    from onnx_sched.models.train_peakmem import TrainConfig, export_checkpoint, load_model, train
+    from onnx_sched.models.training.train_peakmem import TrainConfig, export_checkpoint, load_model, train
 
     cfg = TrainConfig.for_variant(
         "paper001", out_dir=str(tmp_path / "a"), d_model=16, n_layers=1, epochs=1, steps_per_epoch=1,
@@ -359,7 +359,7 @@ def test_init_from_starts_a_new_run_from_exported_weights(tmp_path) -> None:
 
 
 def test_expert_orders_are_cached_approximate_dp_orders(tmp_path) -> None:
-    from onnx_sched.models.expert_orders import ExpertSpec, build_experts, load_expert
+    from onnx_sched.models.training.expert_orders import ExpertSpec, build_experts, load_expert
     from onnx_sched.passes import PassContext, get_pass
 
     specs = [ExpertSpec(30, 5, 16), ExpertSpec(40, 6, 16)]
@@ -378,9 +378,9 @@ def test_expert_orders_are_cached_approximate_dp_orders(tmp_path) -> None:
 
 def test_imitation_raises_the_likelihood_of_the_demonstration(tmp_path) -> None:
     torch = pytest.importorskip("torch")
-    from onnx_sched.models.expert_orders import ExpertSpec, load_expert
-    from onnx_sched.models.topoformer import Topoformer
-    from onnx_sched.models.train_peakmem import TrainConfig, imitation_step, prepare, seq_log_prob, train
+    from onnx_sched.models.training.expert_orders import ExpertSpec, load_expert
+    from onnx_sched.models.training.topoformer import Topoformer
+    from onnx_sched.models.training.train_peakmem import TrainConfig, imitation_step, prepare, seq_log_prob, train
 
     cfg = TrainConfig(d_model=16, n_layers=1, objective="imitation", expert_dir=str(tmp_path / "experts"))
     spec = ExpertSpec(40, 3, 16)
@@ -425,7 +425,7 @@ def test_sampling_temperature_comes_from_the_checkpoint_and_can_be_overridden(tm
 
     import onnx
 
-    from onnx_sched.models.topoformer_onnx import (
+    from onnx_sched.models.inference.topoformer_onnx import (
         DEFAULT_CHECKPOINT,
         TEMPERATURE_KEY,
         PriorityModel,
@@ -451,8 +451,8 @@ def test_sampling_temperature_comes_from_the_checkpoint_and_can_be_overridden(tm
 def test_memory_aware_decoding_in_beam_search_and_the_pass(tmp_path) -> None:
     import shutil
 
-    from onnx_sched.models.mem_aware import mem_aware_orders
-    from onnx_sched.models.topoformer_onnx import DEFAULT_CHECKPOINT, PriorityModel, set_sample_temperature
+    from onnx_sched.models.inference.mem_aware import mem_aware_orders
+    from onnx_sched.models.inference.topoformer_onnx import DEFAULT_CHECKPOINT, PriorityModel, set_sample_temperature
     from onnx_sched.passes import PassContext, get_pass
 
     g = layered_graph(80, 10011)
@@ -486,7 +486,7 @@ def test_weight_average_is_validated_kept_and_resumed(tmp_path) -> None:
     torch = pytest.importorskip("torch")
     from dataclasses import replace
 
-    from onnx_sched.models.train_peakmem import TrainConfig, export_checkpoint, load_model, train
+    from onnx_sched.models.training.train_peakmem import TrainConfig, export_checkpoint, load_model, train
 
     cfg = TrainConfig.for_variant(
         "paper001", out_dir=str(tmp_path / "run"), d_model=16, n_layers=1, epochs=1, steps_per_epoch=3,

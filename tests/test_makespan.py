@@ -374,7 +374,7 @@ def test_plackett_luce_log_prob_is_a_distribution() -> None:
     torch = pytest.importorskip("torch")
     import itertools
 
-    from onnx_sched.models.train_makespan import plackett_luce_log_prob
+    from onnx_sched.models.training.train_makespan import plackett_luce_log_prob
 
     y = torch.tensor([0.3, -1.2, 2.0, 0.5], dtype=torch.float64)
     perms = torch.tensor(list(itertools.permutations(range(4))))
@@ -390,7 +390,7 @@ def test_plackett_luce_log_prob_is_a_distribution() -> None:
 
 def test_tiny_training_run_exports_a_working_learned_pass(tmp_path: Path) -> None:
     pytest.importorskip("torch")
-    from onnx_sched.models.train_makespan import TrainConfig, train
+    from onnx_sched.models.training.train_makespan import TrainConfig, train
 
     cfg = TrainConfig(out_dir=str(tmp_path), n_ops=30, train_graphs=2, val_graphs=1, samples=16, epochs=1,
                       d_model=16, n_layers=1, ffn_dim=32, threads=1, prior="cp")
@@ -417,7 +417,7 @@ def test_learned_without_checkpoint_is_one_clear_error(tmp_path: Path) -> None:
 
 
 def test_shipped_sampler_schedules_real_and_synthetic_graphs() -> None:
-    from onnx_sched.passes.ms_learned import default_model
+    from onnx_sched.passes.makespan.learned import default_model
 
     if not default_model().exists():
         pytest.skip("no shipped makespan sampler")

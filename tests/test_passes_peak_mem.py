@@ -14,8 +14,8 @@ from onnx_sched.cost.memory import lower_bound, peak_memory
 from onnx_sched.dag import is_topological_order
 from onnx_sched.graph import Csr, Graph, TensorKind
 from onnx_sched.passes import PassContext, available, get_pass
-from onnx_sched.passes.beam import beam_search
-from onnx_sched.passes.exact import single_node_cuts, solve_exact
+from onnx_sched.passes.order.beam import beam_search
+from onnx_sched.passes.order.exact import single_node_cuts, solve_exact
 
 PEAK_METHODS = ["file", "bfs", "dfs", "xla_dfs", "greedy", "random", "beam", "exact", "cpsat", "auto"]
 SEARCHES = ["exact", "cpsat", "auto"]  # methods that must find the optimum of tiny graphs

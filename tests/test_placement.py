@@ -321,7 +321,7 @@ def test_cli_devices_profile_and_bench_placement(tmp_path) -> None:
 
 # ------------------------------------------------------------------- HSDAG
 def test_colocation_merges_only_single_parent_single_child_chains() -> None:
-    from onnx_sched.models.hsdag_features import colocate
+    from onnx_sched.models.inference.hsdag_features import colocate
 
     # 0 -> 1 -> 2 -> {3, 4} -> 5
     g = Graph.from_edges(6, [(0, 1), (1, 2), (2, 3), (2, 4), (3, 5), (4, 5)], output_bytes=[1] * 6)
@@ -333,7 +333,7 @@ def test_colocation_merges_only_single_parent_single_child_chains() -> None:
 
 
 def test_fractal_dimension_of_path_and_grid() -> None:
-    from onnx_sched.models.hsdag_features import fractal_dimension
+    from onnx_sched.models.inference.hsdag_features import fractal_dimension
 
     n = 41
     path = np.array([(i, i + 1) for i in range(n - 1)])
@@ -348,8 +348,8 @@ def test_fractal_dimension_of_path_and_grid() -> None:
 
 def test_hsdag_onnx_export_matches_torch(tmp_path) -> None:
     torch = pytest.importorskip("torch")
-    from onnx_sched.models.hsdag import HsdagPlacer, prepare
-    from onnx_sched.models.hsdag_train import HsdagNet, _forward, export_onnx
+    from onnx_sched.models.inference.hsdag import HsdagPlacer, prepare
+    from onnx_sched.models.training.hsdag_train import HsdagNet, _forward, export_onnx
 
     torch.manual_seed(0)
     net = HsdagNet()
@@ -365,7 +365,7 @@ def test_hsdag_onnx_export_matches_torch(tmp_path) -> None:
 
 
 def test_hsdag_pass_with_shipped_checkpoint(sim_problem) -> None:
-    from onnx_sched.models.hsdag import ENCODER_PATH
+    from onnx_sched.models.inference.hsdag import ENCODER_PATH
 
     if not ENCODER_PATH.exists():
         pytest.skip("HSDAG checkpoint not trained in this checkout")

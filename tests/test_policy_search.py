@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from conftest import CORPUS
 
-from onnx_sched.models.policy_search import reinforce_search, sample_choices, softmax
+from onnx_sched.models.inference.policy_search import reinforce_search, sample_choices, softmax
 
 
 def _coupled_cost(target: np.ndarray):
@@ -59,7 +59,7 @@ def test_hsdag_refinement_reaches_the_min_cut_optimum_on_squeezenet() -> None:
     """The network alone is 9 % above the exact optimum here; the per-graph episodes close it to < 5 %."""
     from onnx_sched.cost import latency as lat
     from onnx_sched.importers.onnx import import_onnx
-    from onnx_sched.models.hsdag import ENCODER_PATH
+    from onnx_sched.models.inference.hsdag import ENCODER_PATH
     from onnx_sched.passes import PassContext, get_pass
     from onnx_sched.profiling import load_profiles
 

@@ -1,4 +1,4 @@
-"""Pieces shared by CLI commands: byte formatting, JSON output, model import options."""
+"""Pieces shared by CLI commands: JSON output, model import options."""
 
 from __future__ import annotations
 
@@ -10,18 +10,7 @@ from typing import Any
 
 import click
 
-__all__ = ["fmt_bytes", "import_options", "write_json_atomic"]
-
-
-def fmt_bytes(n: float | int | None) -> str:
-    if n is None:
-        return "-"
-    n = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if abs(n) < 1024 or unit == "GiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.2f} {unit}"
-        n /= 1024
-    return f"{n:.2f} GiB"
+__all__ = ["import_options", "write_json_atomic"]
 
 
 def write_json_atomic(data: Any, path: str | os.PathLike) -> None:

@@ -10,7 +10,8 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
-from onnx_sched.cli._common import fmt_bytes, import_options, write_json_atomic
+from onnx_sched.cli._common import import_options, write_json_atomic
+from onnx_sched.report import fmt_bytes
 
 __all__ = ["command"]
 

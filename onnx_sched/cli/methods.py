@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import click
 
-from onnx_sched.passes import OBJECTIVES, available
+from onnx_sched.objectives import OBJECTIVES
+from onnx_sched.passes import available
 
 __all__ = ["command"]
 

@@ -6,63 +6,25 @@ import tempfile
 from pathlib import Path
 
 import click
-import numpy as np
 from rich.console import Console
 from rich.table import Table
 
-from onnx_sched.cli._common import fmt_bytes, import_options, write_json_atomic
-from onnx_sched.passes import OBJECTIVES
+from onnx_sched.cli._common import import_options, write_json_atomic
+from onnx_sched.objectives import OBJECTIVES, get_objective
+from onnx_sched.report import ReportTable
 
 __all__ = ["command"]
 
 
-def _peak_table(report: dict) -> Table:
-    pk = report["peak_bytes"]
-    table = Table(title=f"onnx-sched: {report['model']} ({report['ops']} ops, {report['objective']}, {report['memory_model']})")
-    table.add_column("")
-    table.add_column("Original", justify="right")
-    table.add_column("Optimized", justify="right")
-    bound = pk["lower_bound"]
-    gap_in = (pk["input"] - bound) / bound if bound else 0.0
-    table.add_row("Peak memory", fmt_bytes(pk["input"]), fmt_bytes(pk["output"]))
-    table.add_row("Lower bound", fmt_bytes(bound), fmt_bytes(bound))
-    table.add_row("Gap to bound", f"{gap_in:.1%}", f"{report['gap']:.1%}")
-    table.add_row("Proven optimal", "-", "yes" if report["optimal"] else "no")
-    table.add_row("Method", "file order", report["method_used"] + (" (input kept)" if report["kept_input_order"] else ""))
-    table.add_row("Seconds", "-", f"{report['seconds']:.2f}")
-    return table
-
-
-def _makespan_table(report: dict) -> Table:
-    ms = report["makespan"]
-    table = Table(title=f"onnx-sched: {report['model']} ({report['ops']} ops, makespan)")
-    table.add_column("")
-    table.add_column("List (CP)", justify="right")
-    table.add_column("Optimized", justify="right")
-    table.add_row("Makespan", f"{ms['list_cp']:.6g}", f"{ms['output']:.6g}")
-    table.add_row("Lower bound", f"{ms['lower_bound']:.6g}", f"{ms['lower_bound']:.6g}")
-    table.add_row("Gap to bound", "-", f"{report['gap']:.1%}")
-    table.add_row("Speedup (work / makespan)", "-", f"{report['speedup']:.3f}")
-    table.add_row("Proven optimal", "-", "yes" if report["optimal"] else "no")
-    table.add_row("Method", "list-cp", report["method_used"])
-    table.add_row("Seconds", "-", f"{report['seconds']:.2f}")
-    return table
-
-
-def _latency_table(report: dict) -> Table:
-    lat = report["latency_s"]
-    label = " (SIMULATED device profiles)" if report["simulated"] else ""
-    table = Table(title=f"onnx-sched: {report['model']} ({report['ops']} ops, latency, {report['mode']}){label}")
-    table.add_column("")
-    table.add_column("Host only", justify="right")
-    table.add_column("Placed", justify="right")
-    table.add_row("Predicted latency", f"{lat['host_only'] * 1e3:.3f} ms", f"{lat['output'] * 1e3:.3f} ms")
-    table.add_row("Speedup", "1.000", f"{report['speedup_vs_host']:.3f}")
-    table.add_row("Ops per device", "-", ", ".join(f"{d}: {c}" for d, c in report["ops_per_device"].items()))
-    table.add_row("Proven optimal", "-", "yes" if report["optimal"] else "no")
-    table.add_row("Method", "-", report["method_used"])
-    table.add_row("Seconds", "-", f"{report['seconds']:.2f}")
-    return table
+def render(table: ReportTable) -> Table:
+    """An objective's before/after table as a rich Table."""
+    out = Table(title=table.title)
+    out.add_column("")
+    for name in table.columns:
+        out.add_column(name, justify="right")
+    for row in table.rows:
+        out.add_row(*row)
+    return out
 
 
 @click.command("optimize")
@@ -103,6 +65,8 @@ def command(model: Path, output: Path, objective: str, method: str, time_limit: 
         raise ValueError(f"{output}: output path is the input model; choose another -o path")
     if time_limit <= 0:
         raise ValueError(f"--time-limit must be positive, got {time_limit}")
+    if plot_path is not None and not get_objective(objective).plots:
+        raise ValueError(f"--plot: objective {objective!r} has no plot (peak-mem: memory over steps; makespan: Gantt)")
     shapes, dim_values = parse_input_shapes(input_shapes), parse_dims(dims)
     with tempfile.TemporaryDirectory(prefix="onnx_sched_") as tmp:
         source = model
@@ -142,51 +106,24 @@ def _optimize(source: Path, model: Path, output: Path, objective: str, method: s
               extra_options: dict[str, object] | None = None) -> None:
     from onnx_sched.api import optimize_model
     from onnx_sched.exporters.onnx import save_model_atomic
-    from onnx_sched.importers.onnx import import_onnx
 
-    problem = None
-    if objective == "latency":
-        if not profiles:
-            raise ValueError("--objective latency needs --profiles P.json (write one with `onnx-sched profile`)")
-        from onnx_sched.cost.latency import placement_problem
-        from onnx_sched.profiling import load_profiles
-
-        graph = import_onnx(source, input_shapes=shapes, dims=dim_values).graph
-        wanted = [d.strip() for d in devices.split(",") if d.strip()] if devices else None
-        problem = placement_problem(graph, load_profiles(list(profiles)), mode=latency_mode, devices=wanted)
-    elif objective != "peak-mem":
-        if machines is None:
-            raise ValueError(f"--objective {objective} needs --machines M.json (see docs/machines.md)")
-        from onnx_sched.cost.makespan import makespan_problem
-        from onnx_sched.machines import load_machines
-
-        graph = import_onnx(source, input_shapes=shapes, dims=dim_values).graph
-        problem = makespan_problem(graph, load_machines(machines))
+    wanted = tuple(d.strip() for d in devices.split(",") if d.strip()) if devices else None
     options = {"beam_width": beam, "beam": beam, "samples": samples, **(extra_options or {})}
-    result = optimize_model(source, objective, method, time_limit, inplace, seed, shapes, dim_values, options, problem)
+    result = optimize_model(source, objective, method, time_limit, inplace, seed, shapes, dim_values, options,
+                            machines=machines, profiles=profiles, devices=wanted, latency_mode=latency_mode)
     save_model_atomic(result.model, output, source_path=source)
     console = Console()
     report = dict(result.report)
     report["input"], report["output"] = str(model), str(output)
-    tables = {"peak-mem": _peak_table, "makespan": _makespan_table, "latency": _latency_table}
-    console.print(tables[objective](report))
+    obj = get_objective(objective)
+    console.print(render(obj.table(report)))
     if report.get("kept_input_order"):
         console.print("No method beat the input order: kept it.")
     if report_path is not None:
         write_json_atomic(report, report_path)
     if plot_path is not None:
-        g = result.imported.graph
-        if objective == "peak-mem":
-            from onnx_sched.cost.memory import profile
-            from onnx_sched.plot import plot_memory
+        from onnx_sched.passes import PassContext
 
-            plot_memory(
-                {"input order": profile(g, np.arange(g.n_ops), inplace), result.schedule.method: profile(g, result.schedule.order, inplace)},
-                plot_path,
-                title=f"{g.name}: live activation memory",
-            )
-        elif objective == "makespan":
-            from onnx_sched.cost.gantt import plot_gantt
-
-            plot_gantt(problem, result.schedule, plot_path)
+        ctx = PassContext(time_limit=time_limit, seed=seed, inplace=inplace, problem=result.problem)
+        obj.plot(result.imported.graph, ctx, result.schedule, plot_path)
     console.print(f"wrote {output}")

@@ -1,7 +1,7 @@
 """``onnx-sched train``: train a learned pass (needs the ``[train]`` extra, i.e. torch).
 
 Only ``peak-mem`` is trainable so far (Topoformer + REINFORCE on layered graphs,
-:mod:`onnx_sched.models.train_peakmem`).  torch is imported inside the command, so
+:mod:`onnx_sched.models.training.train_peakmem`).  torch is imported inside the command, so
 the CLI itself works without it.
 
 Example::
@@ -79,7 +79,7 @@ def command(objective: str, out_dir: str, variant: str, encoder: str, resume: bo
         raise OnnxSchedError("training needs torch: pip install 'onnx-sched[train]'") from None
     from pathlib import Path
 
-    from onnx_sched.models.train_peakmem import TrainConfig, export_checkpoint, train
+    from onnx_sched.models.training.train_peakmem import TrainConfig, export_checkpoint, train
 
     ckpt = Path(out_dir) / "checkpoint.pt"
     if export_only:

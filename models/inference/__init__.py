@@ -1,0 +1,1 @@
+"""Inference: features, ONNX Runtime encoders, decoders and placers (no torch)."""

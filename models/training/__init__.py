@@ -1,0 +1,1 @@
+"""Training: torch models and training loops (needs the ``[train]`` extra)."""

@@ -1,0 +1,102 @@
+"""Objective ``latency``: predicted latency of a device placement (paper 004's target).
+
+The problem (:class:`~onnx_sched.cost.latency.PlacementProblem`) comes from device
+profiles (``--profiles``, ``onnx-sched profile``), the devices to use and the latency
+mode (``sequential`` like OpenVINO HETERO, or ``concurrent``).  The baseline runs
+every op on the host device.  Passes live in ``passes/placement/``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from onnx_sched.cost import latency as lat
+from onnx_sched.dag import kahn_order
+from onnx_sched.graph import Graph
+from onnx_sched.objectives.objective import META_PREFIX, ProblemOptions
+from onnx_sched.report import ReportTable, yes_no
+from onnx_sched.schedule import Schedule
+
+if TYPE_CHECKING:
+    from onnx_sched.passes import PassContext
+
+__all__ = ["OBJECTIVE", "Latency"]
+
+
+@dataclass(frozen=True)
+class Latency:
+    """Minimise the predicted latency of a placement of ops on devices."""
+
+    name: str = "latency"
+    plots: bool = False
+
+    def build_problem(self, graph: Graph, options: ProblemOptions) -> lat.PlacementProblem:
+        if not options.profiles:
+            raise ValueError(f"--objective {self.name} needs --profiles P.json (write one with `onnx-sched profile`)")
+        from onnx_sched.profiling import load_profiles
+
+        devices = list(options.devices) if options.devices else None
+        return lat.placement_problem(graph, load_profiles(list(options.profiles)), mode=options.latency_mode,
+                                     devices=devices)
+
+    def check(self, graph: Graph, ctx: PassContext) -> None:
+        if not isinstance(ctx.problem, lat.PlacementProblem):
+            raise ValueError(f"objective {self.name!r} needs device profiles (--profiles P.json, see `onnx-sched profile`)")
+
+    def evaluate(self, graph: Graph, ctx: PassContext, schedule: Schedule) -> float:
+        return float(lat.evaluate(ctx.problem, schedule.placement))
+
+    def baseline(self, graph: Graph, ctx: PassContext, method: str, schedule: Schedule) -> Schedule:
+        """Every op on the host device, in Kahn order."""
+        problem = ctx.problem
+        host_only = np.full(graph.n_ops, problem.host, dtype=np.int64)
+        return Schedule(order=kahn_order(graph), method=f"{problem.device_names[problem.host]}-only", placement=host_only)
+
+    def report(self, graph: Graph, ctx: PassContext, chosen: Schedule, baseline: Schedule) -> dict[str, Any]:
+        problem = ctx.problem
+        value = lat.evaluate(problem, chosen.placement)
+        host_only = lat.evaluate(problem, baseline.placement)
+        counts = np.bincount(chosen.placement, minlength=len(problem.device_names))
+        return {
+            "mode": problem.mode,
+            "simulated": bool(problem.simulated),
+            "devices": list(problem.device_names),
+            "ops_per_device": {d: int(c) for d, c in zip(problem.device_names, counts)},
+            "latency_s": {"output": float(value), "host_only": float(host_only)},
+            "speedup_vs_host": float(host_only / value) if value > 0 else 1.0,
+            "optimal": bool(chosen.optimal),
+        }
+
+    def metadata(self, report: Mapping[str, Any]) -> dict[str, str]:
+        return {
+            f"{META_PREFIX}predicted_latency_s": repr(report["latency_s"]["output"]),
+            f"{META_PREFIX}latency_mode": report["mode"],
+            f"{META_PREFIX}simulated": str(report["simulated"]).lower(),
+        }
+
+    def table(self, report: Mapping[str, Any]) -> ReportTable:
+        t = report["latency_s"]
+        label = " (SIMULATED device profiles)" if report["simulated"] else ""
+        return ReportTable(
+            title=f"onnx-sched: {report['model']} ({report['ops']} ops, latency, {report['mode']}){label}",
+            columns=("Host only", "Placed"),
+            rows=(
+                ("Predicted latency", f"{t['host_only'] * 1e3:.3f} ms", f"{t['output'] * 1e3:.3f} ms"),
+                ("Speedup", "1.000", f"{report['speedup_vs_host']:.3f}"),
+                ("Ops per device", "-", ", ".join(f"{d}: {c}" for d, c in report["ops_per_device"].items())),
+                ("Proven optimal", "-", yes_no(report["optimal"])),
+                ("Method", "-", report["method_used"]),
+                ("Seconds", "-", f"{report['seconds']:.2f}"),
+            ),
+        )
+
+    def plot(self, graph: Graph, ctx: PassContext, schedule: Schedule, path: str | os.PathLike) -> None:
+        raise ValueError(f"objective {self.name!r} has no plot (--plot draws peak-mem memory or a makespan Gantt chart)")
+
+
+OBJECTIVE = Latency()

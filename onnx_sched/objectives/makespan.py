@@ -1,0 +1,100 @@
+"""Objective ``makespan``: finish time of a schedule on machine types or devices (paper 001).
+
+The problem (:class:`~onnx_sched.cost.makespan.MakespanProblem`) comes from a machine
+description file (``--machines``, docs/machines.md); schedules are scored by the
+list-scheduling cost model of :mod:`onnx_sched.cost.makespan`.  The baseline is list
+scheduling with critical-path priorities (``list-cp``).  Passes live in
+``passes/makespan/``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from onnx_sched.cost import makespan as ms
+from onnx_sched.graph import Graph
+from onnx_sched.objectives.objective import META_PREFIX, ProblemOptions
+from onnx_sched.report import ReportTable, yes_no
+from onnx_sched.schedule import Schedule
+
+if TYPE_CHECKING:
+    from onnx_sched.passes import PassContext
+
+__all__ = ["OBJECTIVE", "Makespan"]
+
+BASELINE_METHOD = "list-cp"
+
+
+@dataclass(frozen=True)
+class Makespan:
+    """Minimise the makespan of a schedule on the machines of ``ctx.problem``."""
+
+    name: str = "makespan"
+    plots: bool = True
+
+    def build_problem(self, graph: Graph, options: ProblemOptions) -> ms.MakespanProblem:
+        if options.machines is None:
+            raise ValueError(f"--objective {self.name} needs --machines M.json (see docs/machines.md)")
+        from onnx_sched.machines import load_machines
+
+        return ms.makespan_problem(graph, load_machines(options.machines))
+
+    def check(self, graph: Graph, ctx: PassContext) -> None:
+        if ctx.problem is None:
+            raise ValueError(f"objective {self.name!r} needs a machine description (--machines)")
+
+    def evaluate(self, graph: Graph, ctx: PassContext, schedule: Schedule) -> float:
+        return float(ms.evaluate(ctx.problem, schedule).makespan)
+
+    def baseline(self, graph: Graph, ctx: PassContext, method: str, schedule: Schedule) -> Schedule:
+        """List scheduling with critical-path priorities (the pass's own schedule when it is list-cp)."""
+        if method == BASELINE_METHOD:
+            return schedule
+        from onnx_sched.passes import get_pass
+
+        return get_pass(BASELINE_METHOD, self.name)(graph, ctx)
+
+    def report(self, graph: Graph, ctx: PassContext, chosen: Schedule, baseline: Schedule) -> dict[str, Any]:
+        result = ms.evaluate(ctx.problem, chosen)
+        base = ms.evaluate(ctx.problem, baseline)
+        bound = max(float(ms.lower_bound(ctx.problem)), float(chosen.lower_bound or 0.0))
+        return {
+            "makespan": {"output": float(result.makespan), "list_cp": float(base.makespan), "lower_bound": bound},
+            "speedup": float(result.speedup),
+            "gap": (result.makespan - bound) / bound if bound else 0.0,
+            "optimal": bool(chosen.optimal),
+        }
+
+    def metadata(self, report: Mapping[str, Any]) -> dict[str, str]:
+        return {
+            f"{META_PREFIX}predicted_makespan": repr(report["makespan"]["output"]),
+            f"{META_PREFIX}lower_bound_makespan": repr(report["makespan"]["lower_bound"]),
+        }
+
+    def table(self, report: Mapping[str, Any]) -> ReportTable:
+        m = report["makespan"]
+        return ReportTable(
+            title=f"onnx-sched: {report['model']} ({report['ops']} ops, makespan)",
+            columns=("List (CP)", "Optimized"),
+            rows=(
+                ("Makespan", f"{m['list_cp']:.6g}", f"{m['output']:.6g}"),
+                ("Lower bound", f"{m['lower_bound']:.6g}", f"{m['lower_bound']:.6g}"),
+                ("Gap to bound", "-", f"{report['gap']:.1%}"),
+                ("Speedup (work / makespan)", "-", f"{report['speedup']:.3f}"),
+                ("Proven optimal", "-", yes_no(report["optimal"])),
+                ("Method", BASELINE_METHOD, report["method_used"]),
+                ("Seconds", "-", f"{report['seconds']:.2f}"),
+            ),
+        )
+
+    def plot(self, graph: Graph, ctx: PassContext, schedule: Schedule, path: str | os.PathLike) -> None:
+        """Gantt chart, one row per resource lane."""
+        from onnx_sched.cost.gantt import plot_gantt
+
+        plot_gantt(ctx.problem, schedule, path)
+
+
+OBJECTIVE = Makespan()

@@ -1,0 +1,74 @@
+"""The interface every objective implements, and the options its problem is built from."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+from onnx_sched.graph import Graph
+from onnx_sched.report import ReportTable
+from onnx_sched.schedule import Schedule
+
+if TYPE_CHECKING:  # the pass context is the passes' type; objectives only read it
+    from onnx_sched.passes import PassContext
+
+__all__ = ["META_PREFIX", "Objective", "ProblemOptions"]
+
+#: Prefix of the metadata keys written into optimized models.
+META_PREFIX = "onnx_sched."
+
+
+@dataclass(frozen=True)
+class ProblemOptions:
+    """What users say about the target besides the model (CLI flags, API keywords).
+
+    ``machines``: a machine description file (makespan).  ``profiles``: device profile
+    files, ``devices``: the profiled devices to place on (default all) and
+    ``latency_mode``: ``sequential`` or ``concurrent`` (latency).  An objective reads
+    what it needs and ignores the rest.
+    """
+
+    machines: str | os.PathLike | None = None
+    profiles: tuple[str | os.PathLike, ...] = ()
+    devices: tuple[str, ...] | None = None
+    latency_mode: str = "sequential"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "profiles", tuple(self.profiles))
+        if self.devices is not None:
+            object.__setattr__(self, "devices", tuple(self.devices))
+
+
+class Objective(Protocol):
+    """What a schedule is scored by.  Lower :meth:`evaluate` is better."""
+
+    #: The name users type (``--objective``) and passes register under.
+    name: str
+    #: Whether :meth:`plot` draws anything (``--plot``).
+    plots: bool
+
+    def build_problem(self, graph: Graph, options: ProblemOptions) -> Any:
+        """The problem data passes get as ``ctx.problem`` (``None`` when the graph is enough)."""
+
+    def check(self, graph: Graph, ctx: PassContext) -> None:
+        """``ValueError`` with the missing option when ``ctx.problem`` does not fit this objective."""
+
+    def evaluate(self, graph: Graph, ctx: PassContext, schedule: Schedule) -> float:
+        """The objective value of ``schedule`` (bytes, seconds, time units)."""
+
+    def baseline(self, graph: Graph, ctx: PassContext, method: str, schedule: Schedule) -> Schedule:
+        """The schedule a result must never be worse than (input order, list-CP, host only)."""
+
+    def report(self, graph: Graph, ctx: PassContext, chosen: Schedule, baseline: Schedule) -> dict[str, Any]:
+        """The objective's rows of the JSON report: values, bound, gap, proof."""
+
+    def metadata(self, report: Mapping[str, Any]) -> dict[str, str]:
+        """``onnx_sched.*`` model metadata written with the optimized model."""
+
+    def table(self, report: Mapping[str, Any]) -> ReportTable:
+        """The before/after table the CLI prints."""
+
+    def plot(self, graph: Graph, ctx: PassContext, schedule: Schedule, path: str | os.PathLike) -> None:
+        """Draw the schedule to a PNG; ``ValueError`` when :attr:`plots` is false."""

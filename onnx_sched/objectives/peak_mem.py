@@ -1,0 +1,107 @@
+"""Objective ``peak-mem``: the largest live activation memory over an op order.
+
+Scored by the one memory model of :mod:`onnx_sched.cost.memory` (paper 000 eq. 1-3,
+15; ``ctx.inplace`` adds ONNX Runtime-style in-place reuse).  The baseline is the
+model's own file order: a result never has a higher peak than the input.  Passes
+live in ``passes/order/``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from onnx_sched.cost import memory
+from onnx_sched.dag import check_order
+from onnx_sched.graph import Graph
+from onnx_sched.objectives.objective import META_PREFIX, ProblemOptions
+from onnx_sched.report import ReportTable, fmt_bytes, yes_no
+from onnx_sched.schedule import Schedule
+
+if TYPE_CHECKING:
+    from onnx_sched.passes import PassContext
+
+__all__ = ["OBJECTIVE", "PeakMemory", "memory_model_name"]
+
+
+def memory_model_name(inplace: bool) -> str:
+    """How reports name the memory model they used."""
+    return "tensor-lifetime+inplace" if inplace else "tensor-lifetime"
+
+
+@dataclass(frozen=True)
+class PeakMemory:
+    """Minimise peak activation memory of a single-device op order."""
+
+    name: str = "peak-mem"
+    plots: bool = True
+
+    def build_problem(self, graph: Graph, options: ProblemOptions) -> None:
+        return None  # the graph and ctx.inplace are the whole problem
+
+    def check(self, graph: Graph, ctx: PassContext) -> None:
+        return None
+
+    def evaluate(self, graph: Graph, ctx: PassContext, schedule: Schedule) -> float:
+        return float(memory.peak_memory(graph, check_order(graph, schedule.order), ctx.inplace))
+
+    def baseline(self, graph: Graph, ctx: PassContext, method: str, schedule: Schedule) -> Schedule:
+        """The file order, keeping any bound the pass proved."""
+        return Schedule(order=np.arange(graph.n_ops), method="file", lower_bound=schedule.lower_bound)
+
+    def report(self, graph: Graph, ctx: PassContext, chosen: Schedule, baseline: Schedule) -> dict[str, Any]:
+        before = memory.peak_memory(graph, baseline.order, ctx.inplace)
+        after = memory.peak_memory(graph, chosen.order, ctx.inplace)
+        bound = max(memory.lower_bound(graph, ctx.inplace), int(chosen.lower_bound or 0))
+        return {
+            "memory_model": memory_model_name(ctx.inplace),
+            "peak_bytes": {"input": int(before), "output": int(after), "lower_bound": int(bound)},
+            "gap": (after - bound) / bound if bound else 0.0,
+            "reduction": (before - after) / before if before else 0.0,
+            "optimal": bool(chosen.optimal or after == bound),
+        }
+
+    def metadata(self, report: Mapping[str, Any]) -> dict[str, str]:
+        pk = report["peak_bytes"]
+        return {
+            f"{META_PREFIX}memory_model": report["memory_model"],
+            f"{META_PREFIX}predicted_peak_bytes": str(pk["output"]),
+            f"{META_PREFIX}input_peak_bytes": str(pk["input"]),
+            f"{META_PREFIX}lower_bound_bytes": str(pk["lower_bound"]),
+        }
+
+    def table(self, report: Mapping[str, Any]) -> ReportTable:
+        pk = report["peak_bytes"]
+        bound = pk["lower_bound"]
+        gap_in = (pk["input"] - bound) / bound if bound else 0.0
+        kept = " (input kept)" if report["kept_input_order"] else ""
+        return ReportTable(
+            title=f"onnx-sched: {report['model']} ({report['ops']} ops, {report['objective']}, {report['memory_model']})",
+            columns=("Original", "Optimized"),
+            rows=(
+                ("Peak memory", fmt_bytes(pk["input"]), fmt_bytes(pk["output"])),
+                ("Lower bound", fmt_bytes(bound), fmt_bytes(bound)),
+                ("Gap to bound", f"{gap_in:.1%}", f"{report['gap']:.1%}"),
+                ("Proven optimal", "-", yes_no(report["optimal"])),
+                ("Method", "file order", report["method_used"] + kept),
+                ("Seconds", "-", f"{report['seconds']:.2f}"),
+            ),
+        )
+
+    def plot(self, graph: Graph, ctx: PassContext, schedule: Schedule, path: str | os.PathLike) -> None:
+        """Live memory over steps, input order against the chosen order."""
+        from onnx_sched.plot import plot_memory
+
+        plot_memory(
+            {"input order": memory.profile(graph, np.arange(graph.n_ops), ctx.inplace),
+             schedule.method: memory.profile(graph, schedule.order, ctx.inplace)},
+            path,
+            title=f"{graph.name}: live activation memory",
+        )
+
+
+OBJECTIVE = PeakMemory()

@@ -1,0 +1,78 @@
+"""``auto`` for makespan: the best of the heuristics within the time limit.
+
+Runs, in order, list scheduling in file order (the reference it never loses
+to), list-cp / list-mopnr / list-spt, HEFT and PEFT (unit demands only), the
+learned sampler S(64) (``learned``; graphs of up to ``learned_max_ops`` ops,
+default 3000; skipped when its checkpoint is missing or ``learned=0``), then
+spends the rest of the time limit on
+
+* CP-SAT hinted with the best schedule so far for graphs up to
+  ``cpsat_max_ops`` ops (default 300), where it often proves optimality;
+* the GA otherwise (seeded with the best schedule's start order, the
+  classical priorities and Gumbel-top-k samples around the critical path).
+  On 1000-op graphs CP-SAT rarely improves its hint within seconds while the
+  GA does (``benchmarks/makespan.py``).
+
+``info["candidates"]`` lists every makespan tried.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+
+import numpy as np
+
+from onnx_sched.cost import makespan as ms
+from onnx_sched.graph import Graph
+from onnx_sched.passes import PassContext, register
+from onnx_sched.passes.makespan import cpsat, ga, heft, list_rules, peft
+from onnx_sched.schedule import Schedule
+
+
+@register("auto", objective="makespan")
+def run(graph: Graph, ctx: PassContext) -> Schedule:
+    """Portfolio of makespan methods under ``ctx.time_limit`` (see module docstring)."""
+    t0 = time.perf_counter()
+    problem = ms.problem_of(graph, ctx)
+    n = problem.n_ops
+    cands: dict[str, Schedule] = {}
+    cands["list-file"] = ms.list_schedule(problem, -np.arange(n, dtype=np.float64), "list-file")
+    for name, prio in list_rules.PRIORITIES.items():
+        cands[name] = ms.list_schedule(problem, prio(problem), name)
+    if (problem.demand == 1).all():
+        cands["heft"] = heft.run(graph, ctx)
+        cands["peft"] = peft.run(graph, ctx)
+
+    if int(ctx.option("learned", 1)) and 0 < n <= int(ctx.option("learned_max_ops", 3000)):
+        from onnx_sched.errors import OnnxSchedError
+        from onnx_sched.passes.makespan import learned
+
+        try:
+            model = ctx.option("model", None)
+            sub = replace(ctx, options={"samples": 64, **({"model": model} if model else {})})
+            cands["learned"] = learned.run(graph, sub)
+        except OnnxSchedError:  # no checkpoint in this install
+            pass
+
+    def best() -> Schedule:
+        return min(cands.values(), key=lambda s: s.info["makespan"])
+
+    left = ctx.time_limit - (time.perf_counter() - t0)
+    bound = None
+    if left > 0.2 and n:
+        if n <= int(ctx.option("cpsat_max_ops", 300)):
+            sched, info = cpsat.solve(problem, best(), left, int(ctx.option("workers", 2)), None, ctx.seed)
+            if info["exact"] and info["cp_bound"] is not None:
+                bound = float(info["cp_bound"])
+            if sched is not None:
+                cands["cpsat"] = sched
+        else:
+            seeds = np.stack([-s.start for s in sorted(cands.values(), key=lambda s: s.info["makespan"])[:4]])
+            x, _, gens = ga.search(problem, left, ctx.seed, extra=seeds)
+            cands["ga"] = ms.list_schedule(problem, x, "ga", generations=gens)
+    chosen = best()
+    summary = {k: float(s.info["makespan"]) for k, s in cands.items()}
+    optimal = chosen.optimal or any(s.optimal for s in cands.values() if s.info["makespan"] <= chosen.info["makespan"])
+    return ms.make_schedule(problem, chosen.start, chosen.placement, f"auto:{chosen.method}", optimal=optimal,
+                            bound=bound, candidates=summary, seconds=time.perf_counter() - t0)

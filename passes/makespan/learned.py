@@ -1,0 +1,79 @@
+"""``learned`` for makespan: one-shot neural priority sampling (paper 001 section 3).
+
+The trained Topoformer (run by ONNX Runtime through
+:class:`~onnx_sched.models.inference.topoformer_onnx.PriorityModel`; no torch) maps the
+problem's features (:mod:`onnx_sched.models.inference.makespan_features`) to one logit
+per op in a single forward pass (plus the critical-path logits when the model
+was trained with ``prior="cp"``, recorded in its metadata).  Greedy mode list-schedules by the logits;
+``samples=K`` adds ``K`` Gumbel-perturbed priority vectors (eq. 7, Gumbel-top-k)
+and keeps the shortest schedule, the paper's ``S(K)`` mode.  The list-cp
+schedule is also a candidate, so the pass never loses to it.
+
+Options: ``samples`` (default 256), ``model`` (ONNX path; default the shipped
+``models/sampler_makespan.onnx``).  The model was trained on machine-type
+problems with capacities (1, 1, 4); on device problems it still gives a valid
+schedule (the serial earliest-finish list scheduler decodes the priorities),
+but it was not trained for them.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import numpy as np
+
+from onnx_sched.cost import makespan as ms
+from onnx_sched.graph import Graph
+from onnx_sched.models.inference.makespan_features import makespan_encoder_inputs, prior_logits
+from onnx_sched.models.inference.topoformer_onnx import PriorityModel
+from onnx_sched.passes import PassContext, register
+from onnx_sched.schedule import Schedule
+
+__all__ = ["default_model", "logits", "run"]
+
+
+def default_model() -> Path:
+    """The shipped checkpoint: ``sampler_makespan.onnx`` in :data:`onnx_sched.models.CHECKPOINTS`."""
+    from onnx_sched.models import CHECKPOINTS
+
+    return CHECKPOINTS / "sampler_makespan.onnx"
+
+
+def logits(problem: ms.MakespanProblem, model: PriorityModel) -> np.ndarray:
+    """``(n,)`` float64 logits of ``model`` for ``problem`` (higher = earlier)."""
+    if model.metadata.get("onnx_sched.objective") != "makespan":
+        raise ValueError(f"{model.path!r} is not a makespan sampler (metadata onnx_sched.objective != 'makespan')")
+    pe_dim = int(model.config.get("pe_dim", 20))
+    inp = makespan_encoder_inputs(problem, pe_dim, relations="rel" in model.input_names)
+    feeds = {"x": inp.x}
+    if "rel" in model.input_names:
+        feeds["rel"] = inp.rel
+    (y,) = model.session.run(["priority"], feeds)
+    y = np.asarray(y, np.float64).reshape(-1)
+    if len(y) != problem.n_ops or not np.isfinite(y).all():
+        raise ValueError(f"model {model.path!r} returned {len(y)} logits for {problem.n_ops} ops (or non-finite)")
+    return y + prior_logits(problem, model.metadata.get("onnx_sched.prior", "none"))
+
+
+@register("learned", objective="makespan")
+def run(graph: Graph, ctx: PassContext) -> Schedule:
+    """Greedy + ``samples`` Gumbel-top-k samples of the learned logits; best of them and list-cp."""
+    problem = ms.problem_of(graph, ctx)
+    samples = int(ctx.option("samples", 256))
+    if samples < 0:
+        raise ValueError(f"learned: samples must be >= 0, got {samples}")
+    t0 = time.perf_counter()
+    model = PriorityModel.load(ctx.option("model", default_model()))
+    y = logits(problem, model)
+    t1 = time.perf_counter()
+    cands = [y[None, :], ms.cp_priority(problem)[None, :]]
+    if samples:
+        cands.append(ms.gumbel_priorities(y, ctx.rng(), samples))
+    pr = np.vstack(cands)
+    spans = ms.list_makespans(problem, pr)
+    i = int(np.argmin(spans))
+    source = "greedy" if i == 0 else ("list-cp" if i == 1 else "sample")
+    return ms.list_schedule(problem, pr[i], "learned", decoder=f"S({samples})" if samples else "greedy",
+                            chosen=source, greedy_makespan=float(spans[0]), encoder_s=round(t1 - t0, 4),
+                            seconds=round(time.perf_counter() - t0, 4), model=model.path)

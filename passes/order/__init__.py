@@ -1,0 +1,1 @@
+"""Peak-memory ordering passes (objective ``peak-mem``): one method per module."""

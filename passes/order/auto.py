@@ -1,0 +1,154 @@
+"""``auto``: a portfolio of the peak-memory passes within ``ctx.time_limit``.
+
+1. the cheap heuristics (file order, greedy, dfs, xla_dfs, bfs), a batch of
+   random orders and the learned policy (``learned``, sample-16; graphs of up to
+   ``learned_max_ops`` ops, default 3000, since the encoder's attention is
+   quadratic in the op count; skipped with a note in ``info`` when its checkpoint
+   is missing or ``learned=0``);
+2. beam searches (approximate DP) of growing width (x4 from 16) while the next one
+   is predicted to fit in about half of the time left (capped by option
+   ``beam_width``, default 10 000); each beam drops states whose peak already
+   reaches the best order's, so it only looks for better orders;
+3. the exact search (:func:`onnx_sched.passes.order.exact.solve_exact`) on the time that
+   remains, seeded with the best order so far; it may prove optimality or a
+   lower bound.  When it stops early (memory limits on big graphs), the rest of
+   the time goes to one more beam as wide as the measured speed allows.
+
+The best order wins.  It is never worse than the file order: if nothing beats the
+file order, the file order is returned with ``info["kept_input_order"] = True``.
+``lower_bound`` is the best bound proven (graph bound or exact search);
+``optimal`` when the exact search proved it or the peak meets the bound.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+
+from onnx_sched.cost.memory import lower_bound
+from onnx_sched.graph import Graph
+from onnx_sched.passes import PassContext, register
+from onnx_sched.deadline import Deadline
+from onnx_sched.passes.order._common import make_schedule, peak_of
+from onnx_sched.passes.order._portfolio import cheap_orders
+from onnx_sched.passes.order.beam import beam_search
+from onnx_sched.passes.order.exact import solve_exact
+from onnx_sched.passes.order.random_orders import best_random_order
+from onnx_sched.schedule import Schedule
+
+__all__ = ["run"]
+
+DEFAULT_MAX_WIDTH = 10_000
+CALIBRATION_WIDTH = 16
+LEARNED_MAX_OPS = 3000
+LEARNED_SAMPLES = 16
+
+
+def learned_order(graph: Graph, ctx: PassContext) -> tuple[np.ndarray | None, str]:
+    """The learned pass's sample-16 order, or ``(None, why not)``."""
+    from onnx_sched.errors import OnnxSchedError
+    from onnx_sched.passes import get_pass
+
+    if not int(ctx.option("learned", 1)):
+        return None, "disabled"
+    if graph.n_ops > int(ctx.option("learned_max_ops", LEARNED_MAX_OPS)):
+        return None, f"skipped: {graph.n_ops} ops > learned_max_ops"
+    model = ctx.option("model", None)
+    sub = PassContext(time_limit=ctx.time_limit, seed=ctx.seed, inplace=ctx.inplace,
+                      options={"samples": LEARNED_SAMPLES, **({"model": model} if model else {})})
+    try:
+        return get_pass("learned", "peak-mem")(graph, sub).order, "ok"
+    except OnnxSchedError as exc:  # e.g. the checkpoint is missing from this install
+        return None, f"unavailable: {exc}"
+
+
+@register("auto", objective="peak-mem")
+def run(graph: Graph, ctx: PassContext) -> Schedule:
+    clock = Deadline(ctx.time_limit)
+    inplace = ctx.inplace
+    graph_lb = int(lower_bound(graph, inplace))
+    peaks: dict[str, int] = {}
+    orders: dict[str, np.ndarray] = {}
+    info: dict[str, Any] = {}
+
+    def offer(name: str, order: np.ndarray) -> None:
+        orders[name] = np.asarray(order, dtype=np.int64)
+        peaks[name] = peak_of(graph, order, inplace)
+
+    for name, order in cheap_orders(graph, inplace).items():
+        offer(name, order)
+    best_peak = lambda: min(peaks.values())  # noqa: E731
+
+    if best_peak() > graph_lb and clock.left() > 0:
+        samples = int(ctx.option("samples", 100))
+        order, _, drawn = best_random_order(graph, samples, inplace=inplace, seed=ctx.seed, time_limit=0.1 * clock.left())
+        offer("random", order)
+        info["random_samples"] = drawn
+
+    if best_peak() > graph_lb and clock.left() > 0:
+        order, status = learned_order(graph, ctx)
+        if order is not None:
+            offer("learned", order)
+        info["learned"] = status
+
+    max_width = int(ctx.option("beam_width", DEFAULT_MAX_WIDTH))
+    state_rate = 1e5  # states expanded per second, measured by the beam ladder
+    width = CALIBRATION_WIDTH // 4
+
+    def beam_ladder(share: float) -> None:
+        """Beams of growing width (x4) while the next one is predicted to fit ``share`` of the time left."""
+        nonlocal width, state_rate
+        budget_end = clock.elapsed() + share * clock.left()
+        last = 0.0
+        while best_peak() > graph_lb and width < max_width and graph.n_ops > 0:
+            nxt = min(max_width, width * 4)
+            if last and clock.elapsed() + last * nxt / width > budget_end:
+                break
+            t0 = time.perf_counter()
+            last_width = beam(nxt, max(budget_end - clock.elapsed(), 0.0))
+            last = time.perf_counter() - t0
+            width = nxt
+            state_rate = max(last_width / max(last, 1e-6), 1.0)
+            if clock.elapsed() >= budget_end:
+                break
+
+    def beam(w: int, seconds: float) -> int:
+        """One beam that only keeps states below the best peak so far; returns states expanded."""
+        order, res = beam_search(graph, w, inplace=inplace, seed=ctx.seed, time_limit=seconds, cutoff=best_peak())
+        if order is not None and peak_of(graph, order, inplace) < best_peak():
+            offer("beam", order)
+            info["beam_width"] = w
+        return sum(res.widths)
+
+    if best_peak() > graph_lb and clock.left() > 0:
+        beam_ladder(0.5)
+
+    proven_lb, proved = graph_lb, False
+    best_name = min(peaks, key=lambda k: (peaks[k], k != "file"))
+    if peaks[best_name] > graph_lb and clock.left() > 0.05:
+        res = solve_exact(
+            graph, inplace=inplace, time_limit=clock.left(), incumbent=orders[best_name], seed=ctx.seed,
+            max_states=max(1000, int(state_rate * max(clock.left(), 0.0) / 20)),
+        )
+        if res.peak < peaks[best_name]:
+            offer("exact", res.order)
+        proven_lb, proved = max(proven_lb, res.lower_bound), res.optimal
+        info["exact"] = {k: res.info.get(k) for k in ("segments", "searched_segments", "solved_segments", "stopped")}
+        if not proved and clock.left() > 0.05 and graph.n_ops > 0:
+            # the exact search gave up early: spend the rest on one beam as wide as fits
+            fit = int(0.8 * state_rate * clock.left() / graph.n_ops)
+            if fit > width:
+                beam(min(fit, max(max_width, width)), 0.95 * clock.left())
+                info["final_beam_width"] = min(fit, max(max_width, width))
+
+    best_name = min(peaks, key=lambda k: (peaks[k], k != "file"))
+    kept = "file" in peaks and peaks[best_name] >= peaks["file"]
+    if kept:
+        best_name = "file"
+    return make_schedule(
+        graph, orders[best_name], "auto", inplace, optimal=proved and peaks[best_name] <= proven_lb,
+        bound=min(proven_lb, peaks[best_name]), chosen=best_name, kept_input_order=kept,
+        candidates=dict(peaks), seconds=round(clock.elapsed(), 4), **info,
+    )

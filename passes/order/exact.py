@@ -1,0 +1,205 @@
+"""``exact``: optimal peak-memory order by dynamic programming over scheduled sets.
+
+The search (paper 000 appendix C.3, "DP" with the approximate DP's state
+collapsing but no width cap) expands layer by layer the sets of ops scheduled so
+far, keeps one partial order per set (the lowest peak: two partial orders with
+the same set have the same future), and prunes every state whose peak already
+reaches the incumbent's (branch and bound; the incumbent is the best cheap
+heuristic or a width-256 beam, or an order the caller passes).  Peaks are clamped below by the best
+proven lower bound, which merges more states without losing optimality.
+
+Divide and conquer (as SERENITY / HMCOS do at single-node cuts): an op that is
+comparable with every other op (every op is its ancestor or its descendant)
+runs at the same position in every order, and the set scheduled before it is
+fixed.  The graph splits at such cuts into segments whose orders are
+independent; the peak is the maximum of the segment peaks.  Segments are solved
+in decreasing order of their incumbent peak, each only while it can still lower
+the overall peak, so easy segments cost nothing.
+
+Result: ``optimal=True`` when every segment was proven; otherwise the best order
+found and ``lower_bound`` = the best bound proven (graph bound, solved segments,
+and for a search cut short the lowest peak among its open states).
+
+Options: ``max_states`` (states per layer, default from a 128 MiB budget; the
+children of a layer get another 128 MiB), ``max_total`` (states kept over all
+layers for back-pointers, default 1e7 = 80 MB).  The search stops (with a bound)
+when a limit is reached or the next layer would end past the time limit.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from onnx_sched.cost.memory import lower_bound, memory_arrays, profile
+from onnx_sched.dag import check_order, kahn_order
+from onnx_sched.graph import Graph
+from onnx_sched.passes import PassContext, register
+from onnx_sched.passes.order._common import make_schedule
+from onnx_sched.passes.order._kernels import kernel_graph
+from onnx_sched.passes.order._portfolio import best_of, cheap_orders
+from onnx_sched.passes.order._search import layered_search, start_layer, zobrist_keys
+from onnx_sched.passes.order.beam import beam_search
+from onnx_sched.schedule import Schedule
+
+__all__ = ["ExactResult", "op_needs", "run", "seed_incumbent", "single_node_cuts", "solve_exact"]
+
+
+@dataclass(frozen=True)
+class ExactResult:
+    """Best order found, its peak, whether it is proven optimal, and the proven bound."""
+
+    order: np.ndarray
+    peak: int
+    optimal: bool
+    lower_bound: int
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+def op_needs(graph: Graph, inplace: bool) -> np.ndarray:
+    """Per op, bytes that must be live while it runs in any order (the terms of
+    :func:`onnx_sched.cost.memory.lower_bound`): inputs, outputs, transient params,
+    graph inputs; minus the largest in-place candidate."""
+    a = memory_arrays(graph, inplace)
+    need = np.empty(graph.n_ops, dtype=np.int64)
+    for op in range(graph.n_ops):
+        ins = a.in_idx[a.in_ptr[op] : a.in_ptr[op + 1]]
+        outs = a.out_idx[a.out_ptr[op] : a.out_ptr[op + 1]]
+        n = int(a.size[ins][~a.keep[ins]].sum()) + int(a.size[outs].sum()) + int(a.param[op])
+        cands = a.inplace_idx[a.inplace_ptr[op] : a.inplace_ptr[op + 1]]
+        if len(cands):
+            n -= int(a.size[cands].max())
+        need[op] = a.base + n
+    return need
+
+
+def single_node_cuts(graph: Graph) -> np.ndarray:
+    """Ops comparable with every other op, ascending by their (fixed) position.
+
+    Uses ancestor / descendant bitsets as Python ints (O(n * E / 64))."""
+    n = graph.n_ops
+    topo = kahn_order(graph)
+    anc = [0] * n
+    for v in topo.tolist():
+        acc = 0
+        for p in graph.preds(v).tolist():
+            acc |= anc[p] | (1 << p)
+        anc[v] = acc
+    desc = [0] * n
+    for v in topo[::-1].tolist():
+        acc = 0
+        for s in graph.succs(v).tolist():
+            acc |= desc[s] | (1 << s)
+        desc[v] = acc
+    n_anc = np.array([a.bit_count() for a in anc], dtype=np.int64)
+    cuts = [v for v in range(n) if n_anc[v] + desc[v].bit_count() + 1 == n]
+    return np.asarray(sorted(cuts, key=lambda v: n_anc[v]), dtype=np.int64)
+
+
+def seed_incumbent(graph: Graph, *, inplace: bool, seed: int, time_limit: float) -> np.ndarray:
+    """Best of the cheap heuristics and a small beam (width 256, within ``time_limit``)."""
+    orders = cheap_orders(graph, inplace)
+    if graph.n_ops:
+        orders["beam"], _ = beam_search(graph, 256, inplace=inplace, seed=seed, time_limit=time_limit)
+    return best_of(graph, orders, inplace)[1]
+
+
+MEMORY_BUDGET = 128 * 2**20  # bytes for one layer's states, and again for its candidates
+
+
+def _default_max_states(n_ops: int) -> int:
+    words = max(1, (n_ops + 63) // 64)
+    return max(10_000, int(MEMORY_BUDGET // (16 * words + 48)))
+
+
+def solve_exact(
+    graph: Graph,
+    *,
+    inplace: bool,
+    time_limit: float,
+    incumbent: np.ndarray | None = None,
+    seed: int = 0,
+    max_states: int | None = None,
+    max_total: int = 10_000_000,
+) -> ExactResult:
+    """Exact search within ``time_limit`` seconds (see module docstring)."""
+    t0 = time.perf_counter()
+    deadline = t0 + float(time_limit)
+    n = graph.n_ops
+    graph_lb = int(lower_bound(graph, inplace))
+    if incumbent is None:
+        incumbent = seed_incumbent(graph, inplace=inplace, seed=seed, time_limit=0.1 * float(time_limit))
+    order = check_order(graph, incumbent).copy()
+    prof = profile(graph, order, inplace)
+    info: dict[str, Any] = {"graph_lower_bound": graph_lb, "incumbent_peak": prof.peak}
+    if n == 0 or prof.peak <= graph_lb:
+        return ExactResult(order, prof.peak, True, prof.peak, {**info, "segments": 0 if n == 0 else 1, "solved_segments": 0})
+
+    cuts = single_node_cuts(graph)
+    pos = np.empty(n, dtype=np.int64)
+    pos[order] = np.arange(n)
+    bounds = sorted({0, n, *(int(pos[c]) + 1 for c in cuts.tolist())})
+    segments = list(zip(bounds[:-1], bounds[1:], strict=True))
+    seg_peak = [int(prof.step[a:b].max()) for a, b in segments]
+    need = op_needs(graph, inplace)
+    kg = kernel_graph(graph, inplace)
+    z1, z2 = zobrist_keys(n, seed)
+    cap = _default_max_states(n) if max_states is None else int(max_states)
+
+    floor = graph_lb
+    proven = [False] * len(segments)
+    searched = 0
+    stopped_reason = None
+    for i in sorted(range(len(segments)), key=lambda s: -seg_peak[s]):
+        a, b = segments[i]
+        if seg_peak[i] <= floor:
+            proven[i] = True  # cannot lower the overall peak below a proven bound
+            continue
+        seg_need = int(need[order[a:b]].max())
+        if seg_need >= seg_peak[i] or b - a == 1:
+            proven[i] = True  # a single op, or some op of the segment needs this much in any order
+            floor = max(floor, seg_peak[i])
+            continue
+        if time.perf_counter() >= deadline:
+            stopped_reason = stopped_reason or "time"
+            continue
+        live0 = int(prof.live[a - 1]) if a > 0 else kg.base
+        start = start_layer(kg, order[:a], live0, 0, z1, z2)
+        res = layered_search(
+            kg, start, b - a, z1=z1, z2=z2, width=None, floor=max(floor, seg_need), cutoff=seg_peak[i],
+            deadline=deadline, max_states=cap, max_total=max_total, max_candidates=MEMORY_BUDGET // 40,
+        )
+        searched += 1
+        if res.complete:
+            proven[i] = True
+            if res.order is not None:
+                order[a:b] = res.order
+                value = int(res.peak)
+            else:
+                value = seg_peak[i]
+            floor = max(floor, value)
+        else:
+            floor = max(floor, int(res.bound))
+            stopped_reason = stopped_reason or ("time" if time.perf_counter() >= deadline else "state limit")
+    order = check_order(graph, order)
+    peak = int(profile(graph, order, inplace).peak)
+    optimal = all(proven) or peak <= floor
+    lb = peak if optimal else min(floor, peak)
+    info.update(
+        segments=len(segments), cut_ops=int(len(cuts)), searched_segments=searched,
+        solved_segments=int(sum(proven)), stopped=None if optimal else stopped_reason,
+        seconds=round(time.perf_counter() - t0, 4),
+    )
+    return ExactResult(order, peak, bool(optimal), int(lb), info)
+
+
+@register("exact", objective="peak-mem")
+def run(graph: Graph, ctx: PassContext) -> Schedule:
+    res = solve_exact(
+        graph, inplace=ctx.inplace, time_limit=ctx.time_limit, seed=ctx.seed,
+        max_states=ctx.option("max_states", None), max_total=int(ctx.option("max_total", 10_000_000)),
+    )
+    return make_schedule(graph, res.order, "exact", ctx.inplace, optimal=res.optimal, bound=res.lower_bound, **res.info)

@@ -1,0 +1,31 @@
+"""``greedy``: memory-aware list scheduler (XLA's ListMemoryScheduler idea).
+
+Among ready ops run the one that leaves the least memory live after its step
+(bytes allocated minus bytes freed), ties broken by more bytes freed, then the
+lower step peak ``M_t``, then the lower op id.  The memory model is the one of
+:mod:`onnx_sched.cost.memory` (``ctx.inplace`` honoured); the loop is a numba
+kernel.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from onnx_sched.graph import Graph
+from onnx_sched.passes import PassContext, register
+from onnx_sched.passes.order._common import make_schedule
+from onnx_sched.passes.order._kernels import greedy_kernel, kernel_graph
+from onnx_sched.schedule import Schedule
+
+__all__ = ["greedy_order", "run"]
+
+
+def greedy_order(graph: Graph, inplace: bool) -> np.ndarray:
+    """The greedy list-scheduling order."""
+    kg = kernel_graph(graph, inplace)
+    return greedy_kernel(kg.n, np.int64(kg.base), kg.pred_ptr, kg.succ_ptr, kg.succ_idx, *kg.mem_args())
+
+
+@register("greedy", objective="peak-mem")
+def run(graph: Graph, ctx: PassContext) -> Schedule:
+    return make_schedule(graph, greedy_order(graph, ctx.inplace), "greedy", ctx.inplace)

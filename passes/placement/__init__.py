@@ -1,0 +1,1 @@
+"""Placement passes (objective ``latency``): one device per op, scored by :mod:`onnx_sched.cost.latency`."""

@@ -1,0 +1,72 @@
+"""OpenVINO AUTO-like baselines and the ``auto`` placement portfolio.
+
+OpenVINO's AUTO plugin runs the whole model on one device chosen from a priority
+list (default dGPU > iGPU > CPU) — it does not split a model.  ``auto-gpu-first``
+picks the first GPU in that order (CPU fallback for ops it cannot run),
+``auto-cpu-first`` the CPU.  (AUTO's start-up trick of serving the first
+inferences on the CPU while the GPU compiles does not change steady-state
+latency, which is what is modelled.)
+
+``auto`` is the portfolio for objective ``latency``: every single-device placement,
+HEFT, the learned HSDAG placer (a third of the time left; skipped when its
+checkpoint is missing), then the sequential-latency optimum: min-cut for two devices,
+otherwise CP-SAT on the time that remains, hinted with the best placement so far.
+Everything is scored under the problem's latency mode and the best wins, so it is
+never worse than CPU-only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from onnx_sched.cost import latency as lat
+from onnx_sched.graph import Graph
+from onnx_sched.passes import PassContext, get_pass, register
+from onnx_sched.deadline import Deadline
+from onnx_sched.passes.placement._common import make_placement_schedule, problem_of
+from onnx_sched.passes.placement.single import first_gpu, single_device
+from onnx_sched.schedule import Schedule
+
+
+def _first_gpu(problem) -> int:  # noqa: ANN001
+    gpu = first_gpu(problem)
+    return problem.device_index("cpu") if gpu is None else gpu
+
+
+@register("auto-gpu-first", objective="latency")
+def auto_gpu_first(graph: Graph, ctx: PassContext) -> Schedule:
+    problem = problem_of(graph, ctx)
+    return make_placement_schedule(problem, single_device(problem, _first_gpu(problem)), "auto-gpu-first")
+
+
+@register("auto-cpu-first", objective="latency")
+def auto_cpu_first(graph: Graph, ctx: PassContext) -> Schedule:
+    problem = problem_of(graph, ctx)
+    return make_placement_schedule(problem, single_device(problem, problem.device_index("cpu")), "auto-cpu-first")
+
+
+@register("auto", objective="latency")
+def portfolio(graph: Graph, ctx: PassContext) -> Schedule:
+    clock = Deadline(ctx.time_limit)
+    problem = problem_of(graph, ctx)
+    candidates: list[Schedule] = []
+    for d in range(problem.n_devices):
+        candidates.append(make_placement_schedule(problem, single_device(problem, d), f"single:{problem.device_names[d]}"))
+    for name, share in (("heft-place", 1.0), ("hsdag", 1 / 3)):
+        try:
+            candidates.append(get_pass(name, "latency")(graph, replace(ctx, time_limit=max(0.1, share * clock.left()))))
+        except ValueError:  # e.g. the HSDAG checkpoint is missing from this install
+            continue
+    best = min(candidates, key=lambda s: s.info["latency"])
+    if problem.n_devices == 2:
+        candidates.append(get_pass("mincut", "latency")(graph, ctx))
+    elif problem.n_devices > 2 and clock.left() > 0.1:
+        p, value, optimal = lat.cpsat_placement(problem, clock.left(), hint=best.placement, seed=ctx.seed)
+        candidates.append(make_placement_schedule(problem, p, "cpsat-place", optimal=optimal and problem.mode == "sequential",
+                                                  sequential_latency=value, proven_sequential_optimum=optimal))
+    best = min(candidates, key=lambda s: (s.info["latency"], not s.optimal))  # ties: the proven one
+    tried = {s.method: s.info["latency"] for s in candidates}
+    return best.with_(info={**best.info, "portfolio": tried})
+
+
+__all__ = ["auto_cpu_first", "auto_gpu_first", "portfolio"]
