@@ -6,7 +6,7 @@ used seeds < 10000) are ordered by:
 * approximate DP = the registry pass ``beam`` with ``--ref-width`` (the reference:
   gaps are ``100 * (peak - peak_beam) / peak_beam`` per graph, then averaged);
 * classical heuristics: ``dfs``, ``bfs``, ``greedy``, ``random`` (best of 100);
-* the learned pass (``passes/learned.py``): greedy, sample-16 (best of the greedy
+* the learned pass (``passes/order/learned.py``): greedy, sample-16 (best of the greedy
   order and 16 eq. 8 samples) and beam-16.
 
 Run time is the wall time of the whole pass (features + ONNX Runtime encoder +

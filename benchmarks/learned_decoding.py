@@ -3,7 +3,7 @@
 For the 30 graphs of ``docs/learned_layered.json`` (test seeds 10000+, reference beam
 width 10^4 stored there), prints the mean % gap of greedy decoding, best-of-16 samples
 at several temperatures (logits / T) and best-of-256 samples (with the checkpoint's memory weight beta), for the model given
-(default: the shipped ``models/topoformer_peakmem.onnx``).  Used to check whether the
+(default: the shipped ``models/checkpoints/topoformer_peakmem.onnx``).  Used to check whether the
 sample-16 gap is a decoding or a model limitation.
 
     python benchmarks/learned_decoding.py [MODEL.onnx]

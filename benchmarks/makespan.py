@@ -36,6 +36,7 @@ from rich.table import Table
 
 from onnx_sched.cost import makespan as ms
 from onnx_sched.passes import PassContext, get_pass
+from onnx_sched.passes.makespan._priorities import cp_logits, cp_priority, gumbel_priorities
 from onnx_sched.synth.attrs import makespan_attrs
 from onnx_sched.synth.layered import layered_graph
 from onnx_sched.synth.random_dags import er_graph, sbm_graph
@@ -54,13 +55,11 @@ def run_method(name: str, problem: ms.MakespanProblem, ctx: PassContext, samples
         y = logits(problem, PriorityModel.load(ctx.option("model", default_model())))
         pr = y[None, :]
         if name == "learned-sample":
-            pr = np.vstack([pr, ms.gumbel_priorities(y, np.random.default_rng(ctx.seed), samples)])
+            pr = np.vstack([pr, gumbel_priorities(y, np.random.default_rng(ctx.seed), samples)])
         spans = ms.list_makespans(problem, pr)
         sched = ms.list_schedule(problem, pr[int(np.argmin(spans))], name)
     elif name == "sample-cp":
-        from onnx_sched.passes.makespan.ga import cp_logits
-
-        pr = ms.gumbel_priorities(cp_logits(problem), np.random.default_rng(ctx.seed), samples)
+        pr = gumbel_priorities(cp_logits(problem), np.random.default_rng(ctx.seed), samples)
         spans = ms.list_makespans(problem, pr)
         sched = ms.list_schedule(problem, pr[int(np.argmin(spans))], "sample-cp")
     else:
@@ -71,7 +70,7 @@ def run_method(name: str, problem: ms.MakespanProblem, ctx: PassContext, samples
 
 def kernel_ms(problem: ms.MakespanProblem, repeats: int = 50) -> float:
     """Median milliseconds of one list schedule (critical-path priority)."""
-    pr = ms.cp_priority(problem)
+    pr = cp_priority(problem)
     ms.run_list(problem, pr)
     times = []
     for _ in range(repeats):

@@ -39,8 +39,11 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
-from onnx_sched.bench.placement import bench_openvino, bench_ort, time_calls, with_filled_weights, with_random_weights
+from onnx_sched.bench.runtimes.openvino import bench_openvino
+from onnx_sched.bench.runtimes.ort import bench_ort
 from onnx_sched.bench.split_executor import DeviceSpec
+from onnx_sched.bench.timing import time_calls
+from onnx_sched.bench.weights import with_filled_weights, with_random_weights
 from onnx_sched.cost import latency as lat
 from onnx_sched.dag import kahn_order
 from onnx_sched.importers.onnx import import_onnx
@@ -246,7 +249,7 @@ def concurrency_rows(paths: list[Path], repeats: int, boundaries: tuple[float, .
     planner weighs them against boundary costs at the scale that runs."""
     from dataclasses import replace
 
-    from onnx_sched.bench.placement import bench_ort_interleaved
+    from onnx_sched.bench.runtimes.ort import bench_ort_interleaved
 
     ncpu = os.cpu_count() or 1
     devs = [DeviceSpec("core0", cores=(0,)), DeviceSpec("core1", cores=(1 % ncpu,))]

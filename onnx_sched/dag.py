@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from onnx_sched.graph import Graph
+if TYPE_CHECKING:  # annotations only: graph.py uses these functions, so dag.py must not import it
+    from onnx_sched.graph import Graph
 
 __all__ = [
     "CycleError",

@@ -28,6 +28,8 @@ from typing import Any
 
 import numpy as np
 
+from onnx_sched.dag import check_acyclic
+
 __all__ = ["Csr", "Graph", "TensorKind"]
 
 
@@ -263,7 +265,5 @@ class Graph:
             tensor_producer=np.arange(n, dtype=np.int64),
             op_param_bytes=None if param_bytes is None else np.asarray(param_bytes, dtype=np.int64),
         )
-        from onnx_sched.dag import check_acyclic
-
         check_acyclic(g)
         return g

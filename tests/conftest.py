@@ -17,6 +17,17 @@ CORPUS_ONNX = sorted((CORPUS / "onnx").glob("*.onnx"))
 LIGHT_DIR = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
 LIGHT_ONNX = sorted(LIGHT_DIR.glob("*.onnx"))
 
+#: Python source that makes ``import torch`` fail: the start of a ``python -c`` script that proves
+#: the light install (no torch) works.
+BLOCK_TORCH = """
+import importlib.abc, json, sys
+class Block(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name == "torch" or name.startswith("torch."):
+            raise ImportError("torch is blocked in this test")
+sys.meta_path.insert(0, Block())
+"""
+
 
 def branchy_model(branches: int = 3, n: int = 256, ir_version: int = 10) -> onnx.ModelProto:
     """x -> [Relu -> Sigmoid -> ReduceMean] x branches -> Sum of the small means.

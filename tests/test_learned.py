@@ -12,6 +12,7 @@ import textwrap
 import networkx as nx
 import numpy as np
 import pytest
+from conftest import BLOCK_TORCH
 
 from onnx_sched.cost.memory import peak_memory
 from onnx_sched.dag import is_topological_order
@@ -242,14 +243,8 @@ def test_ablation_encoders_export(tmp_path, encoder: str) -> None:
 
 def test_pass_runs_without_torch(exported) -> None:
     _, path = exported
-    code = textwrap.dedent(
+    code = BLOCK_TORCH + textwrap.dedent(
         f"""
-        import importlib.abc, json, sys
-        class Block(importlib.abc.MetaPathFinder):
-            def find_spec(self, name, path=None, target=None):
-                if name == "torch" or name.startswith("torch."):
-                    raise ImportError("torch is blocked in this test")
-        sys.meta_path.insert(0, Block())
         from onnx_sched.dag import is_topological_order
         from onnx_sched.passes import PassContext, get_pass
         from onnx_sched.synth.layered import layered_graph
@@ -314,7 +309,8 @@ def test_log_prob_matches_reference_and_training_step_updates(tmp_path) -> None:
 def test_train_checkpoints_resume_and_export(tmp_path) -> None:
     pytest.importorskip("torch")
     from onnx_sched.models.inference.topoformer_onnx import PriorityModel
-    from onnx_sched.models.training.train_peakmem import TrainConfig, export_checkpoint, train
+    from onnx_sched.models.training.peakmem_export import export_checkpoint
+    from onnx_sched.models.training.train_peakmem import TrainConfig, train
 
     cfg = TrainConfig.for_variant(
         "paper000", out_dir=str(tmp_path / "run"), d_model=16, n_layers=1, epochs=1, steps_per_epoch=2,
@@ -337,7 +333,8 @@ def test_init_from_starts_a_new_run_from_exported_weights(tmp_path) -> None:
     torch = pytest.importorskip("torch")
     from dataclasses import replace
 
-    from onnx_sched.models.training.train_peakmem import TrainConfig, export_checkpoint, load_model, train
+    from onnx_sched.models.training.peakmem_export import export_checkpoint, load_model
+    from onnx_sched.models.training.train_peakmem import TrainConfig, train
 
     cfg = TrainConfig.for_variant(
         "paper001", out_dir=str(tmp_path / "a"), d_model=16, n_layers=1, epochs=1, steps_per_epoch=1,
@@ -486,7 +483,8 @@ def test_weight_average_is_validated_kept_and_resumed(tmp_path) -> None:
     torch = pytest.importorskip("torch")
     from dataclasses import replace
 
-    from onnx_sched.models.training.train_peakmem import TrainConfig, export_checkpoint, load_model, train
+    from onnx_sched.models.training.peakmem_export import export_checkpoint, load_model
+    from onnx_sched.models.training.train_peakmem import TrainConfig, train
 
     cfg = TrainConfig.for_variant(
         "paper001", out_dir=str(tmp_path / "run"), d_model=16, n_layers=1, epochs=1, steps_per_epoch=3,

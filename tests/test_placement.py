@@ -275,7 +275,7 @@ def test_openvino_export_survives_save_and_runs_hetero(tmp_path) -> None:
 
 
 def test_bench_openvino_light_model_with_initializer_inputs() -> None:
-    from onnx_sched.bench.placement import bench_openvino
+    from onnx_sched.bench.runtimes.openvino import bench_openvino
     from onnx_sched.dag import kahn_order
 
     imp = import_onnx(CORPUS / "onnx" / "light_squeezenet.onnx")  # IR 3: initializers listed as inputs

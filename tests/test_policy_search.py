@@ -1,4 +1,4 @@
-"""Per-problem REINFORCE search (models/policy_search.py) and its use by the HSDAG pass."""
+"""Per-problem REINFORCE search (models/inference/policy_search.py) and its use by the HSDAG pass."""
 
 from __future__ import annotations
 

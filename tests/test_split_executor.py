@@ -11,8 +11,11 @@ import pytest
 from conftest import CORPUS
 from onnx import TensorProto, helper
 
-from onnx_sched.bench.placement import bench_ort, compare_outputs, load_placement, save_placement, with_random_weights
+from onnx_sched.bench.outputs import compare_outputs
+from onnx_sched.bench.placement_file import load_placement, save_placement
+from onnx_sched.bench.runtimes.ort import bench_ort
 from onnx_sched.bench.split_executor import DeviceSpec, SplitExecutor, random_feed, split_model
+from onnx_sched.bench.weights import with_random_weights
 from onnx_sched.dag import kahn_order
 from onnx_sched.importers.onnx import import_onnx
 

@@ -23,7 +23,10 @@ from __future__ import annotations
 import numpy as np
 
 from onnx_sched.cost import makespan as ms
+from onnx_sched.cost.makespan.paths import _downward
+from onnx_sched.cost.makespan.problem import _topo
 from onnx_sched.models.inference.features import PE_DIM, EncoderInputs, laplacian_pe, relation_matrix
+from onnx_sched.passes.makespan._priorities import cp_logits, upward_rank
 
 __all__ = [
     "FEATURE_NAMES",
@@ -60,9 +63,9 @@ def makespan_features(problem: ms.MakespanProblem) -> np.ndarray:
         onehot[np.arange(n), unit] = 1.0
         load = np.bincount(unit, weights=w * problem.demand, minlength=problem.n_units) / problem.capacity
         pressure = load[unit]
-    to_sink = ms.upward_rank(problem)
+    to_sink = upward_rank(problem)
     preds = problem.graph.op_preds
-    from_source = ms._downward(ms._topo(problem), np.ascontiguousarray(w), preds.indptr, preds.indices)
+    from_source = _downward(_topo(problem), np.ascontiguousarray(w), preds.indptr, preds.indices)
     x = np.column_stack([cols[0], cols[1], onehot, to_sink, from_source, pressure])
     peak = np.abs(x).max(axis=0) if n else np.zeros(x.shape[1])
     x = np.divide(x, peak, out=np.zeros_like(x), where=peak > 0)
@@ -89,5 +92,5 @@ def prior_logits(problem: ms.MakespanProblem, prior: str) -> np.ndarray:
     if prior == "none":
         return np.zeros(problem.n_ops)
     if prior == "cp":
-        return ms.cp_logits(problem)
+        return cp_logits(problem)
     raise ValueError(f"unknown prior {prior!r}; choose from {PRIORS}")

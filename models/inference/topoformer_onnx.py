@@ -31,7 +31,7 @@ __all__ = ["DEFAULT_CHECKPOINT", "MEM_BETA_KEY", "TEMPERATURE_KEY", "CheckpointM
 
 DEFAULT_CHECKPOINT = CHECKPOINTS / "topoformer_peakmem.onnx"
 TEMPERATURE_KEY = "onnx_sched.sample_temperature"
-MEM_BETA_KEY = "onnx_sched.mem_beta"  # > 0: the checkpoint was trained for the memory-aware decoder (models/mem_aware.py)
+MEM_BETA_KEY = "onnx_sched.mem_beta"  # > 0: the checkpoint was trained for the memory-aware decoder (models/inference/mem_aware.py)
 
 
 class CheckpointMissingError(OnnxSchedError, FileNotFoundError):

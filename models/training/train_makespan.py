@@ -15,7 +15,7 @@ types, durations and capacities 1, 1, 4):
    (eq. 12, ``c = 1e-3``) is added.
 
 ``prior="cp"`` (this project's option, not the paper's): the logits are the
-critical-path logits of :func:`onnx_sched.cost.makespan.cp_logits` plus the
+critical-path logits of :func:`onnx_sched.passes.makespan._priorities.cp_logits` plus the
 network output, so the untrained policy is list-cp with Gumbel noise and the
 network learns a correction; the logit-norm penalty applies to the correction.
 
@@ -53,6 +53,7 @@ from onnx_sched.models.inference.makespan_features import (
     prior_logits,
 )
 from onnx_sched.models.training.topoformer import EncoderConfig, Topoformer, export_onnx
+from onnx_sched.passes.makespan._priorities import cp_priority, gumbel_priorities
 from onnx_sched.synth.attrs import makespan_attrs
 from onnx_sched.synth.layered import layered_graph
 from onnx_sched.synth.random_dags import er_graph, sbm_graph
@@ -113,7 +114,7 @@ class Prepared:
 
 def prepare(problem: ms.MakespanProblem, prior: str = "none") -> Prepared:
     inp = makespan_encoder_inputs(problem)
-    cp = float(ms.list_makespans(problem, ms.cp_priority(problem)[None])[0])
+    cp = float(ms.list_makespans(problem, cp_priority(problem)[None])[0])
     base = prior_logits(problem, prior)
     return Prepared(problem, torch.from_numpy(inp.x), torch.from_numpy(inp.rel), cp, torch.from_numpy(base).float())
 
@@ -158,7 +159,7 @@ def validation_ratios(model: Topoformer, val: list[Prepared], samples: int, seed
     out = []
     for p in val:
         y = (model(p.x, p.rel) + p.prior).double().numpy()
-        pr = np.vstack([y[None, :], ms.gumbel_priorities(y, rng, samples)]) if samples else y[None, :]
+        pr = np.vstack([y[None, :], gumbel_priorities(y, rng, samples)]) if samples else y[None, :]
         spans = ms.list_makespans(p.problem, pr)
         out.append((spans[0] / p.list_cp, spans.min() / p.list_cp))
     return np.asarray(out)

@@ -23,7 +23,7 @@ One step, per training graph (a layered graph of paper 000 appendix A):
 ``objective="imitation"`` replaces steps 1-3 by the negative eq. 8 log-likelihood (per op) of the
 order approximate DP finds for the graph (:mod:`onnx_sched.models.training.expert_orders`, cached), cycling
 through ``expert_graphs`` demonstrations.  On this CPU it moves a REINFORCE policy out of its
-depth-first habit in minutes; REINFORCE then refines it (recipe in ``models/topoformer_peakmem.md``).
+depth-first habit in minutes; REINFORCE then refines it (recipe in ``models/checkpoints/topoformer_peakmem.md``).
 ``temperature`` divides the encoder output before eq. 8 (the export records it), and ``mem_beta > 0``
 trains the memory-aware decoder of :mod:`onnx_sched.models.inference.mem_aware` instead of eq. 8.
 ``ema_decay > 0`` validates and keeps an exponential moving average of the weights rather than the
@@ -44,6 +44,11 @@ with the validation gap.
 
 Scaled down for a 2-core CPU (paper: d=256, 4 layers, 10 heads per graph,
 500-op graphs, 326 epochs x 1000 graphs on a V100): see :class:`TrainConfig`.
+Writing the shipped ONNX + ``.pt`` files from a checkpoint is
+:mod:`onnx_sched.models.training.peakmem_export`.
+
+This module is long because it is one training loop: its config, steps, validation and
+resumable checkpoints share ``TrainConfig`` and the prepared graphs, and read best together.
 """
 
 from __future__ import annotations
@@ -63,14 +68,13 @@ import torch
 
 from onnx_sched.graph import Graph
 from onnx_sched.models.inference.decoders import DecodeGraph, decode_graph, greedy, peaks, ready_steps, sample_orders
-from onnx_sched.models.training.expert_orders import ExpertSpec, build_experts, load_expert
-from onnx_sched.models.inference.mem_aware import mem_aware_offsets, mem_aware_orders
 from onnx_sched.models.inference.features import DEFAULT_FEATURES, PE_DIM, encoder_inputs, n_features
-from onnx_sched.models.training.topoformer import EncoderConfig, Topoformer, export_onnx
-from onnx_sched.models.inference.topoformer_onnx import MEM_BETA_KEY, TEMPERATURE_KEY
+from onnx_sched.models.inference.mem_aware import mem_aware_offsets, mem_aware_orders
+from onnx_sched.models.training.expert_orders import ExpertSpec, build_experts, load_expert
+from onnx_sched.models.training.topoformer import EncoderConfig, Topoformer
 
 __all__ = [
-    "VARIANTS", "Prepared", "TrainConfig", "export_checkpoint", "imitation_specs", "imitation_step", "policy_orders", "prepare",
+    "VARIANTS", "Prepared", "TrainConfig", "imitation_specs", "imitation_step", "policy_orders", "prepare",
     "seq_log_prob", "train", "train_step",
 ]
 
@@ -123,7 +127,7 @@ class TrainConfig:
     checkpoint_every_s: float = 120.0
     snapshot_epochs: tuple[int, ...] = (10,)  # also keep the best-so-far weights at these epochs (ablations)
     temperature: float = 1.0  # the policy's logits are encoder output / temperature (stored with the export)
-    mem_beta: float = 0.0  # > 0: train (and export) the memory-aware decoder with this beta (models/mem_aware.py)
+    mem_beta: float = 0.0  # > 0: train (and export) the memory-aware decoder with this beta (models/inference/mem_aware.py)
     ema_decay: float = 0.0  # > 0: validate and keep an exponential moving average of the weights (per update)
     init_from: str = ""  # start a new run from the weights of an exported .pt (fresh optimizer and lr schedule)
     objective: str = "reinforce"  # or "imitation": maximise the eq. 8 likelihood of approximate-DP orders
@@ -522,49 +526,6 @@ def train(cfg: TrainConfig, resume: bool = False, echo: Callable[[str], None] = 
             _save(out / f"snapshot_epoch{epoch}.pt", _state(cfg, model, baseline_model, best_state, opt, sched, epoch, step, rng, log, best_gap, wall(), ema))
         last_ckpt = time.perf_counter()
     return torch.load(ckpt_path, weights_only=False)
-
-
-def export_checkpoint(ckpt_path: str | os.PathLike[str], stem: str | os.PathLike[str], use_best: bool = True) -> tuple[Path, Path]:
-    """Write ``stem.onnx`` (ONNX Runtime inference) and ``stem.pt`` (state dict + configs) from a training
-    checkpoint, using the best-validation weights unless ``use_best=False`` (then the latest weights, or their
-    moving average when the run kept one)."""
-    st = torch.load(ckpt_path, weights_only=False)
-    enc = EncoderConfig.from_json(st["encoder_config"])
-    model = Topoformer(enc)
-    if use_best and st.get("best") is not None:
-        weights = st["best"]
-    elif st.get("ema") is not None:
-        weights = {k.removeprefix("module."): v for k, v in st["ema"].items() if k.startswith("module.")}
-    else:
-        weights = st["model"]
-    model.load_state_dict(weights)
-    stem = Path(stem)
-    stem.parent.mkdir(parents=True, exist_ok=True)
-    meta = {
-        "onnx_sched.objective": "peak-mem",
-        "onnx_sched.train_config": json.dumps(st["config"]),
-        "onnx_sched.epochs": str(st["epoch"]),
-        "onnx_sched.best_val_gap_pct": f"{st['best_gap']:.3f}",
-        "onnx_sched.train_wall_s": f"{st['wall_s']:.0f}",
-    }
-    if st["config"].get("temperature", 1.0) != 1.0:
-        meta[TEMPERATURE_KEY] = f"{st['config']['temperature']:g}"
-        meta[TEMPERATURE_KEY + ".how"] = "the temperature the policy was trained at"
-    if st["config"].get("mem_beta", 0.0) > 0:
-        meta[MEM_BETA_KEY] = f"{st['config']['mem_beta']:g}"
-    onnx_path, pt_path = stem.with_suffix(".onnx"), stem.with_suffix(".pt")
-    export_onnx(model, str(onnx_path), meta)
-    torch.save({"encoder_config": st["encoder_config"], "train_config": st["config"], "state_dict": model.state_dict(),
-                "epoch": st["epoch"], "best_val_gap_pct": st["best_gap"], "wall_s": st["wall_s"]}, pt_path)
-    return onnx_path, pt_path
-
-
-def load_model(pt_path: str | os.PathLike[str]) -> Topoformer:
-    """A Topoformer from a ``.pt`` written by :func:`export_checkpoint`."""
-    st = torch.load(pt_path, weights_only=False)
-    model = Topoformer(EncoderConfig.from_json(st["encoder_config"]))
-    model.load_state_dict(st["state_dict"])
-    return model.eval()
 
 
 def config_with(cfg: TrainConfig, **changes: Any) -> TrainConfig:

@@ -44,8 +44,10 @@ def command(model: str, placement_path: str | None, method: str | None, profiles
             sequential: bool, warmup: int, repeats: int, time_limit: float, save_placement: str | None,
             output: str | None, input_shapes: tuple[str, ...], dims: tuple[str, ...]) -> None:
     """Run MODEL split by a device placement; report latency, sub-models and output equality."""
-    from onnx_sched.bench.placement import bench_openvino, bench_ort, load_placement
-    from onnx_sched.bench.placement import save_placement as write_placement
+    from onnx_sched.bench.placement_file import load_placement
+    from onnx_sched.bench.placement_file import save_placement as write_placement
+    from onnx_sched.bench.runtimes.openvino import bench_openvino
+    from onnx_sched.bench.runtimes.ort import bench_ort
     from onnx_sched.importers.onnx import import_onnx, parse_dims, parse_input_shapes
 
     if (placement_path is None) == (method is None):

@@ -9,16 +9,16 @@ Example::
     onnx-sched train peak-mem --out-dir runs/peakmem --variant paper001 \\
         --epochs 60 --time-budget 2400 --export models/topoformer_peakmem
     onnx-sched train peak-mem --out-dir runs/peakmem --resume      # continue after an interruption
-    onnx-sched train peak-mem --out-dir runs/ft --init-from models/topoformer_peakmem.pt --lr 3e-4  # fine-tune
+    onnx-sched train peak-mem --out-dir runs/ft --init-from models/checkpoints/topoformer_peakmem.pt --lr 3e-4  # fine-tune
     onnx-sched train peak-mem --out-dir runs/im --objective imitation --expert-workers 2 \
-        --init-from models/topoformer_peakmem.pt     # imitate approximate-DP orders (built once, cached)
+        --init-from models/checkpoints/topoformer_peakmem.pt     # imitate approximate-DP orders (built once, cached)
 
-    onnx-sched train peak-mem --out-dir runs/avg --init-from models/topoformer_peakmem.pt --lr 3e-5 \
+    onnx-sched train peak-mem --out-dir runs/avg --init-from models/checkpoints/topoformer_peakmem.pt --lr 3e-5 \
         --batch-graphs 8 --ema-decay 0.995      # small steps, keep a moving average of the weights
 
 The shipped checkpoint's full recipe (REINFORCE, then imitation, then REINFORCE at
 temperature 0.3, then low-learning-rate REINFORCE with a moving average) is in
-``models/topoformer_peakmem.md``.
+``models/checkpoints/topoformer_peakmem.md``.
 """
 
 from __future__ import annotations
@@ -79,7 +79,8 @@ def command(objective: str, out_dir: str, variant: str, encoder: str, resume: bo
         raise OnnxSchedError("training needs torch: pip install 'onnx-sched[train]'") from None
     from pathlib import Path
 
-    from onnx_sched.models.training.train_peakmem import TrainConfig, export_checkpoint, train
+    from onnx_sched.models.training.peakmem_export import export_checkpoint
+    from onnx_sched.models.training.train_peakmem import TrainConfig, train
 
     ckpt = Path(out_dir) / "checkpoint.pt"
     if export_only:

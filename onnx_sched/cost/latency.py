@@ -239,10 +239,11 @@ def concurrent_latency(problem: PlacementProblem, placement: np.ndarray, priorit
     """Makespan of the placement with independent ops on different devices overlapping
     (list scheduling by HEFT upward rank unless ``priority`` is given)."""
     from onnx_sched.cost import makespan as ms
+    from onnx_sched.cost.makespan.paths import upward_rank
 
     p = _check_placement(problem, placement)
     mp = problem.makespan_problem(p)
-    prio = ms.upward_rank(mp) if priority is None else priority
+    prio = upward_rank(mp) if priority is None else priority
     _, place, makespan = ms.run_list(mp, prio)
     assert (place == p).all()
     return float(makespan)

@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from onnx_sched.dag import check_acyclic
 from onnx_sched.graph import Csr, Graph
 
 __all__ = ["assemble_graph"]
@@ -41,8 +42,6 @@ def assemble_graph(
 ) -> Graph:
     """A :class:`Graph` with FLOPs (``flops_of(op_type, in_shapes, out_shapes, attrs)``) and
     bytes read + written per op; raises the DAG module's cycle error for cyclic input."""
-    from onnx_sched.dag import check_acyclic
-
     n = len(op_types)
     flops = np.zeros(n)
     nbytes = np.zeros(n)

@@ -33,6 +33,7 @@ from ortools.sat.python import cp_model
 from onnx_sched.cost import makespan as ms
 from onnx_sched.graph import Graph
 from onnx_sched.passes import PassContext, register
+from onnx_sched.passes.makespan._priorities import cp_priority
 from onnx_sched.schedule import Schedule
 
 
@@ -175,7 +176,7 @@ def solve(problem: ms.MakespanProblem, hint: Schedule, time_limit: float, worker
 def run(graph: Graph, ctx: PassContext) -> Schedule:
     """CP-SAT within ``ctx.time_limit``, hinted with list-cp; returns the better of the two."""
     problem = ms.problem_of(graph, ctx)
-    hint = ms.list_schedule(problem, ms.cp_priority(problem), "list-cp")
+    hint = ms.list_schedule(problem, cp_priority(problem), "list-cp")
     sched, info = solve(problem, hint, ctx.time_limit, int(ctx.option("workers", 2)), ctx.option("scale", None),
                         ctx.seed)
     if sched is None or sched.info["makespan"] > hint.info["makespan"]:

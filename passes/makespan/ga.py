@@ -20,25 +20,30 @@ from pymoo.algorithms.soo.nonconvex.ga import GA
 from pymoo.core.problem import Problem
 
 from onnx_sched.cost import makespan as ms
+from onnx_sched.cost.makespan.list_kernels import _rank_keys
 from onnx_sched.graph import Graph
 from onnx_sched.passes import PassContext, register
+from onnx_sched.passes.makespan._priorities import (
+    cp_logits,
+    cp_priority,
+    gumbel_priorities,
+    mopnr_priority,
+    spt_priority,
+)
 from onnx_sched.schedule import Schedule
 
 
 def _unit_interval(priority: np.ndarray) -> np.ndarray:
     """Map priorities to rank-based keys in ``(0, 1]`` with the same list-scheduling order."""
-    key = ms._rank_keys(priority)
+    key = _rank_keys(priority)
     return (len(priority) - key) / len(priority)
-
-
-cp_logits = ms.cp_logits  # kept here for callers of the GA module
 
 
 def seed_population(problem: ms.MakespanProblem, k: int, rng: np.random.Generator) -> np.ndarray:
     """``k`` priority vectors in ``[0, 1]``: the three classical ones then Gumbel samples of CP logits."""
-    rows = [_unit_interval(f(problem)) for f in (ms.cp_priority, ms.mopnr_priority, ms.spt_priority)]
+    rows = [_unit_interval(f(problem)) for f in (cp_priority, mopnr_priority, spt_priority)]
     if k > len(rows):
-        samples = ms.gumbel_priorities(cp_logits(problem), rng, k - len(rows))
+        samples = gumbel_priorities(cp_logits(problem), rng, k - len(rows))
         rows.extend(_unit_interval(s) for s in samples)
     return np.stack(rows[:k])
 

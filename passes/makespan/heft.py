@@ -13,6 +13,7 @@ from __future__ import annotations
 from onnx_sched.cost import makespan as ms
 from onnx_sched.graph import Graph
 from onnx_sched.passes import PassContext, register
+from onnx_sched.passes.makespan._priorities import upward_rank
 from onnx_sched.schedule import Schedule
 
 
@@ -22,6 +23,6 @@ def run(graph: Graph, ctx: PassContext) -> Schedule:
     problem = ms.problem_of(graph, ctx)
     if (problem.demand != 1).any():
         raise ValueError("heft needs every op to demand one resource unit; use list-cp for larger demands")
-    rank = ms.upward_rank(problem)
+    rank = upward_rank(problem)
     start, place, _ = ms.run_list(problem, rank, insertion=True)
     return ms.make_schedule(problem, start, place, "heft")

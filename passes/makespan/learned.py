@@ -10,7 +10,7 @@ and keeps the shortest schedule, the paper's ``S(K)`` mode.  The list-cp
 schedule is also a candidate, so the pass never loses to it.
 
 Options: ``samples`` (default 256), ``model`` (ONNX path; default the shipped
-``models/sampler_makespan.onnx``).  The model was trained on machine-type
+``models/checkpoints/sampler_makespan.onnx``).  The model was trained on machine-type
 problems with capacities (1, 1, 4); on device problems it still gives a valid
 schedule (the serial earliest-finish list scheduler decodes the priorities),
 but it was not trained for them.
@@ -28,6 +28,7 @@ from onnx_sched.graph import Graph
 from onnx_sched.models.inference.makespan_features import makespan_encoder_inputs, prior_logits
 from onnx_sched.models.inference.topoformer_onnx import PriorityModel
 from onnx_sched.passes import PassContext, register
+from onnx_sched.passes.makespan._priorities import cp_priority, gumbel_priorities
 from onnx_sched.schedule import Schedule
 
 __all__ = ["default_model", "logits", "run"]
@@ -67,9 +68,9 @@ def run(graph: Graph, ctx: PassContext) -> Schedule:
     model = PriorityModel.load(ctx.option("model", default_model()))
     y = logits(problem, model)
     t1 = time.perf_counter()
-    cands = [y[None, :], ms.cp_priority(problem)[None, :]]
+    cands = [y[None, :], cp_priority(problem)[None, :]]
     if samples:
-        cands.append(ms.gumbel_priorities(y, ctx.rng(), samples))
+        cands.append(gumbel_priorities(y, ctx.rng(), samples))
     pr = np.vstack(cands)
     spans = ms.list_makespans(problem, pr)
     i = int(np.argmin(spans))

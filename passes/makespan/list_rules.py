@@ -12,9 +12,10 @@ from __future__ import annotations
 from onnx_sched.cost import makespan as ms
 from onnx_sched.graph import Graph
 from onnx_sched.passes import PassContext, register
+from onnx_sched.passes.makespan._priorities import cp_priority, mopnr_priority, spt_priority
 from onnx_sched.schedule import Schedule
 
-PRIORITIES = {"list-cp": ms.cp_priority, "list-mopnr": ms.mopnr_priority, "list-spt": ms.spt_priority}
+PRIORITIES = {"list-cp": cp_priority, "list-mopnr": mopnr_priority, "list-spt": spt_priority}
 
 
 def _make(name: str):  # noqa: ANN202

@@ -14,6 +14,8 @@ import numba
 import numpy as np
 
 from onnx_sched.cost import makespan as ms
+from onnx_sched.cost.makespan.paths import _mean_comm
+from onnx_sched.cost.makespan.problem import _topo
 from onnx_sched.graph import Graph
 from onnx_sched.passes import PassContext, register
 from onnx_sched.schedule import Schedule
@@ -43,9 +45,9 @@ def _oct(topo, dur, pred_ptr, pred_idx, ebytes, lat_bar, inv_bar):  # noqa: ANN0
 
 def oct_table(problem: ms.MakespanProblem) -> np.ndarray:
     """``(n, P)`` optimistic cost table (inf entries of ``durations`` are skipped)."""
-    lat_bar, inv_bar = ms._mean_comm(problem) if problem.has_transfers else (0.0, 0.0)
+    lat_bar, inv_bar = _mean_comm(problem) if problem.has_transfers else (0.0, 0.0)
     preds = problem.graph.op_preds
-    return _oct(ms._topo(problem), problem.durations, preds.indptr, preds.indices, problem.edge_bytes,
+    return _oct(_topo(problem), problem.durations, preds.indptr, preds.indices, problem.edge_bytes,
                 lat_bar, inv_bar)
 
 

@@ -15,7 +15,7 @@ The policy is eq. 8 over ``priorities / T``, or, for a checkpoint trained with
 decoders decode that one policy.
 
 Options: ``samples``, ``beam`` (at most one of them), ``model`` (path of an ONNX
-export; default the shipped ``models/topoformer_peakmem.onnx``), ``sample_mode``
+export; default the shipped ``models/checkpoints/topoformer_peakmem.onnx``), ``sample_mode``
 (``race`` = exact eq. 8 samples, ``gumbel`` = paper 001's one-shot perturbation;
 eq. 8 only), ``temperature`` (default: the checkpoint's
 ``onnx_sched.sample_temperature`` metadata, chosen on validation graphs by

@@ -1,0 +1,19 @@
+"""Run a placed model for real, one module per runtime.
+
+Each bench takes an imported model, a device index per op and the runtime's
+devices, runs warm-ups then ``repeats`` timed inferences, and reports median and
+p90 latency (``split``, ``single_device``), busy time per device, the number of
+sub-models, and whether the outputs equal single-device execution of the same
+runtime.
+
+* :mod:`onnx_sched.bench.runtimes.ort`: ONNX Runtime, through the split executor
+  (:mod:`onnx_sched.bench.split_executor`), one session per part;
+* :mod:`onnx_sched.bench.runtimes.openvino`: OpenVINO ``HETERO``.
+
+What does not depend on the runtime lies beside this package:
+:mod:`onnx_sched.bench.placement_file` (placement files),
+:mod:`onnx_sched.bench.weights` (weights for stripped models),
+:mod:`onnx_sched.bench.outputs` (output comparison) and
+:mod:`onnx_sched.bench.timing` (timed calls).  Each bench imports its runtime
+when called, so importing these modules needs neither runtime installed.
+"""

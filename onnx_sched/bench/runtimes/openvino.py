@@ -1,0 +1,128 @@
+"""OpenVINO bench of a placement: a ``HETERO`` compile against the whole model on one device.
+
+The placement goes through the OpenVINO exporter (model-level rt_info) and the
+:class:`~onnx_sched.plugins.openvino_affinity.ApplyAffinity` pass, then
+``compile_model("HETERO:<devices>")``.  Precision is pinned to f32 on every
+device (the CPU plugin would otherwise pick bf16 on AMX hardware and outputs
+could not be compared).  On a CPU-only machine the second device is the CPU
+plugin registered again as ``CPUB`` (:mod:`onnx_sched.devices`).
+:func:`ov_inputs` (an OpenVINO feed keyed by port) also serves OpenVINO profiling.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from onnx_sched.bench.outputs import compare_outputs, outputs_informative
+from onnx_sched.bench.timing import summarize, time_calls
+from onnx_sched.errors import DeviceError
+
+__all__ = ["bench_openvino", "ov_inputs"]
+
+
+def ov_inputs(compiled: Any, feed: Mapping[str, np.ndarray]) -> dict[Any, np.ndarray]:
+    """Feed for an OpenVINO compiled model, keyed by port.  A port has several tensor
+    names (``get_any_name`` may return a frontend alias such as
+    ``/m/Reshape_output_0``), so match any of them; an unfed input is an error, never
+    silently uninitialized memory."""
+    out: dict[Any, np.ndarray] = {}
+    for port in compiled.inputs:
+        hit = [n for n in port.get_names() if n in feed]
+        if not hit:
+            raise ValueError(f"no data for OpenVINO input {sorted(port.get_names())}; feed has {sorted(feed)}")
+        out[port] = feed[hit[0]]
+    return out
+
+
+def _subgraph_device_seconds(infos: Any, affinity: Mapping[str, str]) -> dict[str, float]:
+    per: dict[str, float] = {}
+    sub_dev: dict[str, str] = {}
+    pending: dict[str, float] = {}
+    for info in infos:
+        name = info.node_name
+        sub, sep, layer = name.partition(": ")
+        if not sep:
+            sub, layer = "subgraph", name
+        secs = info.real_time.total_seconds()
+        if sub not in sub_dev:
+            dev = affinity.get(layer)
+            if dev is not None:
+                sub_dev[sub] = dev
+        pending[sub] = pending.get(sub, 0.0) + secs
+    for sub, secs in pending.items():
+        dev = sub_dev.get(sub, sub)
+        per[dev] = per.get(dev, 0.0) + secs
+    return per
+
+
+def bench_openvino(imported: Any, placement: np.ndarray, devices: Sequence[str], *, warmup: int = 2,
+                   repeats: int = 10, seed: int = 0, reference_device: str | None = None,
+                   precision: str = "f32") -> dict[str, Any]:
+    """HETERO run of ``placement`` with device index ``i`` -> OpenVINO device ``devices[i]``.
+
+    The reference is the whole model compiled on ``reference_device`` (default
+    ``devices[0]``).  ``CPUB`` in ``devices`` is registered on demand.
+    """
+    from openvino.passes import Manager
+
+    from onnx_sched.bench.split_executor import random_feed
+    from onnx_sched.devices import CPU_ALIAS, openvino_core, register_cpu_alias
+    from onnx_sched.exporters.openvino import export_openvino, placement_from_rt_info, read_onnx_into_openvino
+    from onnx_sched.plugins.openvino_affinity import ApplyAffinity, hetero_device_string
+    from onnx_sched.schedule import Schedule
+
+    core = openvino_core()
+    if CPU_ALIAS in devices:
+        register_cpu_alias(core)
+    for d in set(devices):
+        if d not in core.available_devices:
+            raise DeviceError(f"OpenVINO device {d!r} not available; this machine has {core.available_devices}")
+        if precision:
+            core.set_property(d, {"INFERENCE_PRECISION_HINT": precision})
+    feed = random_feed(imported.model, seed)
+    n = imported.graph.n_ops
+    model = export_openvino(imported, Schedule(np.arange(n), "placement", placement=placement), list(devices))
+    stored = placement_from_rt_info(model)
+    mgr = Manager()
+    mgr.register_pass(ApplyAffinity())
+    mgr.run_passes(model)
+    target = hetero_device_string(model)
+    compiled = core.compile_model(model, target, {"PERF_COUNT": True})
+    report: dict[str, Any] = {"runtime": "openvino", "target": target, "devices": list(devices),
+                              "sub_models": int(compiled.get_property("HETERO_NUMBER_OF_SUBMODELS")),
+                              "execution_devices": list(compiled.get_property("EXECUTION_DEVICES"))}
+    inputs = ov_inputs(compiled, feed)
+    out_names = [o.name for o in imported.model.graph.output]  # OpenVINO keeps the ONNX output order
+    req = compiled.create_infer_request()
+    per_dev: list[dict[str, float]] = []
+
+    def run_het() -> dict[str, np.ndarray]:
+        res = req.infer(inputs)
+        per_dev.append(_subgraph_device_seconds(req.get_profiling_info(), stored["affinity"]))
+        return {k: np.array(res[p]) for k, p in zip(out_names, compiled.outputs)}
+
+    times, out = time_calls(run_het, warmup, repeats)
+    report["split"] = summarize(times)
+    per_dev = per_dev[warmup:]
+    report["device_seconds"] = {k: float(np.median([d.get(k, 0.0) for d in per_dev])) for k in per_dev[0]}
+    ref_dev = reference_device or devices[0]
+    ref_model = read_onnx_into_openvino(imported.model)
+    ref_compiled = core.compile_model(ref_model, ref_dev)
+    ref_req = ref_compiled.create_infer_request()
+    ref_outs = out_names
+    ref_inputs = ov_inputs(ref_compiled, feed)
+
+    def run_ref() -> dict[str, np.ndarray]:
+        res = ref_req.infer(ref_inputs)
+        return {k: np.array(res[p]) for k, p in zip(ref_outs, ref_compiled.outputs)}
+
+    ref_times, ref = time_calls(run_ref, warmup, repeats)
+    report["single_device"] = summarize(ref_times)
+    ok, err = compare_outputs(ref, out)
+    report["outputs_equal"] = ok
+    report["max_abs_error"] = err
+    report["outputs_informative"] = outputs_informative(ref)
+    return report

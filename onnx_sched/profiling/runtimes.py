@@ -1,0 +1,167 @@
+"""Measuring per-op profiles on real runtimes: OpenVINO ``PERF_COUNT`` and ONNX Runtime profiling.
+
+:func:`profile_openvino` and :func:`profile_ort` time every op of an imported
+model (median over repeats) and fit the rate model to the result;
+:func:`profile_model` (``onnx-sched profile``) picks the runtime and adds a
+calibrated host transfer model.  Runtimes are imported when called, so this
+module imports without OpenVINO or ONNX Runtime installed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Mapping
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from onnx_sched.errors import DeviceError
+from onnx_sched.profiling.profiles import DeviceProfile, ProfileSet
+from onnx_sched.profiling.rates import fit_rates
+from onnx_sched.profiling.transfer import measure_transfer
+
+__all__ = ["profile_model", "profile_openvino", "profile_ort"]
+
+
+def _median_times(samples: list[dict[str, float]]) -> dict[str, float]:
+    keys = set().union(*samples) if samples else set()
+    return {k: float(np.median([s.get(k, 0.0) for s in samples])) for k in keys}
+
+
+def profile_openvino(imported: Any, device: str = "CPU", repeats: int = 10, warmup: int = 2,
+                     config: Mapping[str, Any] | None = None, seed: int = 0) -> DeviceProfile:
+    """Per-op latency of an imported ONNX model on an OpenVINO device.
+
+    ``PERF_COUNT`` profiling info gives real time per executed runtime layer; each
+    layer's ``originalLayersNames`` lists the ``ov.Model`` ops it fused, which map to
+    ONNX nodes (:func:`onnx_sched.exporters.openvino.map_ov_to_graph_ops`).  A
+    layer's time is split evenly over the graph ops it covers; ops fused away or
+    constant-folded get 0.  Median over ``repeats`` inferences.
+    """
+    from onnx_sched.bench.split_executor import random_feed
+    from onnx_sched.devices import openvino_core
+    from onnx_sched.exporters.openvino import map_ov_to_graph_ops, read_onnx_into_openvino
+
+    core = openvino_core()
+    if device not in core.available_devices:
+        raise DeviceError(f"OpenVINO device {device!r} not available; this machine has {core.available_devices}")
+    graph = imported.graph
+    ov_model = read_onnx_into_openvino(imported.model)
+    ov_to_op = map_ov_to_graph_ops(ov_model, imported)
+    cfg = {"PERF_COUNT": True, **dict(config or {})}
+    compiled = core.compile_model(ov_model, device, cfg)
+    runtime = compiled.get_runtime_model()
+    layer_ops: dict[str, list[int]] = {}
+    for op in runtime.get_ordered_ops():
+        info = op.get_rt_info()
+        names = str(info["originalLayersNames"].astype(str)) if "originalLayersNames" in info else ""
+        ops = sorted({ov_to_op[n] for n in names.split(",") if n and ov_to_op.get(n, -1) >= 0})
+        layer_ops[op.get_friendly_name()] = ops
+    feed = random_feed(imported.model, seed)
+    req = compiled.create_infer_request()
+    from onnx_sched.bench.runtimes.openvino import ov_inputs
+
+    inputs = ov_inputs(compiled, feed)
+    for _ in range(warmup):
+        req.infer(inputs)
+    samples, totals = [], []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        req.infer(inputs)
+        totals.append(time.perf_counter() - t0)
+        per: dict[str, float] = {}
+        for info in req.get_profiling_info():
+            ops = layer_ops.get(info.node_name, [])
+            secs = info.real_time.total_seconds()
+            if not ops or secs <= 0:
+                continue
+            share = secs / len(ops)
+            for o in ops:
+                per[graph.op_names[o]] = per.get(graph.op_names[o], 0.0) + share
+        samples.append(per)
+    op_secs = _median_times(samples)
+    for name in graph.op_names:
+        op_secs.setdefault(name, 0.0)
+    full = str(core.get_property(device, "FULL_DEVICE_NAME"))
+    from onnx_sched.devices import device_kind
+
+    base = DeviceProfile(name=device, kind=device_kind(device, full), full_name=full, backend="openvino",
+                         model=graph.name, op_seconds=op_secs, total_seconds=float(np.median(totals)),
+                         notes=f"OpenVINO PERF_COUNT, median of {repeats} runs, config {dict(config or {})}")
+    return replace(base, **fit_rates(graph, op_secs))
+
+
+def profile_ort(imported: Any, provider: str = "CPUExecutionProvider", threads: int = 1, repeats: int = 10,
+                warmup: int = 2, seed: int = 0) -> DeviceProfile:
+    """Per-op latency from ONNX Runtime's profiling JSON (``Node`` events named
+    ``<node>_kernel_time``), median over ``repeats`` runs; graph optimizations off so
+    every event is one ONNX node."""
+    import tempfile
+
+    import onnxruntime as ort
+
+    from onnx_sched.bench.split_executor import random_feed
+
+    if provider not in ort.get_available_providers():
+        raise DeviceError(f"ONNX Runtime provider {provider!r} not available; have {ort.get_available_providers()}")
+    graph = imported.graph
+    with tempfile.TemporaryDirectory() as tmp:
+        so = ort.SessionOptions()
+        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+        so.intra_op_num_threads = threads
+        so.inter_op_num_threads = 1
+        so.enable_profiling = True
+        so.profile_file_prefix = os.path.join(tmp, "prof")
+        sess = ort.InferenceSession(imported.model.SerializeToString(), so, providers=[provider])
+        feed = random_feed(imported.model, seed)
+        totals = []
+        for i in range(warmup + repeats):
+            t0 = time.perf_counter()
+            sess.run(None, feed)
+            if i >= warmup:
+                totals.append(time.perf_counter() - t0)
+        path = sess.end_profiling()
+        events = json.loads(Path(path).read_text())
+    runs: list[dict[str, float]] = []
+    current: dict[str, float] = {}
+    run_index = -1
+    for ev in events:
+        if ev.get("cat") == "Session" and ev.get("name") == "model_run":
+            continue
+        if ev.get("cat") != "Node" or not str(ev.get("name", "")).endswith("_kernel_time"):
+            continue
+        node = ev["name"][: -len("_kernel_time")]
+        if node in current:  # a new run starts when a node repeats
+            runs.append(current)
+            current = {}
+            run_index += 1
+        current[node] = float(ev.get("dur", 0)) * 1e-6
+    if current:
+        runs.append(current)
+    runs = runs[warmup:] if len(runs) > warmup else runs
+    op_secs = _median_times(runs)
+    op_secs = {n: op_secs.get(n, 0.0) for n in graph.op_names}
+    base = DeviceProfile(name=provider, kind="cpu" if "CPU" in provider else "dgpu", full_name=f"ONNX Runtime {provider}",
+                         backend="onnxruntime", model=graph.name, op_seconds=op_secs,
+                         total_seconds=float(np.median(totals)),
+                         notes=f"ORT profiling, {threads} thread(s), optimizations off, median of {repeats} runs")
+    return replace(base, **fit_rates(graph, op_secs))
+
+
+def profile_model(imported: Any, device: str, runtime: str = "openvino", repeats: int = 10, threads: int = 1,
+                  transfer: bool = True) -> ProfileSet:
+    """Profile one device and (optionally) calibrate its host transfer; a one-device set."""
+    if runtime == "openvino":
+        prof = profile_openvino(imported, device, repeats=repeats)
+    elif runtime in ("ort", "onnxruntime"):
+        prof = profile_ort(imported, device, threads=threads, repeats=repeats)
+    else:
+        raise ValueError(f"runtime must be openvino or ort, got {runtime!r}")
+    if not transfer:
+        return ProfileSet((prof,))
+    tm = measure_transfer(backend="openvino" if runtime == "openvino" else "onnxruntime")
+    return ProfileSet((prof,), {}, tm)
