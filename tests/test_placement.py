@@ -396,3 +396,89 @@ def test_auto_portfolio_includes_hsdag_and_the_exact_optimum(devices) -> None:
     assert s.optimal  # the exact solver proves it (on ties the proven candidate is the one reported)
     if len(devices) == 2:
         assert s.info["latency"] == pytest.approx(lat.mincut_placement(problem)[1])
+
+
+# ------------------------------------------------- unnamed / duplicate-named nodes
+def anonymous_model(duplicates: bool = True) -> onnx.ModelProto:
+    """Two branches whose nodes have no names or (``duplicates``) share one, as many exporters write
+    them.  ONNX Runtime refuses duplicate node names; OpenVINO and onnx.checker accept them."""
+    dup = "dup" if duplicates else ""
+    nodes = [
+        helper.make_node("MatMul", ["x", "w"], ["h"]),
+        helper.make_node("Relu", ["h"], ["a1"]),
+        helper.make_node("Sigmoid", ["a1"], ["a2"], name=dup),
+        helper.make_node("Neg", ["h"], ["b1"], name=dup),
+        helper.make_node("Tanh", ["b1"], ["b2"]),
+        helper.make_node("Add", ["a2", "b2"], ["y"], name=dup),
+    ]
+    w = helper.make_tensor("w", TensorProto.FLOAT, [16, 16], np.linspace(-1, 1, 256).astype(np.float32).tolist())
+    graph = helper.make_graph(nodes, "anon", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 16])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 16])], [w])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=10)
+
+
+def test_unnamed_and_duplicate_nodes_get_unique_order_independent_names(tmp_path) -> None:
+    from onnx_sched.exporters.onnx import export_onnx
+    from onnx_sched.schedule import Schedule
+
+    imp = import_onnx(anonymous_model())
+    names = imp.graph.op_names
+    assert len(set(names)) == len(names) == 6
+    order = np.array([0, 3, 4, 1, 2, 5])  # branch b first: a different file order
+    out = export_onnx(imp, Schedule(order, "t"))
+    onnx.save(out, tmp_path / "r.onnx")
+    again = import_onnx(tmp_path / "r.onnx").graph.op_names
+    assert sorted(again) == sorted(names) and [names[i] for i in order] == list(again)
+
+
+def test_bench_placement_runs_a_placement_on_unnamed_nodes(tmp_path) -> None:
+    """optimize-style export (reordered, per-node devices) -> bench-placement on the original model."""
+    from onnx_sched.cli import main
+    from onnx_sched.exporters.onnx import export_onnx
+    from onnx_sched.schedule import Schedule
+
+    src = tmp_path / "m.onnx"
+    onnx.save(anonymous_model(duplicates=False), src)  # ONNX Runtime refuses duplicate node names
+    imp = import_onnx(src)
+    g = imp.graph
+    branch_b = {g.op_names[i] for i in (3, 4)}  # Neg and Tanh, both unnamed
+    placement = np.array([int(n in branch_b) for n in g.op_names])
+    out = export_onnx(imp, Schedule(np.array([0, 3, 4, 1, 2, 5]), "t", placement=placement), device_names=["CPU", "GPU.0"])
+    onnx.save(out, tmp_path / "placed.onnx")
+    report = tmp_path / "r.json"
+    r = CliRunner().invoke(main, ["bench-placement", str(src), "--placement", str(tmp_path / "placed.onnx"),
+                                  "--runtime", "ort", "--repeats", "2", "--report", str(report)])
+    assert r.exit_code == 0, r.output
+    data = json.loads(report.read_text())
+    assert data["outputs_equal"] and data["sub_models"] >= 2
+    assert data["ops_per_device"] == {"CPU": 4, "GPU.0": 2}
+
+
+def test_openvino_affinity_on_unnamed_and_duplicate_nodes() -> None:
+    from openvino.passes import Manager
+
+    from onnx_sched.bench.split_executor import random_feed
+    from onnx_sched.devices import openvino_core, register_cpu_alias
+    from onnx_sched.exporters.openvino import export_openvino, placement_from_rt_info
+    from onnx_sched.plugins.openvino_affinity import ApplyAffinity, hetero_device_string
+    from onnx_sched.schedule import Schedule
+
+    imp = import_onnx(anonymous_model())
+    placement = np.array([0, 0, 0, 1, 1, 0])  # branch b (Neg "dup", unnamed Tanh) on the second device
+    core = openvino_core()
+    register_cpu_alias(core)
+    model = export_openvino(imp, Schedule(np.arange(6), "t", placement=placement), ["CPU", "CPUB"])
+    affinity = placement_from_rt_info(model)["affinity"]
+    assert {affinity[n] for n in affinity if n.endswith("Tanh") or "b2" in n} <= {"CPUB"}
+    mgr = Manager()
+    mgr.register_pass(ApplyAffinity())
+    mgr.run_passes(model)
+    devices = {op.get_friendly_name(): op.get_rt_info()["affinity"].astype(str) for op in model.get_ordered_ops()}
+    assert set(devices.values()) == {"CPU", "CPUB"}
+    core.set_property("CPUB", {"INFERENCE_PRECISION_HINT": "f32"})
+    core.set_property("CPU", {"INFERENCE_PRECISION_HINT": "f32"})
+    compiled = core.compile_model(model, hetero_device_string(model))
+    feed = random_feed(imp.model)
+    got = compiled.create_infer_request().infer(feed)[compiled.outputs[0]]
+    ref = core.compile_model(core.read_model(imp.model.SerializeToString(), b""), "CPU").create_infer_request().infer(feed)[0]
+    np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5)

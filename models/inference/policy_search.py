@@ -21,11 +21,12 @@ Example:
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
+
+from onnx_sched.jit import work_clock
 
 __all__ = ["SearchTrace", "reinforce_search", "sample_choices", "softmax"]
 
@@ -83,9 +84,9 @@ def reinforce_search(
     history: list[float] = []
     evals = 1
     items = np.arange(theta.shape[0])
-    t0 = time.perf_counter()
+    t0 = work_clock()
     for ep in range(max(0, episodes)):
-        if ep and time_limit is not None and time.perf_counter() - t0 > time_limit:
+        if ep and time_limit is not None and work_clock() - t0 > time_limit:
             break
         p = softmax(theta)
         draws = np.vstack([np.argmax(theta, axis=1)[None, :], sample_choices(p, batch, rng)])

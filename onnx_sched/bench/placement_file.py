@@ -1,5 +1,9 @@
 """Placement files: which device runs each op, by op name (``onnx-sched-placement/1``).
 
+Ops are named as the importer names them
+(:func:`~onnx_sched.importers.onnx.stable_op_names`): unique, and the same in a
+model and in its reordering, also for unnamed or duplicate-named nodes.
+
 A placement file is JSON ``{"format", "model", "devices", "placement": {op: device},
 ...extra}``.  :func:`save_placement` writes one; :func:`load_placement` reads one
 back, or reads the per-node ``pkg.onnx_sched.device`` metadata of an ONNX model
@@ -46,8 +50,12 @@ def load_placement(path: str | os.PathLike, graph: Any) -> tuple[np.ndarray, lis
 
         from onnx_sched.exporters.onnx import DEVICE_KEY
 
+        from onnx_sched.importers.onnx import stable_op_names
+
         m = onnx.load(str(p), load_external_data=False)
-        by_node = {n.name: {q.key: q.value for q in n.metadata_props}.get(DEVICE_KEY) for n in m.graph.node}
+        nodes = m.graph.node
+        by_node = {name: {q.key: q.value for q in n.metadata_props}.get(DEVICE_KEY)
+                   for name, n in zip(stable_op_names(nodes), nodes)}
         mapping = {name: by_node.get(name) for name in graph.op_names}
         meta: dict[str, Any] = {"source": "onnx-metadata"}
         devices = list(dict.fromkeys(v for v in mapping.values() if v is not None))

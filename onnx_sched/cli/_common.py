@@ -1,4 +1,4 @@
-"""Pieces shared by CLI commands: JSON output, model import options."""
+"""Pieces shared by CLI commands: JSON output, the ``--report`` option, model import options."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-__all__ = ["import_options", "write_json_atomic"]
+__all__ = ["import_options", "report_option", "write_json_atomic"]
 
 
 def write_json_atomic(data: Any, path: str | os.PathLike) -> None:
@@ -33,3 +33,21 @@ def import_options(fn):  # noqa: ANN001, ANN201
         "--input-shape", "input_shapes", multiple=True, metavar="NAME=1x3x224x224", help="Static shape for an input."
     )(fn)
     return fn
+
+
+class _OptionWithOldNames(click.Option):
+    """An option whose help shows only its first flag; the other flags are old names that keep working."""
+
+    def get_help_record(self, ctx: click.Context):  # noqa: ANN201
+        opts, self.opts = self.opts, self.opts[:1]
+        try:
+            return super().get_help_record(ctx)
+        finally:
+            self.opts = opts
+
+
+def report_option(*old_names: str):  # noqa: ANN201
+    """``--report FILE`` (the JSON report, the same flag in every command) as ``report_path``;
+    ``old_names`` (e.g. ``"--json"``) still work but are not shown in ``--help``."""
+    return click.option("--report", *old_names, "report_path", cls=_OptionWithOldNames, default=None,
+                        type=click.Path(dir_okay=False, path_type=Path), help="Write the JSON report here.")

@@ -2,7 +2,7 @@
 
 Each model runs in a fresh process per arena setting (CPU arena off, then on),
 in file order (``PRIORITY_BASED``), on the same seeded random inputs; with OUT
-given, its outputs must equal IN's bit for bit.  Prints a table; ``--json``
+given, its outputs must equal IN's bit for bit.  Prints a table; ``--report``
 writes the full report.
 """
 
@@ -13,6 +13,7 @@ from pathlib import Path
 import click
 
 from onnx_sched.bench.measure import BenchReport, bench_models
+from onnx_sched.cli._common import report_option
 
 _MB = 1e6
 
@@ -72,7 +73,7 @@ def _render(report: BenchReport) -> None:
 @click.option("--runtime", type=click.Choice(["ort"]), default="ort", show_default=True, help="Runtime to measure in.")
 @click.option("--repeats", type=click.IntRange(min=1), default=10, show_default=True, help="Timed runs per model.")
 @click.option("--warmup", type=click.IntRange(min=0), default=2, show_default=True, help="Untimed runs first.")
-@click.option("--json", "json_path", type=click.Path(dir_okay=False, writable=True), help="Write the report here.")
+@report_option("--json")
 @click.option("--no-ort-opt", is_flag=True, help="Run with ORT graph optimizations off (ORT_DISABLE_ALL).")
 @click.option("--threads", type=click.IntRange(min=1), default=1, show_default=True, help="ORT intra-op threads.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the random inputs.")
@@ -86,7 +87,7 @@ def command(
     runtime: str,
     repeats: int,
     warmup: int,
-    json_path: str | None,
+    report_path: Path | None,
     no_ort_opt: bool,
     threads: int,
     seed: int,
@@ -113,8 +114,8 @@ def command(
         profile=profile,
     )
     _render(report)
-    if json_path:
-        report.to_json(json_path)
-        click.echo(f"report written to {json_path}")
+    if report_path:
+        report.to_json(report_path)
+        click.echo(f"report written to {report_path}")
     if report.outputs_equal is False:
         raise click.ClickException("OUT's outputs differ from IN's")

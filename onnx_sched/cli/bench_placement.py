@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 
 import click
 
-from onnx_sched.cli._common import import_options
+from onnx_sched.cli._common import import_options, report_option
 
 __all__ = ["command"]
 
@@ -37,12 +38,12 @@ __all__ = ["command"]
 @click.option("--repeats", type=click.IntRange(1, 100_000), default=10, show_default=True)
 @click.option("--time-limit", type=float, default=10.0, show_default=True, help="Seconds for --method.")
 @click.option("--save-placement", type=click.Path(dir_okay=False), default=None, help="Write the placement used.")
-@click.option("-o", "--output", type=click.Path(dir_okay=False), default=None, help="JSON report path.")
+@report_option("-o", "--output")
 @import_options
 def command(model: str, placement_path: str | None, method: str | None, profiles: tuple[str, ...],
             profile_devices: str | None, mode: str, runtime: str, devices: str | None, threads: int, pin: bool,
             sequential: bool, warmup: int, repeats: int, time_limit: float, save_placement: str | None,
-            output: str | None, input_shapes: tuple[str, ...], dims: tuple[str, ...]) -> None:
+            report_path: Path | None, input_shapes: tuple[str, ...], dims: tuple[str, ...]) -> None:
     """Run MODEL split by a device placement; report latency, sub-models and output equality."""
     from onnx_sched.bench.placement_file import load_placement
     from onnx_sched.bench.placement_file import save_placement as write_placement
@@ -60,13 +61,11 @@ def command(model: str, placement_path: str | None, method: str | None, profiles
     else:
         if not profiles:
             raise ValueError("--method needs --profiles FILE (from onnx-sched profile)")
-        from onnx_sched.cost.latency import placement_problem
+        from onnx_sched.objectives import build_problem
         from onnx_sched.passes import PassContext, get_pass
-        from onnx_sched.profiling import load_profiles
 
-        ps = load_profiles(list(profiles))
-        sel = [d.strip() for d in profile_devices.split(",")] if profile_devices else None
-        problem = placement_problem(graph, ps, mode, sel)
+        sel = tuple(d.strip() for d in profile_devices.split(",")) if profile_devices else None
+        problem = build_problem("latency", graph, profiles=profiles, devices=sel, latency_mode=mode)
         sched = get_pass(method, "latency")(graph, PassContext(time_limit=time_limit, problem=problem))
         placement, names = sched.placement, list(problem.device_names)
         meta = {"method": method, "predicted_latency_s": sched.info["latency"], "mode": mode,
@@ -92,10 +91,10 @@ def command(model: str, placement_path: str | None, method: str | None, profiles
         report = bench_ort(imported, placement, specs, warmup=warmup, repeats=repeats, concurrent=not sequential)
     report = {"model": graph.name, "ops": graph.n_ops, "placement_devices": names,
               "ops_per_device": {names[i]: int((placement == i).sum()) for i in range(k)}, **meta, **report}
-    if output:
+    if report_path:
         from onnx_sched.cli._common import write_json_atomic
 
-        write_json_atomic(report, output)
+        write_json_atomic(report, report_path)
     sim = " (placement from SIMULATED profiles)" if report.get("simulated") else ""
     split, single = report["split"], report.get("single_device")
     line = (f"{graph.name}: {runtime} {report.get('target', '')} {report['sub_models']} sub-models, "
@@ -105,7 +104,7 @@ def command(model: str, placement_path: str | None, method: str | None, profiles
     if "outputs_equal" in report:
         line += f", outputs {'equal' if report['outputs_equal'] else 'DIFFER'} (max abs err {report['max_abs_error']:.2g})"
     click.echo(line + sim)
-    if not output:
+    if not report_path:
         click.echo(json.dumps(report["device_seconds"]))
     if report.get("outputs_equal") is False:
         raise SystemExit(1)

@@ -10,7 +10,7 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
-from onnx_sched.cli._common import import_options, write_json_atomic
+from onnx_sched.cli._common import import_options, report_option, write_json_atomic
 from onnx_sched.report import fmt_bytes
 
 __all__ = ["command"]
@@ -19,9 +19,9 @@ __all__ = ["command"]
 @click.command("inspect")
 @click.argument("model", type=click.Path(path_type=Path))
 @click.option("--inplace/--no-inplace", default=False, help="Memory model with in-place reuse.")
-@click.option("--json", "json_path", type=click.Path(path_type=Path), default=None, help="Also write the stats as JSON.")
+@report_option("--json")
 @import_options
-def command(model: Path, inplace: bool, json_path: Path | None, input_shapes: tuple[str, ...], dims: tuple[str, ...]) -> None:
+def command(model: Path, inplace: bool, report_path: Path | None, input_shapes: tuple[str, ...], dims: tuple[str, ...]) -> None:
     """Print MODEL's graph and memory statistics."""
     from onnx_sched.cost.memory import lower_bound, profile
     from onnx_sched.dag import longest_path_to_sink
@@ -59,5 +59,5 @@ def command(model: Path, inplace: bool, json_path: Path | None, input_shapes: tu
     for t, c in Counter(g.op_types).most_common(12):
         types.add_row(t, str(c))
     console.print(types)
-    if json_path is not None:
-        write_json_atomic({**stats, "op_types": dict(Counter(g.op_types))}, json_path)
+    if report_path is not None:
+        write_json_atomic({**stats, "op_types": dict(Counter(g.op_types))}, report_path)

@@ -21,7 +21,8 @@ their graph, not their weights.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections import Counter
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -34,7 +35,35 @@ from onnx_sched.importers._assemble import assemble_graph
 from onnx_sched.errors import ModelLoadError, UnknownOpError, UnknownShapeError
 from onnx_sched.graph import Graph, TensorKind
 
-__all__ = ["ImportedOnnx", "import_onnx", "load_model", "parse_dims", "parse_input_shapes"]
+__all__ = ["ImportedOnnx", "import_onnx", "load_model", "parse_dims", "parse_input_shapes", "stable_op_names"]
+
+def stable_op_names(nodes: Sequence[onnx.NodeProto]) -> tuple[str, ...]:
+    """A unique name per node that does not depend on the node order.
+
+    ONNX allows nodes without names and several nodes with one name (many exporters
+    write them).  A node keeps its own name when it is non-empty and unique;
+    otherwise it is named ``"<name or op type>:<first output tensor>"``, which is
+    unique because ONNX tensors have one producer.  Reordering a model (what
+    onnx-sched exports) keeps these names, so placements written for one order
+    apply to the other.
+
+    Example:
+        >>> from onnx import helper
+        >>> stable_op_names([helper.make_node("Relu", ["x"], ["y"]), helper.make_node("Relu", ["y"], ["z"], name="a"),
+        ...                  helper.make_node("Neg", ["z"], ["w"], name="b"), helper.make_node("Neg", ["w"], ["v"], name="b")])
+        ('Relu:y', 'a', 'b:w', 'b:v')
+    """
+    counts = Counter(n.name for n in nodes if n.name)
+    names = []
+    for i, node in enumerate(nodes):
+        if node.name and counts[node.name] == 1:
+            names.append(node.name)
+            continue
+        out = next((o for o in node.output if o), None)
+        names.append(f"{node.name or node.op_type}:{out}" if out is not None else f"{node.name or node.op_type}#{i}")
+    clash = Counter(names)
+    return tuple(n if clash[n] == 1 else f"{n}#{i}" for i, n in enumerate(names))
+
 
 _NONDETERMINISTIC = frozenset(
     {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial", "Bernoulli"}
@@ -437,7 +466,8 @@ def import_onnx(
         raise UnknownShapeError(f"{where}: unknown size for {len(unknown)} tensors ({shown}){hint}")
 
     op_types = tuple(g.node[i].op_type for i in op_node)
-    op_names = tuple(g.node[i].name or f"{g.node[i].op_type}_{i}" for i in op_node)
+    node_names = stable_op_names(g.node)
+    op_names = tuple(node_names[i] for i in op_node)
     graph = assemble_graph(
         name=path.stem if path else (g.name or "model"), op_names=op_names, op_types=op_types,
         op_attrs=tuple(_attrs(g.node[i]) for i in op_node), op_in=op_in, op_out=op_out, tensor_names=names,

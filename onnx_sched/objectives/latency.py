@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -18,7 +18,7 @@ import numpy as np
 from onnx_sched.cost import latency as lat
 from onnx_sched.dag import kahn_order
 from onnx_sched.graph import Graph
-from onnx_sched.objectives.objective import META_PREFIX, ProblemOptions
+from onnx_sched.objectives.objective import META_PREFIX, ProblemOptions, warm_up_graph
 from onnx_sched.report import ReportTable, yes_no
 from onnx_sched.schedule import Schedule
 
@@ -43,6 +43,12 @@ class Latency:
         devices = list(options.devices) if options.devices else None
         return lat.placement_problem(graph, load_profiles(list(options.profiles)), mode=options.latency_mode,
                                      devices=devices)
+
+    def warm_up_instance(self, problem: lat.PlacementProblem) -> tuple[Graph, lat.PlacementProblem]:
+        """The warm-up graph on the same devices and links, op times borrowed from ``problem`` (cycled)."""
+        graph = warm_up_graph(like=problem.graph)
+        rows = np.arange(graph.n_ops) % max(problem.graph.n_ops, 1)
+        return graph, replace(problem, graph=graph, op_time=problem.op_time[rows], info={})
 
     def check(self, graph: Graph, ctx: PassContext) -> None:
         if not isinstance(ctx.problem, lat.PlacementProblem):

@@ -14,9 +14,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from onnx_sched.cost import makespan as ms
 from onnx_sched.graph import Graph
-from onnx_sched.objectives.objective import META_PREFIX, ProblemOptions
+from onnx_sched.objectives.objective import META_PREFIX, ProblemOptions, warm_up_graph
 from onnx_sched.report import ReportTable, yes_no
 from onnx_sched.schedule import Schedule
 
@@ -41,6 +43,12 @@ class Makespan:
         from onnx_sched.machines import load_machines
 
         return ms.makespan_problem(graph, load_machines(options.machines))
+
+    def warm_up_instance(self, problem: ms.MakespanProblem) -> tuple[Graph, ms.MakespanProblem]:
+        """The warm-up graph on the same machines, op rows borrowed from ``problem`` (cycled)."""
+        graph = warm_up_graph(like=problem.graph)
+        rows = np.arange(graph.n_ops) % max(problem.n_ops, 1)
+        return graph, ms.makespan_problem(graph, problem.machines, problem.durations[rows], problem.demand[rows])
 
     def check(self, graph: Graph, ctx: PassContext) -> None:
         if ctx.problem is None:

@@ -14,10 +14,27 @@ from onnx_sched.schedule import Schedule
 if TYPE_CHECKING:  # the pass context is the passes' type; objectives only read it
     from onnx_sched.passes import PassContext
 
-__all__ = ["META_PREFIX", "Objective", "ProblemOptions"]
+__all__ = ["META_PREFIX", "WARM_UP_OPS", "Objective", "ProblemOptions", "warm_up_graph"]
 
 #: Prefix of the metadata keys written into optimized models.
 META_PREFIX = "onnx_sched."
+#: Ops of the graph methods are warmed up on (:meth:`Objective.warm_up_instance`).
+WARM_UP_OPS = 40
+
+
+def warm_up_graph(like: Graph | None = None) -> Graph:
+    """The graph every objective's warm-up instance is built on: a random DAG of :data:`WARM_UP_OPS`
+    ops on which no cheap heuristic is optimal and exact search hits its state cap, so the peak-memory
+    portfolio runs every stage (beams, exact search, final beam).  With ``like``, op ``i`` takes the op
+    type of ``like``'s op ``i mod n``, so machine files that restrict op types accept it."""
+    from dataclasses import replace
+
+    from onnx_sched.synth.random_dags import er_graph
+
+    graph = er_graph(WARM_UP_OPS, 10_000)
+    if like is None or like.n_ops == 0:
+        return graph
+    return replace(graph, op_types=tuple(like.op_types[i % like.n_ops] for i in range(graph.n_ops)))
 
 
 @dataclass(frozen=True)
@@ -51,6 +68,10 @@ class Objective(Protocol):
 
     def build_problem(self, graph: Graph, options: ProblemOptions) -> Any:
         """The problem data passes get as ``ctx.problem`` (``None`` when the graph is enough)."""
+
+    def warm_up_instance(self, problem: Any) -> tuple[Graph, Any]:
+        """A tiny graph and problem of the same kind as ``problem`` (same devices, machine kinds):
+        running a method on it compiles every kernel the method uses (:mod:`onnx_sched.jit`)."""
 
     def check(self, graph: Graph, ctx: PassContext) -> None:
         """``ValueError`` with the missing option when ``ctx.problem`` does not fit this objective."""

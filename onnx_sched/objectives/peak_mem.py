@@ -18,7 +18,7 @@ import numpy as np
 from onnx_sched.cost import memory
 from onnx_sched.dag import check_order
 from onnx_sched.graph import Graph
-from onnx_sched.objectives.objective import META_PREFIX, ProblemOptions
+from onnx_sched.objectives.objective import META_PREFIX, ProblemOptions, warm_up_graph
 from onnx_sched.report import ReportTable, fmt_bytes, yes_no
 from onnx_sched.schedule import Schedule
 
@@ -42,6 +42,9 @@ class PeakMemory:
 
     def build_problem(self, graph: Graph, options: ProblemOptions) -> None:
         return None  # the graph and ctx.inplace are the whole problem
+
+    def warm_up_instance(self, problem: None) -> tuple[Graph, None]:
+        return warm_up_graph(), None
 
     def check(self, graph: Graph, ctx: PassContext) -> None:
         return None

@@ -13,8 +13,6 @@ smaller and the time limit stops the search (options ``population``,
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 from pymoo.algorithms.soo.nonconvex.ga import GA
 from pymoo.core.problem import Problem
@@ -22,6 +20,7 @@ from pymoo.core.problem import Problem
 from onnx_sched.cost import makespan as ms
 from onnx_sched.cost.makespan.list_kernels import _rank_keys
 from onnx_sched.graph import Graph
+from onnx_sched.jit import work_clock
 from onnx_sched.passes import PassContext, register
 from onnx_sched.passes.makespan._priorities import (
     cp_logits,
@@ -64,7 +63,7 @@ def search(problem: ms.MakespanProblem, time_limit: float, seed: int, population
     ``extra``: more priority vectors (any scale) put into the initial population first.
     """
     rng = np.random.default_rng(seed)
-    start = time.perf_counter()
+    start = work_clock()
     x0 = seed_population(problem, max(3, min(seeds, population)), rng)
     if extra is not None and len(extra):
         x0 = np.vstack([np.stack([_unit_interval(e) for e in np.atleast_2d(extra)]), x0])[:population]
@@ -73,7 +72,7 @@ def search(problem: ms.MakespanProblem, time_limit: float, seed: int, population
     algo = GA(pop_size=population, sampling=x0, eliminate_duplicates=False)
     algo.setup(_Priorities(problem), termination=("n_gen", generations), seed=int(seed) % (2**31), verbose=False)
     gens = 0
-    while algo.has_next() and time.perf_counter() - start < time_limit:
+    while algo.has_next() and work_clock() - start < time_limit:
         pop = algo.ask()
         algo.evaluator.eval(algo.problem, pop)
         algo.tell(infills=pop)

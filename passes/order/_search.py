@@ -10,12 +10,12 @@ kept per layer rebuild the order of the best final state.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
+from onnx_sched.jit import work_clock
 from onnx_sched.passes.order._kernels import (
     KernelGraph,
     collapse_kernel,
@@ -116,7 +116,7 @@ def layered_search(
     """Expand ``steps`` layers from ``start``.
 
     ``width=None``: exhaustive DP (stops, incomplete, at ``deadline`` (a
-    ``time.perf_counter`` value), when a layer would exceed ``max_states`` or the
+    ``onnx_sched.jit.work_clock`` value), when a layer would exceed ``max_states`` or the
     states kept over all layers would exceed ``max_total``, or a layer would have more
     than ``max_candidates`` children before collapsing; it also stops when the next
     layer is predicted to end past the deadline).  With
@@ -135,7 +135,7 @@ def layered_search(
         if len(layer) == 0:
             break
         n_parents = len(layer)
-        tl = time.perf_counter()
+        tl = work_clock()
         max_cand = -1 if max_candidates is None else int(max_candidates)
         cpar, cop, cpeak, ch1, ch2 = expand_kernel(
             layer.S, layer.F, layer.peak, layer.live, layer.h1, layer.h2, np.int64(floor), np.int64(cutoff),
@@ -159,7 +159,7 @@ def layered_search(
         bps.append((bp_par, bp_op))
         widths.append(len(layer))
         biggest = max(biggest, len(layer))
-        now = time.perf_counter()
+        now = work_clock()
         if deadline is not None and t + 1 < steps:
             if cur_width is None:
                 growth = len(layer) / max(n_parents, 1)

@@ -22,15 +22,15 @@ file order, the file order is returned with ``info["kept_input_order"] = True``.
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import numpy as np
 
 from onnx_sched.cost.memory import lower_bound
-from onnx_sched.graph import Graph
-from onnx_sched.passes import PassContext, register
 from onnx_sched.deadline import Deadline
+from onnx_sched.graph import Graph
+from onnx_sched.jit import work_clock
+from onnx_sched.passes import PassContext, register
 from onnx_sched.passes.order._common import make_schedule, peak_of
 from onnx_sched.passes.order._portfolio import cheap_orders
 from onnx_sched.passes.order.beam import beam_search
@@ -106,9 +106,9 @@ def run(graph: Graph, ctx: PassContext) -> Schedule:
             nxt = min(max_width, width * 4)
             if last and clock.elapsed() + last * nxt / width > budget_end:
                 break
-            t0 = time.perf_counter()
+            t0 = work_clock()
             last_width = beam(nxt, max(budget_end - clock.elapsed(), 0.0))
-            last = time.perf_counter() - t0
+            last = work_clock() - t0
             width = nxt
             state_rate = max(last_width / max(last, 1e-6), 1.0)
             if clock.elapsed() >= budget_end:

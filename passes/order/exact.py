@@ -28,7 +28,6 @@ when a limit is reached or the next layer would end past the time limit.
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,6 +36,7 @@ import numpy as np
 from onnx_sched.cost.memory import lower_bound, memory_arrays, profile
 from onnx_sched.dag import check_order, kahn_order
 from onnx_sched.graph import Graph
+from onnx_sched.jit import work_clock
 from onnx_sched.passes import PassContext, register
 from onnx_sched.passes.order._common import make_schedule
 from onnx_sched.passes.order._kernels import kernel_graph
@@ -126,7 +126,7 @@ def solve_exact(
     max_total: int = 10_000_000,
 ) -> ExactResult:
     """Exact search within ``time_limit`` seconds (see module docstring)."""
-    t0 = time.perf_counter()
+    t0 = work_clock()
     deadline = t0 + float(time_limit)
     n = graph.n_ops
     graph_lb = int(lower_bound(graph, inplace))
@@ -163,7 +163,7 @@ def solve_exact(
             proven[i] = True  # a single op, or some op of the segment needs this much in any order
             floor = max(floor, seg_peak[i])
             continue
-        if time.perf_counter() >= deadline:
+        if work_clock() >= deadline:
             stopped_reason = stopped_reason or "time"
             continue
         live0 = int(prof.live[a - 1]) if a > 0 else kg.base
@@ -183,7 +183,7 @@ def solve_exact(
             floor = max(floor, value)
         else:
             floor = max(floor, int(res.bound))
-            stopped_reason = stopped_reason or ("time" if time.perf_counter() >= deadline else "state limit")
+            stopped_reason = stopped_reason or ("time" if work_clock() >= deadline else "state limit")
     order = check_order(graph, order)
     peak = int(profile(graph, order, inplace).peak)
     optimal = all(proven) or peak <= floor
@@ -191,7 +191,7 @@ def solve_exact(
     info.update(
         segments=len(segments), cut_ops=int(len(cuts)), searched_segments=searched,
         solved_segments=int(sum(proven)), stopped=None if optimal else stopped_reason,
-        seconds=round(time.perf_counter() - t0, 4),
+        seconds=round(work_clock() - t0, 4),
     )
     return ExactResult(order, peak, bool(optimal), int(lb), info)
 
