@@ -19,7 +19,8 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from onnx_sched.cost.memory import lower_bound, peak_memory
+from onnx_sched.cost.memory import peak_memory
+from onnx_sched.cost.memory_bound import lower_bound
 from onnx_sched.importers.onnx import import_onnx
 from onnx_sched.passes import PassContext, available, get_pass
 

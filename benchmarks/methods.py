@@ -31,7 +31,7 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
-from onnx_sched.cost.memory import lower_bound
+from onnx_sched.cost.memory_bound import lower_bound
 from onnx_sched.graph import Graph
 from onnx_sched.passes import PassContext, available, get_pass
 

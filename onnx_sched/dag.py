@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from onnx_sched.dag_kernels import closure_bits
+
 if TYPE_CHECKING:  # annotations only: graph.py uses these functions, so dag.py must not import it
     from onnx_sched.graph import Graph
 
@@ -28,6 +30,7 @@ __all__ = [
     "kahn_order",
     "longest_path_to_sink",
     "longest_path_from_source",
+    "reachability",
 ]
 
 
@@ -117,3 +120,20 @@ def longest_path_from_source(g: Graph, weight: np.ndarray | None = None) -> np.n
         if len(p):
             out[u] = w[u] + out[p].max()
     return out
+
+
+def reachability(g: Graph, reverse: bool = False) -> np.ndarray:
+    """``(n, ceil(n/64))`` uint64 bitsets: bit ``v`` of row ``u`` is set iff there is a path ``u -> v``
+    (descendants; with ``reverse``, a path ``v -> u``: ancestors).  Irreflexive.
+
+    Example:
+        >>> from onnx_sched.graph import Graph
+        >>> g = Graph.from_edges(3, [(0, 1), (1, 2)], output_bytes=[1, 1, 1])
+        >>> [int(row[0]) for row in reachability(g)], [int(row[0]) for row in reachability(g, reverse=True)]
+        ([6, 4, 0], [0, 1, 3])
+    """
+    n_words = max(1, (g.n_ops + 63) // 64)
+    topo = kahn_order(g)
+    if reverse:
+        return closure_bits(topo[::-1].copy(), g.op_preds.indptr, g.op_preds.indices, n_words)
+    return closure_bits(topo, g.op_succs.indptr, g.op_succs.indices, n_words)

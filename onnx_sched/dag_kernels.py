@@ -4,13 +4,16 @@ Every list scheduler (the peak-memory greedy and random-order kernels, the
 makespan list scheduler) keeps an in-degree per op and a ready array, and
 releases an op's successors once it is scheduled.  These two steps live here,
 once, so the schedulers differ only in how they pick the next ready op.
+:func:`closure_bits` is the transitive closure as bitsets, which the learned
+encoders' attention masks and the peak-memory lower bound both use.
 """
 
 from __future__ import annotations
 
 import numba
+import numpy as np
 
-__all__ = ["init_ready", "release_successors"]
+__all__ = ["closure_bits", "init_ready", "release_successors"]
 
 
 @numba.njit(cache=True)
@@ -36,3 +39,19 @@ def release_successors(v, succ_ptr, succ_idx, indeg, ready, n_ready):  # noqa: A
             ready[n_ready] = w
             n_ready += 1
     return n_ready
+
+
+@numba.njit(cache=True)
+def closure_bits(topo, succ_ptr, succ_idx, n_words):  # noqa: ANN001, ANN201
+    """Row ``u``: bitset of the ops reachable from ``u`` along ``succ`` (strictly), ``topo`` a topological
+    order of that direction."""
+    reach = np.zeros((len(topo), n_words), dtype=np.uint64)
+    one = np.uint64(1)
+    for k in range(len(topo) - 1, -1, -1):
+        u = topo[k]
+        for e in range(succ_ptr[u], succ_ptr[u + 1]):
+            v = succ_idx[e]
+            for w in range(n_words):
+                reach[u, w] |= reach[v, w]
+            reach[u, v >> 6] |= one << np.uint64(v & 63)
+    return reach

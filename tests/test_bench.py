@@ -1,4 +1,5 @@
-"""Real ONNX Runtime measurements: file order changes measured peak RSS; reorders are bitwise equal."""
+"""Real ONNX Runtime and OpenVINO measurements: file order changes measured peak RSS (ORT); reorders are
+bitwise equal in ORT and equal within rtol=atol=1e-5 in OpenVINO."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import numpy as np
 import onnx
 import pytest
 from click.testing import CliRunner
+from conftest import branchy_model as small_branchy_model
 from onnx import TensorProto as T
 from onnx import helper as h
 
@@ -169,3 +171,61 @@ def test_cli_bench_bad_model_is_one_line_error(tmp_path: Path) -> None:
     result = CliRunner().invoke(main, ["bench", str(bad)])
     assert result.exit_code == 2
     assert "cannot read ONNX model" in result.output
+
+
+@pytest.fixture(scope="module")
+def small_pair(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """A small breadth-first model (3 x 256 x 256 branches) and its reordering by ``onnx-sched optimize``."""
+    d = tmp_path_factory.mktemp("bench_ov")
+    src, out = d / "small.onnx", d / "small.sched.onnx"
+    onnx.save(small_branchy_model(), src)
+    result = CliRunner().invoke(main, ["optimize", str(src), "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    assert [n.name for n in onnx.load(out).graph.node] != [n.name for n in onnx.load(src).graph.node]
+    return src, out
+
+
+def test_cli_bench_openvino_measures_model_and_reordering(small_pair: tuple[Path, Path], tmp_path: Path) -> None:
+    src, out = small_pair
+    report_path = tmp_path / "ov.json"
+    result = CliRunner().invoke(
+        main, ["bench", str(src), str(out), "--runtime", "openvino", "--repeats", "2", "--report", str(report_path)]
+    )
+    assert result.exit_code == 0, result.output
+    assert "OpenVINO" in result.output and "compile s" in result.output
+    assert "equal within rtol=atol=1e-05" in result.output and "before compile" in result.output
+    data = json.loads(report_path.read_text())
+    assert data["runtime"] == "openvino" and data["comparison"].startswith("allclose")
+    assert data["outputs_equal"] is True and 0 <= data["max_abs_error"] <= 1e-5
+    assert [r["label"] for r in data["runs"]] == ["in", "out"]
+    for run in data["runs"]:
+        assert run["latency_p90_s"] >= run["latency_median_s"] > 0
+        assert run["arena"] is None and run["peak_rss_delta"] >= 0
+        assert run["raw"]["compile_s"] > 0 and len(run["raw"]["latency_s"]) == 2
+        assert run["raw"]["properties"]["INFERENCE_PRECISION_HINT"] == "f32"
+        assert run["raw"]["properties"]["INFERENCE_NUM_THREADS"] == "1"
+
+
+def test_bench_openvino_reads_ir_with_the_same_inputs(small_pair: tuple[Path, Path], tmp_path: Path) -> None:
+    import openvino as ov
+
+    from onnx_sched.exporters.openvino import read_onnx_into_openvino
+
+    src, _ = small_pair
+    xml = tmp_path / "small.xml"
+    ov.save_model(read_onnx_into_openvino(src), str(xml))
+    assert all(np.array_equal(a, b) for a, b in zip(random_inputs(src).values(), random_inputs(xml).values()))
+    report = bench_models(src, xml, runtime="openvino", repeats=1, warmup=0)
+    assert report.outputs_equal is True and report.runtime == "openvino"
+    assert report.run("out").raw["model"] == str(xml)
+    with pytest.raises(ValueError, match="OpenVINO IR"):
+        bench_models(xml, runtime="ort")
+
+
+@pytest.mark.parametrize("extra", [["--arena", "off"], ["--no-ort-opt"], ["--profile"]])
+def test_cli_bench_openvino_rejects_ort_options(small_pair: tuple[Path, Path], extra: list[str]) -> None:
+    src, out = small_pair
+    result = CliRunner().invoke(main, ["bench", str(src), str(out), "--runtime", "openvino", *extra])
+    assert result.exit_code == 2
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and extra[0] in lines[0] and "--runtime openvino" in lines[0], result.output

@@ -10,7 +10,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from onnx_sched.cost.memory import lower_bound, peak_memory
+from onnx_sched.cost.memory import peak_memory
+from onnx_sched.cost.memory_bound import lower_bound
 from onnx_sched.dag import is_topological_order
 from onnx_sched.graph import Csr, Graph, TensorKind
 from onnx_sched.passes import PassContext, available, get_pass

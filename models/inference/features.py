@@ -33,7 +33,7 @@ from dataclasses import dataclass
 import numba
 import numpy as np
 
-from onnx_sched.dag import kahn_order
+from onnx_sched.dag import kahn_order, reachability
 from onnx_sched.graph import Graph
 
 __all__ = [
@@ -72,20 +72,6 @@ PE_DIM = 20
 
 # ----------------------------------------------------------------- closure
 @numba.njit(cache=True)
-def _closure_bits(topo, succ_ptr, succ_idx, n_words):
-    reach = np.zeros((len(topo), n_words), dtype=np.uint64)
-    one = np.uint64(1)
-    for k in range(len(topo) - 1, -1, -1):
-        u = topo[k]
-        for e in range(succ_ptr[u], succ_ptr[u + 1]):
-            v = succ_idx[e]
-            for w in range(n_words):
-                reach[u, w] |= reach[v, w]
-            reach[u, v >> 6] |= one << np.uint64(v & 63)
-    return reach
-
-
-@numba.njit(cache=True)
 def _reduction_mask(reach, succ_ptr, succ_idx, n_words):
     """Edge e = (u, v) is in the reduction iff v is not reachable from another successor of u."""
     keep = np.ones(len(succ_idx), dtype=np.bool_)
@@ -108,14 +94,6 @@ def _reduction_mask(reach, succ_ptr, succ_idx, n_words):
 def _bits_to_bool(bits: np.ndarray, n: int) -> np.ndarray:
     as_bytes = bits.view(np.uint8) if bits.dtype.byteorder in ("=", "<", "|") else bits.astype("<u8").view(np.uint8)
     return np.unpackbits(as_bytes, axis=1, count=n, bitorder="little").astype(bool)
-
-
-def reachability(g: Graph) -> np.ndarray:
-    """``(n, ceil(n/64))`` uint64 bitsets: bit ``v`` of row ``u`` is set iff ``u < v`` (a path u -> v)."""
-    n = g.n_ops
-    n_words = max(1, (n + 63) // 64)
-    succ = g.op_succs
-    return _closure_bits(kahn_order(g), succ.indptr, succ.indices, n_words)
 
 
 def transitive_closure(g: Graph) -> np.ndarray:

@@ -1,15 +1,21 @@
-"""Measure real peak memory and latency of ONNX models in ONNX Runtime.
+"""Measure real peak memory and latency of models in ONNX Runtime or OpenVINO.
 
-Each (model, arena setting) runs in its own fresh Python process
-(:mod:`onnx_sched.bench.ort_runner`), on the same seeded random inputs, so the
-numbers of two orderings of one model are comparable and nothing of one run
-leaks into the next.  When a reordered model is given, its outputs are compared
-to the original's *bitwise* (a reorder must not change a single bit).
+Each model (in ORT: each model and arena setting) runs in its own fresh Python
+process, :mod:`onnx_sched.bench.ort_runner` or
+:mod:`onnx_sched.bench.runtimes.openvino_runner`, started the same way
+(:mod:`onnx_sched.bench.runtimes.fresh_process`) on the same seeded random inputs
+(:func:`random_inputs`), so the numbers of two orderings of one model are
+comparable and nothing of one run leaks into the next.  When a reordered model is
+given, its outputs are compared to the original's: in ORT *bitwise* (a reorder
+must not change a single bit); in OpenVINO within ``rtol = atol = 1e-5`` and with
+the max abs error (OpenVINO may pick other kernels for another graph, so bitwise
+equality is not expected).
 
 ORT rewrites the graph (constant folding, fusions) before it orders it, so a
-model that already is ORT's optimized graph (:func:`ort_optimized_model`, which
-marks it in ``metadata_props``) is run with optimizations off, and the original
-it is compared to is run at the level that graph was produced with.
+model that already is ORT's optimized graph (:func:`ort_optimized_model`, in
+:mod:`onnx_sched.bench.runtimes.ort_graph`, which marks it) is run with
+optimizations off, and the original it is compared to is run at the level that
+graph was produced with.
 
 Example:
     >>> report = bench_models("in.onnx", "out.onnx", repeats=5)   # doctest: +SKIP
@@ -20,8 +26,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -30,10 +34,17 @@ from typing import Any
 
 import numpy as np
 
+from onnx_sched.bench.outputs import ATOL, RTOL
+from onnx_sched.bench.outputs import compare_outputs as _within_tolerance
+from onnx_sched.bench.runtimes.fresh_process import run_runner
+from onnx_sched.bench.runtimes.openvino_model import ir_input_specs, is_ir
+from onnx_sched.bench.runtimes.ort_graph import ORT_OPTIMIZED_KEY, model_opt_level, ort_optimized_model
 from onnx_sched.errors import ModelLoadError, OnnxSchedError
 
 __all__ = [
+    "MEMORY_MEASURED",
     "ORT_OPTIMIZED_KEY",
+    "RUNTIMES",
     "BenchReport",
     "RunResult",
     "bench_models",
@@ -44,30 +55,31 @@ __all__ = [
     "run_ort_subprocess",
 ]
 
-#: metadata_props key written by :func:`ort_optimized_model` (value: the level).
-ORT_OPTIMIZED_KEY = "onnx_sched.ort_optimized_level"
-
-# Fixed malloc threshold: large buffers are mmap'ed and returned to the OS at once
-# when freed, so RSS follows live memory.  Without it glibc raises the threshold
-# after the first big free and later buffers stay in the heap, blurring the peak
-# (measured: a depth-first 3 x 16 MiB model read +67.7 MB without it, +17.3 MB with it).
-_MALLOC_ENV = {"MALLOC_MMAP_THRESHOLD_": "131072"}
+#: The runner module of each runtime :func:`bench_models` measures in, and its name in messages.
+_RUNNERS = {"ort": ("onnx_sched.bench.ort_runner", "ORT"),
+            "openvino": ("onnx_sched.bench.runtimes.openvino_runner", "OpenVINO")}
+RUNTIMES = tuple(_RUNNERS)
+#: What ``peak_rss_delta`` is, per runtime (in the report and under the table).
+MEMORY_MEASURED = {
+    "ort": "process RSS high-water mark during warm-up + timed runs, minus RSS after session creation",
+    "openvino": "process RSS high-water mark during compile + warm-up + timed runs, minus RSS before compile",
+}
 
 
 @dataclass(frozen=True)
 class RunResult:
-    """One model run in one fresh process with one arena setting."""
+    """One model run in one fresh process (ORT: with one arena setting)."""
 
     label: str  # "in" or "out"
     model: str
-    arena: bool
-    opt_level: str
-    peak_rss_delta: int  # bytes above the RSS just before the first run
+    arena: bool | None  # None: OpenVINO (no such setting)
+    opt_level: str | None  # ORT graph optimization level; None: OpenVINO
+    peak_rss_delta: int  # bytes; what it is: BenchReport.memory_measured
     peak_rss_delta_sampled: int
     peak_rss_delta_maxrss: int
     latency_median_s: float
     latency_p90_s: float
-    session_create_s: float
+    session_create_s: float  # OpenVINO: compile_model + create_infer_request
     raw: Mapping[str, Any] = field(default_factory=dict, repr=False)
 
 
@@ -82,10 +94,15 @@ class BenchReport:
     repeats: int
     warmup: int
     input_shapes: Mapping[str, tuple[int, ...]]
+    runtime: str = "ort"
+    comparison: str = "bitwise"  # how outputs_equal was decided
+    max_abs_error: float | None = None  # between OUT's and IN's outputs
+    memory_measured: str = MEMORY_MEASURED["ort"]  # what peak_rss_delta is
 
-    def run(self, label: str, arena: bool) -> RunResult:
+    def run(self, label: str, arena: bool | None = None) -> RunResult:
+        """The run of ``label`` with ``arena`` (None: the first run of ``label``)."""
         for r in self.runs:
-            if r.label == label and r.arena == arena:
+            if r.label == label and (arena is None or r.arena == arena):
                 return r
         raise KeyError(f"no run {label!r} with arena={arena}")
 
@@ -110,108 +127,63 @@ def _load_model_header(path: str | os.PathLike[str]) -> Any:
         raise ModelLoadError(f"cannot read ONNX model {p}: {exc}") from exc
 
 
-def random_inputs(
-    model: Any, seed: int = 0, dims: Mapping[str, int] | None = None
-) -> dict[str, np.ndarray]:
-    """Seeded random data for every graph input that is not an initializer.
+#: One model input: name, numpy dtype (None: none), dims (int, symbolic name or None), type name.
+_InputSpec = tuple[str, "np.dtype[Any] | None", list["int | str | None"], str]
 
-    Floats are standard normal; integer inputs are 0 or 1 (valid token ids,
-    attention masks, indices); bools are random.  Symbolic dims take their value
-    from ``dims`` or 1.
-    """
+
+def _onnx_input_specs(model: Any) -> list[_InputSpec]:
     import onnx
     from onnx.helper import tensor_dtype_to_np_dtype
 
-    if isinstance(model, (str, os.PathLike)):
-        model = _load_model_header(model)
-    rng = np.random.default_rng(seed)
     inits = {t.name for t in model.graph.initializer}
-    dims = dict(dims or {})
-    feed: dict[str, np.ndarray] = {}
+    specs: list[_InputSpec] = []
     for vi in model.graph.input:
         if vi.name in inits:
             continue
-        tt = vi.type.tensor_type
         if not vi.type.HasField("tensor_type"):
             raise OnnxSchedError(f"input {vi.name!r} is not a tensor; bench supports tensor inputs only")
-        shape = []
-        for d in tt.shape.dim:
-            if d.HasField("dim_value"):
-                shape.append(int(d.dim_value))
-            else:
-                shape.append(int(dims.get(d.dim_param, 1)))
-        dtype = np.dtype(tensor_dtype_to_np_dtype(tt.elem_type))
-        if dtype == np.bool_:
+        tt = vi.type.tensor_type
+        dims: list[int | str | None] = [int(d.dim_value) if d.HasField("dim_value") else d.dim_param for d in tt.shape.dim]
+        type_name = onnx.TensorProto.DataType.Name(tt.elem_type)
+        specs.append((vi.name, np.dtype(tensor_dtype_to_np_dtype(tt.elem_type)), dims, type_name))
+    return specs
+
+
+def random_inputs(
+    model: Any, seed: int = 0, dims: Mapping[str, int] | None = None
+) -> dict[str, np.ndarray]:
+    """Seeded random data for every model input that is not an initializer.
+
+    ``model`` is an ``onnx.ModelProto`` or the path of an ONNX file or of an
+    OpenVINO IR ``.xml``.  Floats are standard normal; integer inputs are 0 or 1
+    (valid token ids, attention masks, indices); bools are random.  Symbolic dims
+    take their value from ``dims`` or 1 (a dynamic IR dim has no name: 1).
+    """
+    if not isinstance(model, (str, os.PathLike)):
+        specs = _onnx_input_specs(model)
+    elif is_ir(model):
+        specs = ir_input_specs(model)
+    else:
+        specs = _onnx_input_specs(_load_model_header(model))
+    rng = np.random.default_rng(seed)
+    values = dict(dims or {})
+    feed: dict[str, np.ndarray] = {}
+    for name, dtype, spec_dims, type_name in specs:
+        shape = [d if isinstance(d, int) else int(values.get(d or "", 1)) for d in spec_dims]
+        if dtype is None:
+            arr = None
+        elif dtype == np.bool_:
             arr = rng.integers(0, 2, size=shape).astype(np.bool_)
         elif np.issubdtype(dtype, np.integer):
             arr = rng.integers(0, 2, size=shape).astype(dtype)
         elif np.issubdtype(dtype, np.floating):
             arr = rng.standard_normal(size=shape).astype(dtype)
         else:
-            type_name = onnx.TensorProto.DataType.Name(tt.elem_type)
-            raise OnnxSchedError(f"input {vi.name!r}: element type {type_name} not supported by bench")
-        feed[vi.name] = arr
+            arr = None
+        if arr is None:
+            raise OnnxSchedError(f"input {name!r}: element type {type_name} not supported by bench")
+        feed[name] = arr
     return feed
-
-
-def model_opt_level(model: Any) -> str | None:
-    """The ORT level a model was produced with by :func:`ort_optimized_model`, else None."""
-    for prop in model.metadata_props:
-        if prop.key == ORT_OPTIMIZED_KEY:
-            return prop.value
-    return None
-
-
-def ort_optimized_model(
-    path_in: str | os.PathLike[str], path_out: str | os.PathLike[str], level: str = "basic"
-) -> Path:
-    """Save the graph ONNX Runtime will execute (after its rewrites at ``level``).
-
-    Reordering that graph (instead of the file ORT would rewrite anyway) is how a
-    schedule survives into ORT's execution; bench it with optimizations off.  The
-    output is marked in ``metadata_props`` (:data:`ORT_OPTIMIZED_KEY`) so ``bench``
-    knows.  ``level`` is ``basic`` (portable ONNX ops only) or ``extended``/``all``
-    (may emit ``com.microsoft`` ops that only ORT runs).  The input is never modified.
-    """
-    import onnx
-    import onnxruntime as ort
-
-    levels = {
-        "basic": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
-        "extended": ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
-        "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
-    }
-    if level not in levels:
-        raise ValueError(f"ort_optimized_model: level must be one of {sorted(levels)}, got {level!r}")
-    src, dst = Path(path_in), Path(path_out)
-    if not src.is_file():
-        raise ModelLoadError(f"model file not found: {src}")
-    if src.resolve() == dst.resolve():
-        raise ValueError(f"ort_optimized_model: output {dst} would overwrite the input")
-    with tempfile.TemporaryDirectory(prefix="onnx_sched_ortopt_") as tmp:
-        tmp_path = Path(tmp) / "optimized.onnx"
-        so = ort.SessionOptions()
-        so.graph_optimization_level = levels[level]
-        so.optimized_model_filepath = str(tmp_path)
-        so.log_severity_level = 3
-        ort.InferenceSession(str(src), sess_options=so, providers=["CPUExecutionProvider"])
-        model = onnx.load(str(tmp_path))
-    if model.ir_version < 4:
-        # IR < 4 requires every initializer to be a graph input; ORT's constant
-        # folding adds initializers without listing them
-        listed = {i.name for i in model.graph.input}
-        for init in model.graph.initializer:
-            if init.name not in listed:
-                model.graph.input.append(onnx.helper.make_tensor_value_info(init.name, init.data_type, list(init.dims)))
-    kept = [p for p in model.metadata_props if p.key != ORT_OPTIMIZED_KEY]
-    del model.metadata_props[:]
-    model.metadata_props.extend(kept)
-    model.metadata_props.add(key=ORT_OPTIMIZED_KEY, value=level)
-    dst.parent.mkdir(parents=True, exist_ok=True)
-    part = dst.with_name(dst.name + ".part")
-    onnx.save(model, str(part))
-    os.replace(part, dst)
-    return dst
 
 
 def run_ort_subprocess(
@@ -228,59 +200,53 @@ def run_ort_subprocess(
     timeout_s: float = 600.0,
 ) -> dict[str, Any]:
     """Run :mod:`onnx_sched.bench.ort_runner` in a fresh interpreter; return its JSON."""
-    cmd = [
-        sys.executable,
-        "-m",
-        "onnx_sched.bench.ort_runner",
-        str(model_path),
-        str(inputs_npz),
-        "--repeats",
-        str(repeats),
-        "--warmup",
-        str(warmup),
-        "--arena" if arena else "--no-arena",
-        "--opt-level",
-        opt_level,
-        "--threads",
-        str(threads),
-    ]
-    if outputs_npz is not None:
-        cmd += ["--outputs", str(outputs_npz)]
+    extra = ["--arena" if arena else "--no-arena", "--opt-level", opt_level]
     if profile_dir is not None:
-        cmd += ["--profile-dir", profile_dir]
-    env = {**os.environ, **_MALLOC_ENV}
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, env=env, check=False)
-    except subprocess.TimeoutExpired as exc:
-        raise OnnxSchedError(f"ORT run of {model_path} took longer than {timeout_s:.0f} s") from exc
-    if proc.returncode != 0:
-        tail = (proc.stderr.strip().splitlines() or ["(no stderr)"])[-1]
-        raise OnnxSchedError(f"ORT run of {model_path} failed (exit {proc.returncode}): {tail}")
-    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
-    if not lines:
-        raise OnnxSchedError(f"ORT run of {model_path} printed no JSON report")
-    return json.loads(lines[-1])
+        extra += ["--profile-dir", profile_dir]
+    module, name = _RUNNERS["ort"]
+    return run_runner(module, name, model_path, inputs_npz, repeats=repeats, warmup=warmup, threads=threads,
+                      outputs_npz=outputs_npz, extra_args=extra, timeout_s=timeout_s)
 
 
-def compare_outputs(a_npz: str | os.PathLike[str], b_npz: str | os.PathLike[str], names: Sequence[str]) -> list[str]:
-    """Names of outputs that differ in dtype, shape or any bit (NaN == NaN if same bits)."""
+def compare_outputs(
+    a_npz: str | os.PathLike[str], b_npz: str | os.PathLike[str], names: Sequence[str], *, bitwise: bool = True
+) -> list[str]:
+    """Names of outputs that differ in dtype, shape or any bit (NaN == NaN if same bits);
+    with ``bitwise=False``, that differ beyond ``rtol = atol = 1e-5`` (NaN == NaN)."""
+    return _compare_npz(a_npz, b_npz, names, bitwise=bitwise)[0]
+
+
+def _compare_npz(
+    a_npz: str | os.PathLike[str], b_npz: str | os.PathLike[str], names: Sequence[str], *, bitwise: bool
+) -> tuple[list[str], float]:
     bad: list[str] = []
+    worst = 0.0
     with np.load(a_npz) as a, np.load(b_npz) as b:
         if len(a.files) != len(b.files):
-            return list(names) or ["<output count>"]
+            return list(names) or ["<output count>"], float("inf")
         for i, name in enumerate(names):
             x, y = a[f"o{i}"], b[f"o{i}"]
-            if x.dtype != y.dtype or x.shape != y.shape or x.tobytes() != y.tobytes():
+            close, err = _within_tolerance({name: x}, {name: y})
+            worst = max(worst, err)
+            same = x.dtype == y.dtype and x.shape == y.shape and x.tobytes() == y.tobytes()
+            if not (same if bitwise else close):
                 bad.append(name)
-    return bad
+    return bad, worst
+
+
+def _output_names_match(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
+    """Same outputs, position by position (an OpenVINO port has several tensor names: one in common)."""
+    names_a = a.get("output_tensor_names") or [[n] for n in a["outputs"]]
+    names_b = b.get("output_tensor_names") or [[n] for n in b["outputs"]]
+    return len(names_a) == len(names_b) and all(set(x) & set(y) for x, y in zip(names_a, names_b))
 
 
 def _result(label: str, raw: Mapping[str, Any]) -> RunResult:
     return RunResult(
         label=label,
         model=str(raw["model"]),
-        arena=bool(raw["arena"]),
-        opt_level=str(raw["opt_level"]),
+        arena=None if raw.get("arena") is None else bool(raw["arena"]),
+        opt_level=raw.get("opt_level"),
         peak_rss_delta=int(raw["peak_rss_delta"]),
         peak_rss_delta_sampled=int(raw["peak_rss_delta_sampled"]),
         peak_rss_delta_maxrss=int(raw["peak_rss_delta_maxrss"]),
@@ -291,10 +257,42 @@ def _result(label: str, raw: Mapping[str, Any]) -> RunResult:
     )
 
 
+@dataclass(frozen=True)
+class _Plan:
+    """What the runs of one :func:`bench_models` call share."""
+
+    runtime: str
+    inputs_npz: Path
+    repeats: int
+    warmup: int
+    threads: int
+    timeout_s: float
+    levels: Mapping[str, str]  # ORT optimization level per label
+    headers: Mapping[str, Any]  # ONNX headers per label (ORT)
+    profile_dir: str | None
+
+
+def _launch(plan: _Plan, label: str, path: str, arena: bool | None, outputs_npz: Path | None) -> dict[str, Any]:
+    """One fresh-process run of ``path`` in ``plan.runtime`` (``arena``: ORT only)."""
+    if plan.runtime != "ort":
+        module, name = _RUNNERS[plan.runtime]
+        return run_runner(module, name, path, plan.inputs_npz, repeats=plan.repeats, warmup=plan.warmup,
+                          threads=plan.threads, outputs_npz=outputs_npz, timeout_s=plan.timeout_s)
+    raw = run_ort_subprocess(path, plan.inputs_npz, arena=bool(arena), opt_level=plan.levels[label],
+                             repeats=plan.repeats, warmup=plan.warmup, threads=plan.threads, outputs_npz=outputs_npz,
+                             profile_dir=plan.profile_dir, timeout_s=plan.timeout_s)
+    if "ort_profile" in raw and plan.levels[label] == "none":
+        file_order = [n.name for n in plan.headers[label].graph.node]
+        if all(file_order):  # ORT names unnamed nodes itself
+            raw["executed_in_file_order"] = raw["ort_profile"]["executed_nodes"] == file_order
+    return raw
+
+
 def bench_models(
     model_in: str | os.PathLike[str],
     model_out: str | os.PathLike[str] | None = None,
     *,
+    runtime: str = "ort",
     repeats: int = 10,
     warmup: int = 2,
     ort_opt: bool = True,
@@ -305,68 +303,62 @@ def bench_models(
     profile: bool = False,
     timeout_s: float = 600.0,
 ) -> BenchReport:
-    """Bench ``model_in`` (and ``model_out``, a reordering of it) in fresh ORT processes.
+    """Bench ``model_in`` (and ``model_out``, a reordering of it) in fresh ``runtime`` processes.
 
-    ``ort_opt=False`` runs both with ORT optimizations off.  Otherwise a model
-    marked by :func:`ort_optimized_model` runs with them off and an unmarked
-    model runs at the marked one's level (``all`` when neither is marked), so both
-    execute the same graph.  Never modifies the model files.
+    ``runtime="ort"``: ``ort_opt=False`` runs both with ORT optimizations off.
+    Otherwise a model marked by :func:`ort_optimized_model` runs with them off and
+    an unmarked model runs at the marked one's level (``all`` when neither is
+    marked), so both execute the same graph.  ``runtime="openvino"``: each model
+    (ONNX or IR ``.xml``) compiled on CPU in f32; ``arenas`` does not apply and is
+    ignored, ``ort_opt=False`` and ``profile`` are errors.  Never modifies the model files.
     """
-    if repeats < 1 or warmup < 0:
-        raise ValueError(f"bench: repeats must be >= 1 and warmup >= 0, got {repeats}, {warmup}")
-    if not arenas:
-        raise ValueError("bench: at least one arena setting is needed")
+    if runtime not in _RUNNERS:
+        raise ValueError(f"bench: runtime must be one of {', '.join(RUNTIMES)}, got {runtime!r}")
+    if repeats < 1 or warmup < 0 or threads < 1:
+        raise ValueError(f"bench: repeats, threads must be >= 1 and warmup >= 0, got {repeats}, {threads}, {warmup}")
     models = {"in": str(model_in)}
     if model_out is not None:
         models["out"] = str(model_out)
-    headers = {label: _load_model_header(p) for label, p in models.items()}
-    marked = {label: model_opt_level(h) for label, h in headers.items()}
-    base_level = next((lvl for lvl in marked.values() if lvl), "all")
-    levels = {
-        label: "none" if (not ort_opt or marked[label]) else base_level for label in models
-    }
-    feed = random_inputs(headers["in"], seed=seed, dims=dims)
-    if "out" in headers:
-        out_feed_names = set(random_inputs(headers["out"], seed=seed, dims=dims))
+    headers: dict[str, Any] = {}
+    levels: dict[str, str] = {}
+    settings: tuple[bool | None, ...] = (None,)
+    if runtime == "ort":
+        if not arenas:
+            raise ValueError("bench: at least one arena setting is needed")
+        if any(is_ir(p) for p in models.values()):
+            raise ValueError("bench: ONNX Runtime runs ONNX files; an OpenVINO IR .xml needs runtime 'openvino'")
+        settings = tuple(arenas)
+        headers = {label: _load_model_header(p) for label, p in models.items()}
+        marked = {label: model_opt_level(h) for label, h in headers.items()}
+        base_level = next((lvl for lvl in marked.values() if lvl), "all")
+        levels = {label: "none" if (not ort_opt or marked[label]) else base_level for label in models}
+    elif profile or not ort_opt:
+        raise ValueError(f"bench: profile and ort_opt=False are ONNX Runtime options, not for runtime {runtime!r}")
+    feed = random_inputs(headers.get("in", models["in"]), seed=seed, dims=dims)
+    if "out" in models:
+        out_feed_names = set(random_inputs(headers.get("out", models["out"]), seed=seed, dims=dims))
         if out_feed_names != set(feed):
             raise OnnxSchedError(
                 f"bench: inputs differ between models: {sorted(set(feed) ^ out_feed_names)}"
             )
     runs: list[RunResult] = []
     mismatched: list[str] = []
+    max_err: float | None = None
     with tempfile.TemporaryDirectory(prefix="onnx_sched_bench_") as tmp:
-        inputs_npz = Path(tmp) / "inputs.npz"
-        np.savez(inputs_npz, **feed)
-        out_files: dict[str, Path] = {}
-        out_names: list[str] = []
-        for arena in arenas:
+        plan = _Plan(runtime, Path(tmp) / "inputs.npz", repeats, warmup, threads, timeout_s, levels, headers,
+                     tmp if profile else None)
+        np.savez(plan.inputs_npz, **feed)
+        first: dict[str, Mapping[str, Any]] = {}  # label -> report of its run that saved the outputs
+        for arena in settings:
             for label, path in models.items():
-                outputs_npz = Path(tmp) / f"{label}_outputs.npz"
-                raw = run_ort_subprocess(
-                    path,
-                    inputs_npz,
-                    arena=arena,
-                    opt_level=levels[label],
-                    repeats=repeats,
-                    warmup=warmup,
-                    threads=threads,
-                    outputs_npz=outputs_npz if label not in out_files else None,
-                    profile_dir=tmp if profile else None,
-                    timeout_s=timeout_s,
-                )
-                if label not in out_files:
-                    out_files[label] = outputs_npz
-                    if label == "in":
-                        out_names = list(raw["outputs"])
-                    elif list(raw["outputs"]) != out_names:
-                        mismatched = [f"output names differ: {out_names} vs {raw['outputs']}"]
-                if "ort_profile" in raw and levels[label] == "none":
-                    file_order = [n.name for n in headers[label].graph.node]
-                    if all(file_order):  # ORT names unnamed nodes itself
-                        raw["executed_in_file_order"] = raw["ort_profile"]["executed_nodes"] == file_order
+                raw = _launch(plan, label, path, arena, None if label in first else Path(tmp) / f"{label}.npz")
+                first.setdefault(label, raw)
                 runs.append(_result(label, raw))
-        if "out" in out_files and not mismatched:
-            mismatched = compare_outputs(out_files["in"], out_files["out"], out_names)
+        if "out" in first and not _output_names_match(first["in"], first["out"]):
+            mismatched = [f"output names differ: {first['in']['outputs']} vs {first['out']['outputs']}"]
+        elif "out" in first:
+            mismatched, max_err = _compare_npz(Path(tmp) / "in.npz", Path(tmp) / "out.npz", first["in"]["outputs"],
+                                               bitwise=runtime == "ort")
     return BenchReport(
         runs=tuple(runs),
         outputs_equal=(not mismatched) if model_out is not None else None,
@@ -375,4 +367,8 @@ def bench_models(
         repeats=repeats,
         warmup=warmup,
         input_shapes={k: tuple(v.shape) for k, v in feed.items()},
+        runtime=runtime,
+        comparison="bitwise" if runtime == "ort" else f"allclose rtol={RTOL:g} atol={ATOL:g}",
+        max_abs_error=max_err,
+        memory_measured=MEMORY_MEASURED[runtime],
     )

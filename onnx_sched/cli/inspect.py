@@ -23,7 +23,8 @@ __all__ = ["command"]
 @import_options
 def command(model: Path, inplace: bool, report_path: Path | None, input_shapes: tuple[str, ...], dims: tuple[str, ...]) -> None:
     """Print MODEL's graph and memory statistics."""
-    from onnx_sched.cost.memory import lower_bound, profile
+    from onnx_sched.cost.memory import profile
+    from onnx_sched.cost.memory_bound import lower_bound
     from onnx_sched.dag import longest_path_to_sink
     from onnx_sched.importers.onnx import import_onnx, parse_dims, parse_input_shapes
 

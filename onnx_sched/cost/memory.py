@@ -40,7 +40,6 @@ __all__ = [
     "MemoryArrays",
     "MemoryProfile",
     "MemoryState",
-    "lower_bound",
     "memory_arrays",
     "peak_memory",
     "profile",
@@ -205,22 +204,6 @@ def profile(g: Graph, order: np.ndarray | list[int], inplace: bool = False) -> M
 def peak_memory(g: Graph, order: np.ndarray | list[int], inplace: bool = False) -> int:
     """Peak activation bytes of ``order`` (eq. 1)."""
     return profile(g, order, inplace).peak
-
-
-def lower_bound(g: Graph, inplace: bool = False) -> int:
-    """A bound no order beats: every op needs its live inputs and outputs at once,
-    and every graph output is live at the end."""
-    a = memory_arrays(g, inplace)
-    best = a.base + int(a.size[(g.tensor_kind == TensorKind.OUTPUT)].sum())
-    for op in range(g.n_ops):
-        ins = a.in_idx[a.in_ptr[op] : a.in_ptr[op + 1]]
-        outs = a.out_idx[a.out_ptr[op] : a.out_ptr[op + 1]]
-        need = int(a.size[ins][~a.keep[ins]].sum()) + int(a.size[outs].sum()) + int(a.param[op])
-        cands = a.inplace_idx[a.inplace_ptr[op] : a.inplace_ptr[op + 1]]
-        if len(cands):
-            need -= int(a.size[cands].max())
-        best = max(best, a.base + need)
-    return best
 
 
 class MemoryState:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from onnx_sched.cost import memory
+from onnx_sched.cost import memory, memory_bound
 from onnx_sched.dag import check_order
 from onnx_sched.graph import Graph
 from onnx_sched.objectives.objective import META_PREFIX, ProblemOptions, warm_up_graph
@@ -25,12 +25,24 @@ from onnx_sched.schedule import Schedule
 if TYPE_CHECKING:
     from onnx_sched.passes import PassContext
 
-__all__ = ["OBJECTIVE", "PeakMemory", "memory_model_name"]
+__all__ = ["OBJECTIVE", "PeakMemory", "certificate", "memory_model_name"]
 
 
 def memory_model_name(inplace: bool) -> str:
     """How reports name the memory model they used."""
     return "tensor-lifetime+inplace" if inplace else "tensor-lifetime"
+
+
+def certificate(optimal: bool, gap: float, bound: int) -> str:
+    """What the result proves: ``proven optimal``, ``within X% of a proven bound`` or ``no proof``.
+
+    Example:
+        >>> certificate(False, 0.0312, 1000), certificate(True, 0.0, 1000), certificate(False, 0.0, 0)
+        ('within 3.1% of a proven bound', 'proven optimal', 'no proof')
+    """
+    if optimal:
+        return "proven optimal"
+    return f"within {gap:.1%} of a proven bound" if bound > 0 else "no proof"
 
 
 @dataclass(frozen=True)
@@ -59,13 +71,16 @@ class PeakMemory:
     def report(self, graph: Graph, ctx: PassContext, chosen: Schedule, baseline: Schedule) -> dict[str, Any]:
         before = memory.peak_memory(graph, baseline.order, ctx.inplace)
         after = memory.peak_memory(graph, chosen.order, ctx.inplace)
-        bound = max(memory.lower_bound(graph, ctx.inplace), int(chosen.lower_bound or 0))
+        bound = max(memory_bound.lower_bound(graph, ctx.inplace), int(chosen.lower_bound or 0))
+        optimal = bool(chosen.optimal or after == bound)
+        gap = (after - bound) / bound if bound else 0.0
         return {
             "memory_model": memory_model_name(ctx.inplace),
             "peak_bytes": {"input": int(before), "output": int(after), "lower_bound": int(bound)},
-            "gap": (after - bound) / bound if bound else 0.0,
+            "gap": gap,
             "reduction": (before - after) / before if before else 0.0,
-            "optimal": bool(chosen.optimal or after == bound),
+            "optimal": optimal,
+            "certificate": certificate(optimal, gap, bound),
         }
 
     def metadata(self, report: Mapping[str, Any]) -> dict[str, str]:
@@ -90,6 +105,7 @@ class PeakMemory:
                 ("Lower bound", fmt_bytes(bound), fmt_bytes(bound)),
                 ("Gap to bound", f"{gap_in:.1%}", f"{report['gap']:.1%}"),
                 ("Proven optimal", "-", yes_no(report["optimal"])),
+                ("Certificate", "-", report["certificate"]),
                 ("Method", "file order", report["method_used"] + kept),
                 ("Seconds", "-", f"{report['seconds']:.2f}"),
             ),

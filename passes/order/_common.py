@@ -14,7 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from onnx_sched.cost.memory import lower_bound, peak_memory
+from onnx_sched.cost.memory import peak_memory
+from onnx_sched.cost.memory_bound import lower_bound
 from onnx_sched.dag import check_order
 from onnx_sched.graph import Graph
 from onnx_sched.schedule import Schedule
@@ -40,7 +41,7 @@ def make_schedule(
     """Validate ``order`` and build a Schedule with ``info["peak_bytes"]`` and the memory model.
 
     ``bound`` is a proven lower bound on the peak (defaults to the graph bound of
-    :func:`onnx_sched.cost.memory.lower_bound`).  A schedule whose peak equals the
+    :func:`onnx_sched.cost.memory_bound.lower_bound`).  A schedule whose peak equals the
     bound is marked optimal.
     """
     arr = check_order(graph, order)

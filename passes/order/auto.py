@@ -11,8 +11,11 @@
    reaches the best order's, so it only looks for better orders;
 3. the exact search (:func:`onnx_sched.passes.order.exact.solve_exact`) on the time that
    remains, seeded with the best order so far; it may prove optimality or a
-   lower bound.  When it stops early (memory limits on big graphs), the rest of
-   the time goes to one more beam as wide as the measured speed allows.
+   lower bound.  When it stops at its state cap, it runs again with a 4x larger cap
+   (up to its memory budget) from the bound it proved, while a round is predicted to
+   fit in half the time left (:func:`exact_rounds`).  When it still stops early, the
+   rest of the time goes to one more beam as wide as the measured speed allows (up to
+   ``beam_width`` when given, else :data:`FINAL_BEAM_MAX`), to tighten the peak.
 
 The best order wins.  It is never worse than the file order: if nothing beats the
 file order, the file order is returned with ``info["kept_input_order"] = True``.
@@ -26,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from onnx_sched.cost.memory import lower_bound
+from onnx_sched.cost.memory_bound import lower_bound
 from onnx_sched.deadline import Deadline
 from onnx_sched.graph import Graph
 from onnx_sched.jit import work_clock
@@ -34,13 +37,15 @@ from onnx_sched.passes import PassContext, register
 from onnx_sched.passes.order._common import make_schedule, peak_of
 from onnx_sched.passes.order._portfolio import cheap_orders
 from onnx_sched.passes.order.beam import beam_search
-from onnx_sched.passes.order.exact import solve_exact
+from onnx_sched.passes.order import exact
 from onnx_sched.passes.order.random_orders import best_random_order
 from onnx_sched.schedule import Schedule
 
 __all__ = ["run"]
 
 DEFAULT_MAX_WIDTH = 10_000
+#: Widest final beam (when no ``beam_width`` is given): about 1 GB of states on 1,000-op graphs.
+FINAL_BEAM_MAX = 200_000
 CALIBRATION_WIDTH = 16
 LEARNED_MAX_OPS = 3000
 LEARNED_SAMPLES = 16
@@ -62,6 +67,33 @@ def learned_order(graph: Graph, ctx: PassContext) -> tuple[np.ndarray | None, st
         return get_pass("learned", "peak-mem")(graph, sub).order, "ok"
     except OnnxSchedError as exc:  # e.g. the checkpoint is missing from this install
         return None, f"unavailable: {exc}"
+
+
+def exact_rounds(graph: Graph, ctx: PassContext, clock: Deadline, offer: Any, peaks: dict[str, int],
+                 orders: dict[str, np.ndarray], info: dict[str, Any], state_rate: float) -> tuple[int, bool]:
+    """Exact search seeded with the best order, repeated with a 4x larger state cap (up to the memory
+    budget) while it stops at its cap and the next round is predicted to fit in half of the time left;
+    each round starts from the bound the previous one proved.  Returns (proven bound, proved)."""
+    proven_lb = int(lower_bound(graph, ctx.inplace))
+    cap = max(1000, int(state_rate * max(clock.left(), 0.0) / 20))
+    limit = exact.default_max_states(graph.n_ops)
+    rounds = []
+    while True:
+        best_name = min(peaks, key=lambda k: (peaks[k], k != "file"))
+        t0 = work_clock()
+        res = exact.solve_exact(graph, inplace=ctx.inplace, time_limit=clock.left(), incumbent=orders[best_name],
+                                seed=ctx.seed, max_states=min(cap, limit), known_bound=proven_lb)
+        took = work_clock() - t0
+        if res.peak < peaks[best_name]:
+            offer("exact", res.order)
+        proven_lb = max(proven_lb, res.lower_bound)
+        rounds.append({"max_states": min(cap, limit), "stopped": res.info.get("stopped"), "seconds": round(took, 3)})
+        info["exact"] = {k: res.info.get(k) for k in ("segments", "searched_segments", "solved_segments", "stopped")}
+        if res.optimal or res.info.get("stopped") != "state limit" or cap >= limit or 4 * took > 0.5 * clock.left():
+            break
+        cap *= 4
+    info["exact_rounds"] = len(rounds)
+    return proven_lb, bool(res.optimal)
 
 
 @register("auto", objective="peak-mem")
@@ -128,20 +160,14 @@ def run(graph: Graph, ctx: PassContext) -> Schedule:
     proven_lb, proved = graph_lb, False
     best_name = min(peaks, key=lambda k: (peaks[k], k != "file"))
     if peaks[best_name] > graph_lb and clock.left() > 0.05:
-        res = solve_exact(
-            graph, inplace=inplace, time_limit=clock.left(), incumbent=orders[best_name], seed=ctx.seed,
-            max_states=max(1000, int(state_rate * max(clock.left(), 0.0) / 20)),
-        )
-        if res.peak < peaks[best_name]:
-            offer("exact", res.order)
-        proven_lb, proved = max(proven_lb, res.lower_bound), res.optimal
-        info["exact"] = {k: res.info.get(k) for k in ("segments", "searched_segments", "solved_segments", "stopped")}
+        proven_lb, proved = exact_rounds(graph, ctx, clock, offer, peaks, orders, info, state_rate)
         if not proved and clock.left() > 0.05 and graph.n_ops > 0:
             # the exact search gave up early: spend the rest on one beam as wide as fits
             fit = int(0.8 * state_rate * clock.left() / graph.n_ops)
+            cap = int(ctx.option("beam_width", FINAL_BEAM_MAX))  # the user's width cap, else memory's
             if fit > width:
-                beam(min(fit, max(max_width, width)), 0.95 * clock.left())
-                info["final_beam_width"] = min(fit, max(max_width, width))
+                beam(min(fit, max(cap, width)), 0.95 * clock.left())
+                info["final_beam_width"] = min(fit, max(cap, width))
 
     best_name = min(peaks, key=lambda k: (peaks[k], k != "file"))
     kept = "file" in peaks and peaks[best_name] >= peaks["file"]

@@ -25,7 +25,8 @@ import math
 
 import numpy as np
 
-from onnx_sched.cost.memory import lower_bound, memory_arrays
+from onnx_sched.cost.memory import memory_arrays
+from onnx_sched.cost.memory_bound import lower_bound
 from onnx_sched.graph import Graph
 from onnx_sched.jit import work_clock
 from onnx_sched.passes import PassContext, register

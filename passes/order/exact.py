@@ -33,7 +33,8 @@ from typing import Any
 
 import numpy as np
 
-from onnx_sched.cost.memory import lower_bound, memory_arrays, profile
+from onnx_sched.cost.memory import profile
+from onnx_sched.cost.memory_bound import lower_bound, op_lower_bounds
 from onnx_sched.dag import check_order, kahn_order
 from onnx_sched.graph import Graph
 from onnx_sched.jit import work_clock
@@ -45,7 +46,7 @@ from onnx_sched.passes.order._search import layered_search, start_layer, zobrist
 from onnx_sched.passes.order.beam import beam_search
 from onnx_sched.schedule import Schedule
 
-__all__ = ["ExactResult", "op_needs", "run", "seed_incumbent", "single_node_cuts", "solve_exact"]
+__all__ = ["ExactResult", "run", "seed_incumbent", "single_node_cuts", "solve_exact"]
 
 
 @dataclass(frozen=True)
@@ -57,23 +58,6 @@ class ExactResult:
     optimal: bool
     lower_bound: int
     info: dict[str, Any] = field(default_factory=dict)
-
-
-def op_needs(graph: Graph, inplace: bool) -> np.ndarray:
-    """Per op, bytes that must be live while it runs in any order (the terms of
-    :func:`onnx_sched.cost.memory.lower_bound`): inputs, outputs, transient params,
-    graph inputs; minus the largest in-place candidate."""
-    a = memory_arrays(graph, inplace)
-    need = np.empty(graph.n_ops, dtype=np.int64)
-    for op in range(graph.n_ops):
-        ins = a.in_idx[a.in_ptr[op] : a.in_ptr[op + 1]]
-        outs = a.out_idx[a.out_ptr[op] : a.out_ptr[op + 1]]
-        n = int(a.size[ins][~a.keep[ins]].sum()) + int(a.size[outs].sum()) + int(a.param[op])
-        cands = a.inplace_idx[a.inplace_ptr[op] : a.inplace_ptr[op + 1]]
-        if len(cands):
-            n -= int(a.size[cands].max())
-        need[op] = a.base + n
-    return need
 
 
 def single_node_cuts(graph: Graph) -> np.ndarray:
@@ -110,7 +94,8 @@ def seed_incumbent(graph: Graph, *, inplace: bool, seed: int, time_limit: float)
 MEMORY_BUDGET = 128 * 2**20  # bytes for one layer's states, and again for its candidates
 
 
-def _default_max_states(n_ops: int) -> int:
+def default_max_states(n_ops: int) -> int:
+    """States per layer that fit :data:`MEMORY_BUDGET`."""
     words = max(1, (n_ops + 63) // 64)
     return max(10_000, int(MEMORY_BUDGET // (16 * words + 48)))
 
@@ -124,12 +109,14 @@ def solve_exact(
     seed: int = 0,
     max_states: int | None = None,
     max_total: int = 10_000_000,
+    known_bound: int = 0,
 ) -> ExactResult:
-    """Exact search within ``time_limit`` seconds (see module docstring)."""
+    """Exact search within ``time_limit`` seconds (see module docstring).  ``known_bound`` is a lower
+    bound the caller already proved (an earlier, cut-short search): it prunes and merges more states."""
     t0 = work_clock()
     deadline = t0 + float(time_limit)
     n = graph.n_ops
-    graph_lb = int(lower_bound(graph, inplace))
+    graph_lb = max(int(lower_bound(graph, inplace)), int(known_bound))
     if incumbent is None:
         incumbent = seed_incumbent(graph, inplace=inplace, seed=seed, time_limit=0.1 * float(time_limit))
     order = check_order(graph, incumbent).copy()
@@ -144,10 +131,10 @@ def solve_exact(
     bounds = sorted({0, n, *(int(pos[c]) + 1 for c in cuts.tolist())})
     segments = list(zip(bounds[:-1], bounds[1:], strict=True))
     seg_peak = [int(prof.step[a:b].max()) for a, b in segments]
-    need = op_needs(graph, inplace)
+    need = op_lower_bounds(graph, inplace)  # bytes each op needs in any order
     kg = kernel_graph(graph, inplace)
     z1, z2 = zobrist_keys(n, seed)
-    cap = _default_max_states(n) if max_states is None else int(max_states)
+    cap = default_max_states(n) if max_states is None else int(max_states)
 
     floor = graph_lb
     proven = [False] * len(segments)
