@@ -48,6 +48,7 @@ from onnx_sched.cost import latency as lat
 from onnx_sched.dag import kahn_order
 from onnx_sched.importers.onnx import import_onnx
 from onnx_sched.passes import PassContext, get_pass
+from onnx_sched.passes.placement._optimal import cpsat_placement, mincut_placement
 from onnx_sched.profiling import ProfileSet, TransferModel, measure_split_transfer, profile_ort, scaled_to
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -154,13 +155,13 @@ def simulated_rows(paths: list[Path], time_limit: float) -> list[dict]:
                                                               options={"episodes": 0}))
             row["hsdag-net"] = float(net.info["latency"])
             if len(devs) == 2:
-                _, value = lat.mincut_placement(problem)
+                _, value = mincut_placement(problem)
                 row.update(optimum=value, proven=True, bound=value)
             else:
                 hints = [row[m + "_placement"] for m in ("hsdag", "heft-place", "gpu-only") if m + "_placement" in row]
                 hint = min(hints, key=lambda p: lat.sequential_latency(problem, p))
                 stats: dict = {}
-                _, value, proven = lat.cpsat_placement(problem, time_limit, hint=hint, stats=stats)
+                _, value, proven = cpsat_placement(problem, time_limit, hint=hint, stats=stats)
                 row.update(optimum=value, proven=proven, bound=max(stats.get("lower_bound", 0.0), 0.0))
             for m in ("hsdag", "heft-place", "gpu-only"):
                 row.pop(m + "_placement", None)

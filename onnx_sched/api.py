@@ -152,9 +152,11 @@ def optimize_model(
     numba kernels: with ``warm_up`` the method first runs on a tiny instance of the same
     kind (:func:`warm_up_method`), off the clock, so the first call in a process (or on
     a fresh install with an empty numba cache) gives the same answer as later ones.  The
-    report says ``compile_seconds`` (that warm-up) and ``total_seconds`` (the rest).
+    report says ``compile_seconds`` (that warm-up) and ``total_seconds`` (the rest).  A
+    caller whose budget started earlier (the CLI, which also counts reading and writing
+    files) passes its running ``deadline``; ``time_limit`` is then ignored.
     """
-    clock = Deadline(time_limit)
+    clock = deadline if deadline is not None else Deadline(time_limit)
     obj = get_objective(objective)
     imported = import_onnx(source, input_shapes=input_shapes, dims=dims)
     if problem is None:

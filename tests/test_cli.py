@@ -42,6 +42,24 @@ def test_optimize_writes_model_report_and_plot(tmp_path):
     assert_bitwise_equal(run_ort(src), run_ort(out_model))
 
 
+def test_time_limit_covers_the_whole_command_and_the_report_says_what_it_proves(tmp_path):
+    """auto on an irregular graph: the command's own clock (import, search, export; compile excluded)
+    stays within --time-limit, and the report names its certificate."""
+    from onnx_sched.synth import er_graph
+    from onnx_sched.synth.onnx_writer import graph_to_onnx
+
+    src = _save(graph_to_onnx(er_graph(300, 10_007)), tmp_path / "er.onnx")
+    out, report = tmp_path / "out.onnx", tmp_path / "r.json"
+    res = run_cli("optimize", str(src), "-o", str(out), "--time-limit", "3", "--report", str(report))
+    assert res.returncode == 0, res.stderr
+    r = json.loads(report.read_text())
+    assert r["time_limit"] == 3.0 and r["compile_seconds"] >= 0.0
+    assert r["seconds"] > 1.0  # the search used its budget on this graph ...
+    assert r["total_seconds"] <= 3.0 + 0.25  # ... and the whole command stayed within it
+    assert r["certificate"] == ("proven optimal" if r["optimal"] else f"within {r['gap']:.1%} of a proven bound")
+    assert "Certificate" in res.stdout
+
+
 def test_inspect_prints_statistics(tmp_path):
     src = _save(branchy_model(n=16), tmp_path / "m.onnx")
     res = run_cli("inspect", str(src), "--json", str(tmp_path / "s.json"))

@@ -17,6 +17,7 @@ from onnx_sched.cost import latency as lat
 from onnx_sched.graph import Csr, Graph, TensorKind
 from onnx_sched.importers.onnx import import_onnx
 from onnx_sched.passes import PassContext, available, get_pass
+from onnx_sched.passes.placement._optimal import cpsat_placement, mincut_placement
 from onnx_sched.profiling import (
     DeviceProfile,
     ProfileSet,
@@ -127,7 +128,7 @@ def test_mincut_equals_brute_force(seed: int) -> None:
     n = int(rng.integers(2, 15))  # up to 14 ops: 16384 placements
     problem = random_problem(n, 2, rng)
     best = lat.sequential_latency_batch(problem, all_placements(n, 2)).min()
-    p, value = lat.mincut_placement(problem)
+    p, value = mincut_placement(problem)
     assert value == pytest.approx(best, rel=1e-12, abs=1e-15)
     assert lat.sequential_latency(problem, p) == pytest.approx(value)
 
@@ -138,7 +139,7 @@ def test_cpsat_equals_brute_force_three_devices(seed: int) -> None:
     n = 6
     problem = random_problem(n, 3, rng)
     best = lat.sequential_latency_batch(problem, all_placements(n, 3)).min()
-    p, value, optimal = lat.cpsat_placement(problem, time_limit=20)
+    p, value, optimal = cpsat_placement(problem, time_limit=20)
     assert optimal
     assert value == pytest.approx(best, rel=1e-6)
 
@@ -395,7 +396,7 @@ def test_auto_portfolio_includes_hsdag_and_the_exact_optimum(devices) -> None:
     assert lat.sequential_latency(problem, s.placement) == pytest.approx(s.info["latency"])
     assert s.optimal  # the exact solver proves it (on ties the proven candidate is the one reported)
     if len(devices) == 2:
-        assert s.info["latency"] == pytest.approx(lat.mincut_placement(problem)[1])
+        assert s.info["latency"] == pytest.approx(mincut_placement(problem)[1])
 
 
 # ------------------------------------------------- unnamed / duplicate-named nodes

@@ -61,6 +61,7 @@ def test_hsdag_refinement_reaches_the_min_cut_optimum_on_squeezenet() -> None:
     from onnx_sched.importers.onnx import import_onnx
     from onnx_sched.models.inference.hsdag import ENCODER_PATH
     from onnx_sched.passes import PassContext, get_pass
+    from onnx_sched.passes.placement._optimal import mincut_placement
     from onnx_sched.profiling import load_profiles
 
     if not ENCODER_PATH.exists():
@@ -68,7 +69,7 @@ def test_hsdag_refinement_reaches_the_min_cut_optimum_on_squeezenet() -> None:
     profiles = load_profiles(Path(__file__).resolve().parents[1] / "examples" / "profiles_cpu_igpu_dgpu.json")
     g = import_onnx(CORPUS / "onnx" / "light_squeezenet.onnx").graph
     problem = lat.placement_problem(g, profiles, "sequential", ["CPU", "GPU.0"])
-    _, optimum = lat.mincut_placement(problem)
+    _, optimum = mincut_placement(problem)
     run = get_pass("hsdag", "latency")
     alone = run(g, PassContext(problem=problem, options={"episodes": 0}))
     refined = run(g, PassContext(problem=problem))

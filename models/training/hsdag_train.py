@@ -37,6 +37,7 @@ from onnx_sched.cost import latency as lat
 from onnx_sched.models import CHECKPOINTS
 from onnx_sched.models.inference.hsdag import group_nodes, head_inputs, prepare
 from onnx_sched.models.inference.hsdag_features import N_DEVICE_FEATURES, N_NODE_FEATURES, colocate
+from onnx_sched.passes.placement._optimal import mincut_placement
 from onnx_sched.profiling import SIMULATED_PRESETS, ProfileSet, TransferModel, derive_profile, load_profiles
 
 __all__ = ["HsdagNet", "export_onnx", "random_device_set", "train"]
@@ -220,7 +221,7 @@ def train(minutes: float, out_dir: Path, seed: int = 0, batch: int = 16, lr: flo
             names = list(ps.names)
             problem = lat.placement_problem(g, ps, devices=[names[0], names[1 + si % (len(names) - 1)]])
             prep = prepare(problem, coarse[g.name])
-            target_ops, _ = lat.mincut_placement(problem)
+            target_ops, _ = mincut_placement(problem)
             votes = np.zeros((prep.coarse.n, 2))
             np.add.at(votes, (prep.coarse.member, target_ops), 1.0)
             pool[(gi, si)] = (problem, prep, torch.from_numpy(votes.argmax(axis=1)))

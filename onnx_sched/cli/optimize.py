@@ -131,6 +131,9 @@ def _optimize(source: Path, model: Path, output: Path, objective: str, method: s
     console.print(render(obj.table(report)))
     if report.get("kept_input_order"):
         console.print("No method beat the input order: kept it.")
+    if report["total_seconds"] > clock.seconds:
+        console.print(f"Took {report['total_seconds']:.1f} s of a {clock.seconds:g} s --time-limit: reading and writing "
+                      "this model alone need more; the search got its minimum.")
     if report["compile_seconds"] > 1.0:
         console.print(f"Compiled or loaded kernels in {report['compile_seconds']:.1f} s before the time limit started.")
     if report_path is not None:

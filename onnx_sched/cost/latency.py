@@ -8,9 +8,9 @@ Two models, matching how runtimes execute a split model:
   lives is moved **once per (tensor, destination device)** for
   ``latency + bytes / bandwidth``.  Graph inputs live on the host device and
   graph outputs must end there.  Weights are resident (each sub-model holds its
-  own constants), never moved.  For two devices the optimum is an s-t minimum
-  cut (:func:`mincut_placement`, exact); for more, CP-SAT
-  (:func:`cpsat_placement`).
+  own constants), never moved.  Its exact optimisers (an s-t minimum cut for two
+  devices, CP-SAT for more) are passes' helpers:
+  :mod:`onnx_sched.passes.placement._optimal`.
 * **concurrent** — independent sub-graphs on different devices overlap (the
   split executor, asynchronous pipelines): latency is the makespan of list
   scheduling the placement (one stream per device, transfers delay consumers),
@@ -37,9 +37,7 @@ __all__ = [
     "MODES",
     "PlacementProblem",
     "concurrent_latency",
-    "cpsat_placement",
     "evaluate",
-    "mincut_placement",
     "placement_problem",
     "sequential_latency",
     "sequential_latency_batch",
@@ -257,153 +255,3 @@ def evaluate(problem: PlacementProblem, placement: np.ndarray, mode: str | None 
     if mode == "concurrent":
         return concurrent_latency(problem, placement)
     raise ValueError(f"latency mode must be one of {MODES}, got {mode!r}")
-
-
-# ---------------------------------------------------------------- exact solvers
-def mincut_placement(problem: PlacementProblem) -> tuple[np.ndarray, float]:
-    """Exact sequential-latency optimum for two devices as an s-t minimum cut.
-
-    Source side = device 0, sink side = device 1.  Op ``i``: edge ``s->i`` costs
-    its device-1 time, ``i->t`` its device-0 time.  A tensor produced on ``P``
-    (an op, or the host terminal for graph inputs) read by consumers ``C`` (plus
-    the host terminal for graph outputs) gets two auxiliary nodes: ``P->a`` (cost
-    0->1 transfer) with ``a->c`` infinite, and ``c->b`` infinite with ``b->P`` (cost
-    1->0 transfer), so each direction is paid at most once per tensor.  Returns
-    ``(placement, latency)``.
-    """
-    import networkx as nx
-
-    if problem.n_devices != 2:
-        raise ValueError(f"mincut placement needs exactly 2 devices, got {problem.n_devices}")
-    g = problem.graph
-    n = g.n_ops
-    if not np.isfinite(problem.op_time).all():
-        big = float(np.nansum(np.where(np.isfinite(problem.op_time), problem.op_time, 0))) * 10 + 1.0
-        times = np.where(np.isfinite(problem.op_time), problem.op_time, big)
-    else:
-        times = problem.op_time
-    G = nx.DiGraph()
-    S, T = "s", "t"
-    G.add_node(S)
-    G.add_node(T)
-
-    def add(u: Any, v: Any, cap: float | None) -> None:
-        if cap is None:
-            G.add_edge(u, v)  # no capacity attribute = infinite
-        elif cap > 0:
-            if G.has_edge(u, v) and "capacity" in G[u][v]:
-                G[u][v]["capacity"] += cap
-            elif not G.has_edge(u, v):
-                G.add_edge(u, v, capacity=cap)
-
-    for i in range(n):
-        add(S, i, float(times[i, 1]))
-        add(i, T, float(times[i, 0]))
-    host_node = S if problem.host == 0 else T
-    tt = problem.transfers
-    for j in range(len(tt.tensor)):
-        u = int(tt.src_op[j])
-        P = host_node if u < 0 else u
-        cons: list[Any] = [int(c) for c in tt.cons_idx[tt.cons_ptr[j]:tt.cons_ptr[j + 1]]]
-        if tt.to_host[j]:
-            cons.append(host_node)
-        cons = [c for c in dict.fromkeys(cons) if c != P]
-        if not cons:
-            continue
-        c01 = problem.latency[0, 1] + tt.nbytes[j] * problem.inv_bandwidth[0, 1]
-        c10 = problem.latency[1, 0] + tt.nbytes[j] * problem.inv_bandwidth[1, 0]
-        if P != T:  # producer may sit on device 0 and pay 0->1
-            a = ("a", j)
-            add(P, a, c01)
-            for c in cons:
-                if c != S:
-                    add(a, c, None)
-        if P != S:  # producer may sit on device 1 and pay 1->0
-            b = ("b", j)
-            add(b, P, c10)
-            for c in cons:
-                if c != T:
-                    add(c, b, None)
-    _, (reach, _) = nx.minimum_cut(G, S, T)
-    placement = np.array([0 if i in reach else 1 for i in range(n)], np.int64)
-    return placement, sequential_latency(problem, placement)
-
-
-def cpsat_placement(problem: PlacementProblem, time_limit: float = 10.0, hint: np.ndarray | None = None,
-                    seed: int = 0, workers: int = 2, stats: dict | None = None) -> tuple[np.ndarray, float, bool]:
-    """Sequential-latency placement on any number of devices with CP-SAT.
-
-    Booleans ``x[i,d]`` (op on device), ``y[t,d]`` (tensor needed on ``d``: implied by
-    any consumer on ``d``, or the host for outputs) and ``z[t,a,d] >= x[src,a] + y[t,d] - 1``
-    carrying the transfer cost; costs in integer nanoseconds.  Returns
-    ``(placement, latency, proven_optimal)``; ``stats`` (a dict), when given, receives
-    ``lower_bound`` (seconds, CP-SAT's best objective bound) and ``status``.
-    """
-    from ortools.sat.python import cp_model
-
-    g = problem.graph
-    n, k = g.n_ops, problem.n_devices
-    scale = 1e9
-    m = cp_model.CpModel()
-    x = [[m.NewBoolVar(f"x{i}_{d}") for d in range(k)] for i in range(n)]
-    obj = []
-    for i in range(n):
-        allowed = [d for d in range(k) if np.isfinite(problem.op_time[i, d])]
-        m.AddExactlyOne(x[i][d] for d in allowed)
-        for d in range(k):
-            if d not in allowed:
-                m.Add(x[i][d] == 0)
-            else:
-                obj.append(int(round(problem.op_time[i, d] * scale)) * x[i][d])
-    tt = problem.transfers
-    host = problem.host
-    for j in range(len(tt.tensor)):
-        u = int(tt.src_op[j])
-        cons = np.unique(tt.cons_idx[tt.cons_ptr[j]:tt.cons_ptr[j + 1]])
-        for d in range(k):
-            needed_fixed = bool(tt.to_host[j]) and d == host
-            if not len(cons) and not needed_fixed:
-                continue
-            y = m.NewBoolVar(f"y{j}_{d}")
-            if needed_fixed:
-                m.Add(y == 1)
-            for c in cons:
-                m.AddImplication(x[int(c)][d], y)
-            for a in range(k):
-                if a == d:
-                    continue
-                cost = int(round((problem.latency[a, d] + tt.nbytes[j] * problem.inv_bandwidth[a, d]) * scale))
-                if cost <= 0:
-                    continue
-                if u < 0:
-                    if a == host:
-                        obj.append(cost * y)
-                    continue
-                z = m.NewBoolVar(f"z{j}_{a}_{d}")
-                m.AddBoolOr([x[u][a].Not(), y.Not(), z])
-                obj.append(cost * z)
-    m.Minimize(sum(obj))
-    if hint is not None:
-        for i in range(n):
-            for d in range(k):
-                m.AddHint(x[i][d], int(hint[i]) == d)
-    solver = cp_model.CpSolver()
-    solver.parameters.max_time_in_seconds = float(time_limit)
-    solver.parameters.num_workers = int(workers)
-    solver.parameters.random_seed = int(seed)
-    status = solver.Solve(m)
-    if stats is not None:
-        stats["status"] = solver.StatusName(status)
-        stats["lower_bound"] = float(solver.BestObjectiveBound()) / scale
-    if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-        if hint is None:
-            raise ValueError("CP-SAT found no placement within the time limit")
-        p = np.asarray(hint, np.int64)
-        return p, sequential_latency(problem, p), False
-    p = np.array([int(np.argmax([solver.Value(x[i][d]) for d in range(k)])) for i in range(n)], np.int64)
-    lat = sequential_latency(problem, p)
-    if hint is not None:
-        hl = sequential_latency(problem, hint)
-        if hl < lat:
-            return np.asarray(hint, np.int64), hl, False
-    return p, lat, status == cp_model.OPTIMAL

@@ -19,11 +19,11 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from onnx_sched.cost import latency as lat
+from onnx_sched.deadline import Deadline
 from onnx_sched.graph import Graph
 from onnx_sched.passes import PassContext, get_pass, register
-from onnx_sched.deadline import Deadline
 from onnx_sched.passes.placement._common import make_placement_schedule, problem_of
+from onnx_sched.passes.placement._optimal import cpsat_placement
 from onnx_sched.passes.placement.single import first_gpu, single_device
 from onnx_sched.schedule import Schedule
 
@@ -61,7 +61,7 @@ def portfolio(graph: Graph, ctx: PassContext) -> Schedule:
     if problem.n_devices == 2:
         candidates.append(get_pass("mincut", "latency")(graph, ctx))
     elif problem.n_devices > 2 and clock.left() > 0.1:
-        p, value, optimal = lat.cpsat_placement(problem, clock.left(), hint=best.placement, seed=ctx.seed)
+        p, value, optimal = cpsat_placement(problem, clock.left(), hint=best.placement, seed=ctx.seed)
         candidates.append(make_placement_schedule(problem, p, "cpsat-place", optimal=optimal and problem.mode == "sequential",
                                                   sequential_latency=value, proven_sequential_optimum=optimal))
     best = min(candidates, key=lambda s: (s.info["latency"], not s.optimal))  # ties: the proven one

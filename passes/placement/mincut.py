@@ -1,7 +1,7 @@
 """Exact sequential-latency placement: s-t min-cut (2 devices) or CP-SAT (any number).
 
 For two devices the min-cut (networkx ``minimum_cut``) is the proven optimum of
-the sequential latency model (:func:`onnx_sched.cost.latency.mincut_placement`).
+the sequential latency model (:func:`onnx_sched.passes.placement._optimal.mincut_placement`).
 With more devices ``mincut`` runs CP-SAT within ``ctx.time_limit``, hinted with
 the best single-device placement, and reports whether optimality was proven.
 Under the ``concurrent`` mode the result is the sequential optimum, scored
@@ -16,6 +16,7 @@ from onnx_sched.cost import latency as lat
 from onnx_sched.graph import Graph
 from onnx_sched.passes import PassContext, register
 from onnx_sched.passes.placement._common import make_placement_schedule, problem_of
+from onnx_sched.passes.placement._optimal import cpsat_placement, mincut_placement
 from onnx_sched.passes.placement.single import single_device
 from onnx_sched.schedule import Schedule
 
@@ -29,7 +30,7 @@ def _best_single(problem) -> np.ndarray:  # noqa: ANN001
 def cpsat(graph: Graph, ctx: PassContext) -> Schedule:
     problem = problem_of(graph, ctx)
     hint = _best_single(problem)
-    p, value, optimal = lat.cpsat_placement(problem, ctx.time_limit, hint=hint, seed=ctx.seed)
+    p, value, optimal = cpsat_placement(problem, ctx.time_limit, hint=hint, seed=ctx.seed)
     seq_opt = optimal and problem.mode == "sequential"
     return make_placement_schedule(problem, p, "cpsat-place", optimal=seq_opt, sequential_latency=value,
                                    proven_sequential_optimum=optimal)
@@ -42,6 +43,6 @@ def mincut(graph: Graph, ctx: PassContext) -> Schedule:
         return make_placement_schedule(problem, np.zeros(graph.n_ops, np.int64), "mincut", optimal=True)
     if problem.n_devices > 2:
         return cpsat(graph, ctx).with_(method="mincut")
-    p, value = lat.mincut_placement(problem)
+    p, value = mincut_placement(problem)
     return make_placement_schedule(problem, p, "mincut", optimal=problem.mode == "sequential",
                                    sequential_latency=value, proven_sequential_optimum=True)

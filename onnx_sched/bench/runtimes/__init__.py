@@ -1,6 +1,12 @@
-"""Run a placed model for real, one module per runtime.
+"""Run models for real, one module per runtime and job.
 
-Each bench takes an imported model, a device index per op and the runtime's
+Whole models in a fresh process (``onnx-sched bench``): :mod:`.fresh_process` (what
+every runner shares: subprocess, peak RSS window, latency fields),
+:mod:`onnx_sched.bench.ort_runner` and :mod:`.openvino_runner` (one per runtime),
+:mod:`.openvino_model` (ONNX or IR into OpenVINO) and :mod:`.ort_graph` (ONNX
+Runtime's own optimized graph as a file).
+
+Placed models (``onnx-sched bench-placement``): each bench takes an imported model, a device index per op and the runtime's
 devices, runs warm-ups then ``repeats`` timed inferences, and reports median and
 p90 latency (``split``, ``single_device``), busy time per device, the number of
 sub-models, and whether the outputs equal single-device execution of the same
