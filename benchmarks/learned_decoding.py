@@ -16,7 +16,6 @@ import sys
 from pathlib import Path
 
 import numpy as np
-
 from learned_temperature import best_sampled
 
 from onnx_sched.dag import longest_path_from_source

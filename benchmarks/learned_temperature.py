@@ -26,7 +26,12 @@ import numpy as np
 
 from onnx_sched.models.inference.decoders import decode_graph, greedy, peaks, sample_orders
 from onnx_sched.models.inference.mem_aware import mem_aware_orders
-from onnx_sched.models.inference.topoformer_onnx import DEFAULT_CHECKPOINT, TEMPERATURE_KEY, PriorityModel, set_sample_temperature
+from onnx_sched.models.inference.topoformer_onnx import (
+    DEFAULT_CHECKPOINT,
+    TEMPERATURE_KEY,
+    PriorityModel,
+    set_sample_temperature,
+)
 from onnx_sched.passes import PassContext, get_pass
 from onnx_sched.synth.layered import layered_graph
 

@@ -22,7 +22,6 @@ import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
 import onnx
 from onnx import TensorProto, helper
 from rich.console import Console

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from onnx_sched.numba_cache import ensure_cache_dir
+
+ensure_cache_dir()  # before any kernel module loads: see onnx_sched.numba_cache
+
 __version__ = "0.1.0"
 __all__ = ["__version__", "optimize"]
 

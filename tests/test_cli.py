@@ -9,9 +9,8 @@ from pathlib import Path
 
 import onnx
 import pytest
-from onnx import TensorProto, helper
-
 from conftest import assert_bitwise_equal, branchy_model, run_ort
+from onnx import TensorProto, helper
 
 EXE = [sys.executable, "-m", "onnx_sched.cli.__main__"]
 

@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
+from pathlib import Path
 
 import numba
 import numpy as np
 import onnx
+import pytest
 
 from onnx_sched import jit
 from onnx_sched.deadline import Deadline
@@ -73,3 +77,34 @@ def test_cold_numba_cache_gives_the_warm_answer(tmp_path) -> None:
     assert cold["compile"] > warm["compile"]
     assert (cold["order"], cold["peak"], cold["optimal"]) == (warm["order"], warm["peak"], warm["optimal"])
     assert cold["total"] < 2.0 + 1.0  # the budget held although compiling took longer than it
+
+
+def _run_as_nobody(home: str, cwd: str) -> subprocess.CompletedProcess:
+    code = ("from onnx_sched.passes import PassContext, get_pass; from onnx_sched.synth import er_graph; "
+            "get_pass('greedy', 'peak-mem')(er_graph(40, 1), PassContext())")
+    env = {k: v for k, v in os.environ.items() if k not in ("NUMBA_CACHE_DIR", "XDG_CACHE_HOME")} | {"HOME": home}
+    return subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable, "-c", code],
+                          capture_output=True, text=True, timeout=600, env=env, cwd=cwd)
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("setpriv") is None, reason="needs root to run as another user")
+def test_read_only_install_caches_kernels_per_user_or_in_temp() -> None:
+    """A user who cannot write beside the package (a system-wide install) gets numba's per-user cache;
+    one without a writable home too (numba alone would refuse to define any cached kernel) gets a
+    per-user folder in the temp directory."""
+    home = Path(tempfile.mkdtemp(prefix="onnx-sched-home-", dir="/tmp"))
+    fallback = Path(tempfile.gettempdir()) / "onnx-sched-numba-cache-65534"
+    try:
+        os.chown(home, 65534, 65534)
+        res = _run_as_nobody(str(home), str(home))
+        if res.returncode and "Permission denied" in res.stderr and "onnx_sched" not in res.stderr:
+            pytest.skip("the interpreter or the package is not readable by other users here")
+        assert res.returncode == 0, res.stderr[-2000:]
+        assert any((home / ".cache" / "numba").rglob("*greedy_kernel*.nbi"))
+        shutil.rmtree(fallback, ignore_errors=True)
+        res = _run_as_nobody("/nonexistent", "/tmp")
+        assert res.returncode == 0, res.stderr[-2000:]
+        assert any(fallback.rglob("*greedy_kernel*.nbi"))
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+        shutil.rmtree(fallback, ignore_errors=True)

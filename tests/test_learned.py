@@ -17,7 +17,15 @@ from conftest import BLOCK_TORCH
 from onnx_sched.cost.memory import peak_memory
 from onnx_sched.dag import is_topological_order
 from onnx_sched.graph import Graph
-from onnx_sched.models.inference.decoders import beam_search, best_of, decode_graph, greedy, log_prob, peaks, sample_orders
+from onnx_sched.models.inference.decoders import (
+    beam_search,
+    best_of,
+    decode_graph,
+    greedy,
+    log_prob,
+    peaks,
+    sample_orders,
+)
 from onnx_sched.models.inference.features import (
     N_RELATIONS,
     SELF,
@@ -227,8 +235,8 @@ def test_onnx_encoder_matches_torch(exported) -> None:
 def test_ablation_encoders_export(tmp_path, encoder: str) -> None:
     torch = pytest.importorskip("torch")
     from onnx_sched.models.inference.features import n_features
-    from onnx_sched.models.training.topoformer import EncoderConfig, Topoformer, export_onnx
     from onnx_sched.models.inference.topoformer_onnx import PriorityModel
+    from onnx_sched.models.training.topoformer import EncoderConfig, Topoformer, export_onnx
 
     model = Topoformer(EncoderConfig(in_dim=n_features(), encoder=encoder, d_model=16, n_layers=1, prio_norm="standardize")).eval()
     export_onnx(model, str(tmp_path / "m.onnx"))
@@ -284,8 +292,8 @@ def test_pass_rejects_samples_and_beam(exported) -> None:
 # ------------------------------------------------------------------ training
 def test_log_prob_matches_reference_and_training_step_updates(tmp_path) -> None:
     torch = pytest.importorskip("torch")
-    from onnx_sched.models.training.train_peakmem import TrainConfig, prepare, seq_log_prob, train_step
     from onnx_sched.models.training.topoformer import Topoformer
+    from onnx_sched.models.training.train_peakmem import TrainConfig, prepare, seq_log_prob, train_step
 
     prep = prepare(layered_graph(40, 123))
     y = torch.randn(40, dtype=torch.float64)

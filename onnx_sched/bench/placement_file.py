@@ -49,7 +49,6 @@ def load_placement(path: str | os.PathLike, graph: Any) -> tuple[np.ndarray, lis
         import onnx
 
         from onnx_sched.exporters.onnx import DEVICE_KEY
-
         from onnx_sched.importers.onnx import stable_op_names
 
         m = onnx.load(str(p), load_external_data=False)

@@ -31,9 +31,9 @@ import onnx
 from onnx import helper
 
 from onnx_sched.cost.flops import op_flops
-from onnx_sched.importers._assemble import assemble_graph
 from onnx_sched.errors import ModelLoadError, UnknownOpError, UnknownShapeError
 from onnx_sched.graph import Graph, TensorKind
+from onnx_sched.importers._assemble import assemble_graph
 
 __all__ = ["ImportedOnnx", "import_onnx", "load_model", "parse_dims", "parse_input_shapes", "stable_op_names"]
 

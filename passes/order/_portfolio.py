@@ -7,9 +7,9 @@ import numpy as np
 from onnx_sched.dag import is_topological_order
 from onnx_sched.graph import Graph
 from onnx_sched.passes.order._common import peak_of
+from onnx_sched.passes.order.bfs import bfs_order
 from onnx_sched.passes.order.dfs import dfs_order
 from onnx_sched.passes.order.greedy import greedy_order
-from onnx_sched.passes.order.bfs import bfs_order
 from onnx_sched.passes.order.xla_dfs import xla_dfs_order
 
 __all__ = ["best_of", "cheap_orders"]

@@ -34,10 +34,10 @@ from onnx_sched.deadline import Deadline
 from onnx_sched.graph import Graph
 from onnx_sched.jit import work_clock
 from onnx_sched.passes import PassContext, register
+from onnx_sched.passes.order import exact
 from onnx_sched.passes.order._common import make_schedule, peak_of
 from onnx_sched.passes.order._portfolio import cheap_orders
 from onnx_sched.passes.order.beam import beam_search
-from onnx_sched.passes.order import exact
 from onnx_sched.passes.order.random_orders import best_random_order
 from onnx_sched.schedule import Schedule
 

@@ -11,9 +11,9 @@ import numpy as np
 
 from onnx_sched.dag import kahn_order, longest_path_from_source
 from onnx_sched.graph import Graph
-from onnx_sched.schedule import Schedule
 from onnx_sched.passes import PassContext, register
 from onnx_sched.passes.order._common import make_schedule
+from onnx_sched.schedule import Schedule
 
 
 def bfs_order(graph: Graph) -> np.ndarray:

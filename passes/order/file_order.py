@@ -9,9 +9,9 @@ from __future__ import annotations
 import numpy as np
 
 from onnx_sched.graph import Graph
-from onnx_sched.schedule import Schedule
 from onnx_sched.passes import PassContext, register
 from onnx_sched.passes.order._common import make_schedule
+from onnx_sched.schedule import Schedule
 
 
 @register("file", objective="peak-mem")
