@@ -14,8 +14,9 @@
    lower bound.  When it stops at its state cap, it runs again with a 4x larger cap
    (up to its memory budget) from the bound it proved, while a round is predicted to
    fit in half the time left (:func:`exact_rounds`).  When it still stops early, the
-   rest of the time goes to one more beam as wide as the measured speed allows (up to
-   ``beam_width`` when given, else :data:`FINAL_BEAM_MAX`), to tighten the peak.
+   rest of the time goes to beams as wide as the measured speed allows (re-measured
+   after each; up to ``beam_width`` when given, else :data:`FINAL_BEAM_MAX`), to
+   tighten the peak.
 
 The best order wins.  It is never worse than the file order: if nothing beats the
 file order, the file order is returned with ``info["kept_input_order"] = True``.
@@ -161,13 +162,18 @@ def run(graph: Graph, ctx: PassContext) -> Schedule:
     best_name = min(peaks, key=lambda k: (peaks[k], k != "file"))
     if peaks[best_name] > graph_lb and clock.left() > 0.05:
         proven_lb, proved = exact_rounds(graph, ctx, clock, offer, peaks, orders, info, state_rate)
-        if not proved and clock.left() > 0.05 and graph.n_ops > 0:
-            # the exact search gave up early: spend the rest on one beam as wide as fits
-            fit = int(0.8 * state_rate * clock.left() / graph.n_ops)
+        if not proved and graph.n_ops > 0:
+            # the exact search gave up early: spend the rest on beams as wide as fit, re-measuring the speed
             cap = int(ctx.option("beam_width", FINAL_BEAM_MAX))  # the user's width cap, else memory's
-            if fit > width:
-                beam(min(fit, max(cap, width)), 0.95 * clock.left())
-                info["final_beam_width"] = min(fit, max(cap, width))
+            done = width
+            while clock.left() > 0.05 and best_peak() > proven_lb:
+                nxt = min(int(0.8 * state_rate * clock.left() / graph.n_ops), max(cap, width))
+                if nxt <= done:
+                    break
+                t0 = work_clock()
+                expanded = beam(nxt, 0.95 * clock.left())
+                state_rate = max(expanded / max(work_clock() - t0, 1e-6), 1.0)
+                done = info["final_beam_width"] = nxt
 
     best_name = min(peaks, key=lambda k: (peaks[k], k != "file"))
     kept = "file" in peaks and peaks[best_name] >= peaks["file"]
