@@ -64,9 +64,8 @@ def command(model: Path, output: Path, objective: str, method: str, time_limit: 
     --time-limit covers the whole command (import, pass, export); compiling numba kernels
     on a first run is done before the clock starts and reported separately.
     """
+    clock = Deadline(time_limit)  # first: reading the model counts against the budget
     from onnx_sched.importers.onnx import parse_dims, parse_input_shapes
-
-    clock = Deadline(time_limit)
 
     if output.exists() and model.exists() and output.resolve() == model.resolve():
         raise ValueError(f"{output}: output path is the input model; choose another -o path")
