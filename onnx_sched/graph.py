@@ -57,6 +57,18 @@ class Csr:
         flat = [x for r in rows for x in r]
         return Csr(indptr, np.asarray(flat, dtype=np.int64).reshape(-1))
 
+    @staticmethod
+    def from_pairs(n_rows: int, rows: np.ndarray, cols: np.ndarray) -> Csr:
+        """Row ``i`` = the distinct ``cols[k]`` with ``rows[k] == i``, ascending."""
+        rows = np.asarray(rows, dtype=np.int64)
+        cols = np.asarray(cols, dtype=np.int64)
+        width = int(cols.max()) + 1 if len(cols) else 1
+        keys = np.unique(rows * width + cols)
+        r, c = np.divmod(keys, width)
+        indptr = np.zeros(n_rows + 1, dtype=np.int64)
+        np.cumsum(np.bincount(r, minlength=n_rows), out=indptr[1:])
+        return Csr(indptr, c.astype(np.int64))
+
     def __len__(self) -> int:
         return len(self.indptr) - 1
 
@@ -141,26 +153,24 @@ class Graph:
 
     # ------------------------------------------------------------ structure
     @cached_property
+    def _input_pairs(self) -> tuple[np.ndarray, np.ndarray]:
+        """(op, tensor) for every input slot of every op."""
+        ops = np.repeat(np.arange(self.n_ops, dtype=np.int64), self.op_inputs.lengths())
+        return ops, self.op_inputs.indices.astype(np.int64)
+
+    @cached_property
     def tensor_consumers(self) -> Csr:
         """Ops reading each tensor, each op listed once, ascending."""
-        rows: list[set[int]] = [set() for _ in range(self.n_tensors)]
-        for op in range(self.n_ops):
-            for t in self.op_inputs.row(op):
-                rows[t].add(op)
-        return Csr.from_lists([sorted(r) for r in rows])
+        ops, tensors = self._input_pairs
+        return Csr.from_pairs(self.n_tensors, tensors, ops)
 
     @cached_property
     def _op_edges(self) -> tuple[Csr, Csr]:
-        preds: list[set[int]] = [set() for _ in range(self.n_ops)]
-        succs: list[set[int]] = [set() for _ in range(self.n_ops)]
-        producer = self.tensor_producer
-        for op in range(self.n_ops):
-            for t in self.op_inputs.row(op):
-                p = int(producer[t])
-                if p >= 0 and p != op:
-                    preds[op].add(p)
-                    succs[p].add(op)
-        return Csr.from_lists([sorted(r) for r in preds]), Csr.from_lists([sorted(r) for r in succs])
+        ops, tensors = self._input_pairs
+        producer = np.asarray(self.tensor_producer, dtype=np.int64)[tensors]
+        real = (producer >= 0) & (producer != ops)
+        ops, producer = ops[real], producer[real]
+        return Csr.from_pairs(self.n_ops, ops, producer), Csr.from_pairs(self.n_ops, producer, ops)
 
     @property
     def op_preds(self) -> Csr:

@@ -146,3 +146,29 @@ def test_must_live_bound_sees_tensors_held_for_later_readers() -> None:
     Counting only each op's own inputs and outputs gives 111 (op 5); the optimum is 120."""
     g = Graph.from_edges(6, [(0, 1), (1, 2), (2, 3), (3, 4), (4, 5), (0, 5)], output_bytes=[100, 10, 10, 10, 10, 1])
     assert lower_bound(g) == 120 == min(peak_memory(g, o) for o in _all_orders(g))
+
+
+def test_graphs_too_big_for_the_closure_get_the_inputs_plus_outputs_bound(monkeypatch) -> None:
+    """Beyond MAX_CLOSURE_OPS each op needs its own non-graph-input inputs, outputs and transient bytes."""
+    from onnx_sched.cost import memory_bound
+    from onnx_sched.cost.memory import memory_arrays
+
+    rng = np.random.default_rng(3)
+    graphs = [_random_dag(rng, int(rng.integers(3, 8))) for _ in range(20)]
+    monkeypatch.setattr(memory_bound, "MAX_CLOSURE_OPS", 0)
+    memory_bound._op_lower_bounds_cached.cache_clear()
+    try:
+        for g in graphs:
+            for inplace in (False, True):
+                a = memory_arrays(g, inplace)
+                want = []
+                for v in range(g.n_ops):
+                    ins = a.in_idx[a.in_ptr[v]: a.in_ptr[v + 1]]
+                    outs = a.out_idx[a.out_ptr[v]: a.out_ptr[v + 1]]
+                    cands = a.inplace_idx[a.inplace_ptr[v]: a.inplace_ptr[v + 1]]
+                    want.append(a.base + int(a.size[ins][~a.keep[ins]].sum()) + int(a.size[outs].sum()) + int(a.param[v])
+                                - (int(a.size[cands].max()) if len(cands) else 0))
+                assert memory_bound.op_lower_bounds(g, inplace).tolist() == want
+                assert lower_bound(g, inplace) <= min(peak_memory(g, o, inplace) for o in _all_orders(g))
+    finally:
+        memory_bound._op_lower_bounds_cached.cache_clear()

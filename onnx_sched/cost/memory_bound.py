@@ -91,17 +91,21 @@ def _op_lower_bounds_cached(g: Graph, inplace: bool) -> np.ndarray:
         cons = g.tensor_consumers
         forced = _forced_live(reachability(g), reachability(g, reverse=True), g.tensor_producer.astype(np.int64),
                               cons.indptr.astype(np.int64), cons.indices.astype(np.int64), a.size, a.keep)
-    else:  # too big for the closure: an op's own non-input inputs only
-        forced = np.array([int(a.size[ins][~a.keep[ins]].sum()) for ins in
-                           (a.in_idx[a.in_ptr[v]: a.in_ptr[v + 1]] for v in range(n))], dtype=np.int64)
-    need = np.empty(n, dtype=np.int64)
-    for v in range(n):
-        outs = a.out_idx[a.out_ptr[v]: a.out_ptr[v + 1]]
-        cands = a.inplace_idx[a.inplace_ptr[v]: a.inplace_ptr[v + 1]]
-        reuse = int(a.size[cands].max()) if len(cands) else 0  # output 0 may take over a dying input
-        need[v] = a.base + int(forced[v]) + int(a.size[outs].sum()) + int(a.param[v]) - reuse
+    else:  # too big for the closure: an op's own inputs only (graph inputs are in ``base``)
+        forced = _row_sums(a.in_ptr, np.where(a.keep, 0, a.size)[a.in_idx])
+    reuse = np.zeros(n, dtype=np.int64)  # output 0 may take over a dying input of the same size
+    rows = np.flatnonzero(np.diff(a.inplace_ptr) > 0)
+    if len(rows):
+        reuse[rows] = np.maximum.reduceat(a.size[a.inplace_idx], a.inplace_ptr[rows])
+    need = a.base + forced + _row_sums(a.out_ptr, a.size[a.out_idx]) + a.param - reuse
     need.setflags(write=False)
     return need
+
+
+def _row_sums(ptr: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """Per CSR row, the sum of ``values`` (empty rows: 0)."""
+    total = np.concatenate([[0], np.cumsum(values, dtype=np.int64)])
+    return total[ptr[1:]] - total[ptr[:-1]]
 
 
 def lower_bound(g: Graph, inplace: bool = False) -> int:

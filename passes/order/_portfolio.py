@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from onnx_sched.dag import is_topological_order
+from onnx_sched.deadline import Deadline
 from onnx_sched.graph import Graph
 from onnx_sched.passes.order._common import peak_of
 from onnx_sched.passes.order.bfs import bfs_order
@@ -15,16 +16,22 @@ from onnx_sched.passes.order.xla_dfs import xla_dfs_order
 __all__ = ["best_of", "cheap_orders"]
 
 
-def cheap_orders(graph: Graph, inplace: bool) -> dict[str, np.ndarray]:
-    """Orders of the linear-time heuristics (file order only when it is topological)."""
+def cheap_orders(graph: Graph, inplace: bool, deadline: Deadline | None = None) -> dict[str, np.ndarray]:
+    """Orders of the linear-time heuristics (file order only when it is topological).
+
+    With ``deadline``, no further heuristic starts once it has expired (on huge graphs
+    with small budgets each one costs a second); at least one order is always returned.
+    """
     out: dict[str, np.ndarray] = {}
     ident = np.arange(graph.n_ops, dtype=np.int64)
     if is_topological_order(graph, ident):
         out["file"] = ident
-    out["greedy"] = greedy_order(graph, inplace)
-    out["dfs"] = dfs_order(graph)
-    out["xla_dfs"] = xla_dfs_order(graph)
-    out["bfs"] = bfs_order(graph)
+    heuristics = (("greedy", lambda: greedy_order(graph, inplace)), ("dfs", lambda: dfs_order(graph)),
+                  ("xla_dfs", lambda: xla_dfs_order(graph)), ("bfs", lambda: bfs_order(graph)))
+    for name, make in heuristics:
+        if out and deadline is not None and deadline.expired():
+            break
+        out[name] = make()
     return out
 
 

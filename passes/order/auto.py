@@ -110,7 +110,7 @@ def run(graph: Graph, ctx: PassContext) -> Schedule:
         orders[name] = np.asarray(order, dtype=np.int64)
         peaks[name] = peak_of(graph, order, inplace)
 
-    for name, order in cheap_orders(graph, inplace).items():
+    for name, order in cheap_orders(graph, inplace, clock).items():
         offer(name, order)
     best_peak = lambda: min(peaks.values())  # noqa: E731
 
