@@ -13,7 +13,8 @@ Every pass has the same shape::
 memory model (``inplace``), method options (``beam_width``, ``samples`` ...) and
 objective-specific problem data (built by the objective, :mod:`onnx_sched.objectives`).
 The CLI's ``--method`` and the ``auto`` portfolios find passes through :func:`get_pass`;
-a new pass is one module in its objective's folder, found by :func:`_load_all`.
+a new pass is one module in its objective's folder (``Objective.pass_folder``), found by
+:func:`_load`.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from onnx_sched.graph import Graph
-from onnx_sched.objectives import OBJECTIVES
+from onnx_sched.objectives import OBJECTIVES, get_objective
 from onnx_sched.schedule import Schedule
 
 __all__ = ["PassContext", "PassFn", "available", "get_pass", "register"]
@@ -54,7 +55,7 @@ class PassContext:
 PassFn = Callable[[Graph, PassContext], Schedule]
 _REGISTRY: dict[tuple[str, str], PassFn] = {}
 _FAILED: dict[str, str] = {}  # module -> why it could not be imported
-_LOADED = False
+_LOADED: set[str] = set()  # pass modules imported (or failed), relative to this package
 
 
 def register(name: str, objective: str) -> Callable[[PassFn], PassFn]:
@@ -72,29 +73,37 @@ def register(name: str, objective: str) -> Callable[[PassFn], PassFn]:
     return deco
 
 
-def _load_all() -> None:
-    global _LOADED
-    if _LOADED:
-        return
-    for mod in pkgutil.walk_packages(__path__, prefix=f"{__name__}."):
-        if mod.ispkg or mod.name.rsplit(".", 1)[-1].startswith("_"):
-            continue
-        try:
-            importlib.import_module(mod.name)
-        except ImportError as exc:  # an optional dependency is missing: keep the other passes
-            _FAILED[mod.name.removeprefix(f"{__name__}.")] = f"{type(exc).__name__}: {exc}"
-    _LOADED = True
+def _load(objective: str | None = None) -> None:
+    """Import the pass modules of ``objective``'s folder (all folders when ``None``), once each.
+
+    Loading one folder keeps a command from importing what other objectives' passes need
+    (pymoo, CP-SAT ...)."""
+    if objective is not None:
+        folders = [get_objective(objective).pass_folder]
+    else:
+        folders = [m.name for m in pkgutil.iter_modules(__path__) if m.ispkg]
+    for folder in folders:
+        package = importlib.import_module(f"{__name__}.{folder}")
+        for mod in pkgutil.walk_packages(package.__path__, prefix=f"{package.__name__}."):
+            rel = mod.name.removeprefix(f"{__name__}.")
+            if mod.ispkg or rel.rsplit(".", 1)[-1].startswith("_") or rel in _LOADED:
+                continue
+            try:
+                importlib.import_module(mod.name)
+            except ImportError as exc:  # an optional dependency is missing: keep the other passes
+                _FAILED[rel] = f"{type(exc).__name__}: {exc}"
+            _LOADED.add(rel)
 
 
 def available(objective: str) -> list[str]:
     """Names of the passes registered for ``objective``."""
-    _load_all()
+    _load(objective)
     return sorted(name for (obj, name) in _REGISTRY if obj == objective)
 
 
 def get_pass(name: str, objective: str) -> PassFn:
     """The pass registered as ``name`` for ``objective``; ``ValueError`` lists the choices."""
-    _load_all()
+    _load(objective)
     try:
         return _REGISTRY[(objective, name)]
     except KeyError:

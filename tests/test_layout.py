@@ -105,16 +105,27 @@ def test_inference_never_imports_training() -> None:
 
 
 def test_passes_have_one_folder_per_objective() -> None:
-    from onnx_sched.passes import _FAILED, _REGISTRY, available
+    from onnx_sched.passes import _FAILED, _REGISTRY, _load, available
 
     for objective in OBJECTIVES:
         assert available(objective), objective
+    _load()  # every folder, so a pass registered in another objective's folder would show up
     assert not _FAILED, _FAILED  # the full install loads every pass module
-    folders = {get_objective(obj).name: {fn.__module__.split(".")[2] for (o, _), fn in _REGISTRY.items() if o == obj}
-               for obj in OBJECTIVES}
-    assert all(len(f) == 1 for f in folders.values()), folders  # every objective's passes live in one folder
-    assert len({next(iter(f)) for f in folders.values()}) == len(OBJECTIVES)  # and no two objectives share one
+    for objective in OBJECTIVES:
+        folders = {fn.__module__.split(".")[2] for (o, _), fn in _REGISTRY.items() if o == objective}
+        assert folders == {get_objective(objective).pass_folder}, (objective, folders)
+    assert len({get_objective(o).pass_folder for o in OBJECTIVES}) == len(OBJECTIVES)  # no two objectives share one
     assert not [p for p in PACKAGES["onnx_sched.passes"].glob("*.py") if p.name != "__init__.py"]  # no loose pass files
+
+
+def test_a_command_imports_only_its_objectives_passes() -> None:
+    """optimize --objective peak-mem loads passes/order only: not pymoo (GA) nor the placement passes."""
+    code = ("import sys; from onnx_sched.passes import available; available('peak-mem'); "
+            "print(sorted({m.split('.')[2] for m in sys.modules if m.startswith('onnx_sched.passes.')}), "
+            "'pymoo' in sys.modules)")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert res.stdout.split() == ["['order']", "False"]
 
 
 def test_pyproject_lists_every_package() -> None:
@@ -137,8 +148,10 @@ def test_no_library_module_is_long_without_a_reason() -> None:
 def test_every_objective_implements_the_interface(objective) -> None:
     obj = get_objective(objective)
     assert obj.name == objective
-    for method in ("build_problem", "check", "evaluate", "baseline", "report", "metadata", "table", "plot"):
+    for method in ("build_problem", "warm_up_instance", "check", "evaluate", "baseline", "report", "metadata", "table",
+                   "plot"):
         assert callable(getattr(obj, method)), method
+    assert isinstance(obj.pass_folder, str) and isinstance(obj.plots, bool)
 
 
 def test_light_install_imports_no_torch(tmp_path) -> None:

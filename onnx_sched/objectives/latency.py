@@ -33,6 +33,7 @@ class Latency:
     """Minimise the predicted latency of a placement of ops on devices."""
 
     name: str = "latency"
+    pass_folder: str = "placement"
     plots: bool = False
 
     def build_problem(self, graph: Graph, options: ProblemOptions) -> lat.PlacementProblem:

@@ -35,6 +35,7 @@ class Makespan:
     """Minimise the makespan of a schedule on the machines of ``ctx.problem``."""
 
     name: str = "makespan"
+    pass_folder: str = "makespan"
     plots: bool = True
 
     def build_problem(self, graph: Graph, options: ProblemOptions) -> ms.MakespanProblem:

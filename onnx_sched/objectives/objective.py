@@ -63,6 +63,8 @@ class Objective(Protocol):
 
     #: The name users type (``--objective``) and passes register under.
     name: str
+    #: The folder of ``passes/`` whose modules register this objective's passes.
+    pass_folder: str
     #: Whether :meth:`plot` draws anything (``--plot``).
     plots: bool
 

@@ -50,6 +50,7 @@ class PeakMemory:
     """Minimise peak activation memory of a single-device op order."""
 
     name: str = "peak-mem"
+    pass_folder: str = "order"
     plots: bool = True
 
     def build_problem(self, graph: Graph, options: ProblemOptions) -> None:
