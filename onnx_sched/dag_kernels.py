@@ -5,7 +5,8 @@ makespan list scheduler) keeps an in-degree per op and a ready array, and
 releases an op's successors once it is scheduled.  These two steps live here,
 once, so the schedulers differ only in how they pick the next ready op.
 :func:`closure_bits` is the transitive closure as bitsets, which the learned
-encoders' attention masks and the peak-memory lower bound both use.
+encoders' attention masks and the peak-memory lower bound both use; :func:`popcount`
+serves every bitset walk.
 """
 
 from __future__ import annotations
@@ -13,7 +14,22 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-__all__ = ["closure_bits", "init_ready", "release_successors"]
+__all__ = ["closure_bits", "init_ready", "popcount", "release_successors"]
+
+_ONE = np.uint64(1)
+_M1 = np.uint64(0x5555555555555555)
+_M2 = np.uint64(0x3333333333333333)
+_M4 = np.uint64(0x0F0F0F0F0F0F0F0F)
+_H01 = np.uint64(0x0101010101010101)
+
+
+@numba.njit(cache=True, inline="always")
+def popcount(x):  # noqa: ANN001, ANN201
+    """Set bits of a uint64; ``popcount(low - 1)`` is the index of the lowest set bit ``low``."""
+    x = x - ((x >> _ONE) & _M1)
+    x = (x & _M2) + ((x >> np.uint64(2)) & _M2)
+    x = (x + (x >> np.uint64(4))) & _M4
+    return (x * _H01) >> np.uint64(56)
 
 
 @numba.njit(cache=True)

@@ -32,6 +32,7 @@ import numpy as np
 
 from onnx_sched.cost.memory import memory_arrays
 from onnx_sched.dag import reachability
+from onnx_sched.dag_kernels import popcount
 from onnx_sched.graph import Graph, TensorKind
 
 __all__ = ["MAX_CLOSURE_OPS", "lower_bound", "op_lower_bounds"]
@@ -68,12 +69,7 @@ def _forced_live(desc, anc, producer, cons_ptr, cons_idx, size, keep):  # noqa: 
             bits = forced[w]
             while bits:
                 low = bits & (~bits + one)
-                k = 0
-                probe = low
-                while probe > one:
-                    probe >>= one
-                    k += 1
-                acc[w * 64 + k] += size[t]
+                acc[w * 64 + np.int64(popcount(low - one))] += size[t]
                 bits ^= low
     return acc
 

@@ -26,14 +26,10 @@ import numba
 import numpy as np
 
 from onnx_sched.cost.memory import memory_arrays, peek_kernel, step_kernel
-from onnx_sched.dag_kernels import init_ready, release_successors
+from onnx_sched.dag_kernels import init_ready, popcount, release_successors
 from onnx_sched.graph import Graph
 
 _ONE = np.uint64(1)
-_M1 = np.uint64(0x5555555555555555)
-_M2 = np.uint64(0x3333333333333333)
-_M4 = np.uint64(0x0F0F0F0F0F0F0F0F)
-_H01 = np.uint64(0x0101010101010101)
 
 
 @dataclass(frozen=True, eq=False)
@@ -241,14 +237,6 @@ def random_orders_kernel(n, samples, seed, base, pred_ptr, succ_ptr, succ_idx, i
 
 # ------------------------------------------------------------------ bitset search
 @numba.njit(cache=True, inline="always")
-def _popcount(x):
-    x = x - ((x >> _ONE) & _M1)
-    x = (x & _M2) + ((x >> np.uint64(2)) & _M2)
-    x = (x + (x >> np.uint64(4))) & _M4
-    return (x * _H01) >> np.uint64(56)
-
-
-@numba.njit(cache=True, inline="always")
 def _has(row, v):
     return (row[v >> 6] >> np.uint64(v & 63)) & _ONE
 
@@ -308,7 +296,7 @@ def expand_kernel(S, F, peak, live, h1, h2, floor, cutoff, max_cand, z1, z2, all
     total = 0
     for k in range(n_states):
         for w in range(words):
-            total += _popcount(F[k, w])
+            total += popcount(F[k, w])
     if max_cand >= 0 and total > max_cand:
         total = 0
         n_states = 0
@@ -327,7 +315,7 @@ def expand_kernel(S, F, peak, live, h1, h2, floor, cutoff, max_cand, z1, z2, all
             bits = F[k, w]
             while bits != np.uint64(0):
                 low = bits & (~bits + _ONE)
-                v = w * 64 + np.int64(_popcount(low - _ONE))
+                v = w * 64 + np.int64(popcount(low - _ONE))
                 bits ^= low
                 # M_t (written out here: a call to an inlined helper was 20x slower)
                 p = lv + alloc[v] + param[v]
