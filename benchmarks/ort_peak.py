@@ -5,13 +5,17 @@ Pipeline per model (the one `docs/results.md` recommends):
    in ORT's order;
 2. reorder it with `optimize --method auto` (tensor-lifetime memory model);
 3. run both in fresh processes with graph optimizations off and PRIORITY_BASED order,
-   arena off and on, and compare the RSS peak with the predicted activation peak.
+   arena off and on, and compare the measured peaks with the predicted activation peak:
+   peak RSS and, with memray installed (the `[bench]` extra), the live heap of one run
+   with ORT's memory pattern on (ORT's default) and off (`--no-mem-pattern` runs too).
 
 `--image-size S` rewrites a single 4-D image input to 1x3xSxS first (CNNs only), which
 makes activation memory large enough to measure against allocator noise.
 
     python benchmarks/ort_peak.py --models randwire_ws_regular --image-size 512 \
         --out docs/ort_peak.json --markdown docs/ort_peak.md
+    python benchmarks/ort_peak.py --heap --time-limit 20 --repeats 2 \
+        --out docs/ort_heap_corpus.json --markdown docs/ort_heap_corpus.md
 """
 
 from __future__ import annotations
@@ -49,13 +53,22 @@ def resized_copy(src: Path, dst: Path, size: int) -> Path:
     return dst
 
 
-def measure(path: Path, time_limit: float, repeats: int, image_size: int | None, work: Path) -> dict:
+def heap_fields(rep, tag: str) -> dict:
+    """Heap peaks (arena off) and the predicted-vs-measured saving of one bench report."""
+    row = {f"heap_in_{tag}": rep.heap_run("in").heap_peak_bytes, f"heap_out_{tag}": rep.heap_run("out").heap_peak_bytes}
+    if rep.savings is not None:
+        row[f"measured_saving_{tag}"] = rep.savings.measured_bytes
+        row[f"saving_error_{tag}"] = rep.savings.error
+    return row
+
+
+def measure(path: Path, time_limit: float, repeats: int, image_size: int | None, work: Path, heap: bool) -> dict:
     src = resized_copy(path, work / f"{path.stem}.src.onnx", image_size) if image_size else path
     ort_graph = ort_optimized_model(src, work / f"{path.stem}.ort.onnx", level="basic")
     res = optimize_model(ort_graph, objective="peak-mem", method="auto", time_limit=time_limit)
     sched = work / f"{path.stem}.sched.onnx"
     save_model_atomic(res.model, sched, source_path=ort_graph)
-    rep = bench_models(ort_graph, sched, repeats=repeats, warmup=1, ort_opt=False)
+    rep = bench_models(ort_graph, sched, repeats=repeats, warmup=1, ort_opt=False, heap=heap)
     pk = res.report["peak_bytes"]
     row = {
         "model": path.stem + (f"@{image_size}" if image_size else ""),
@@ -66,6 +79,21 @@ def measure(path: Path, time_limit: float, repeats: int, image_size: int | None,
         "optimal": res.report["optimal"],
         "outputs_equal": rep.outputs_equal,
     }
+    if heap:
+        off = bench_models(ort_graph, sched, repeats=1, warmup=1, ort_opt=False, heap=True, arenas=(False,),
+                           mem_pattern=False)
+        pred = rep.savings
+        row.update(predicted_saving=pred.predicted_bytes, predicted_saving_inplace=pred.predicted_bytes_inplace,
+                   predicted_share=pred.predicted_share,
+                   predicted_activation_in=rep.predictions["in"].activation_bytes,
+                   predicted_activation_out=rep.predictions["out"].activation_bytes,
+                   predicted_activation_in_inplace=rep.predictions["in"].activation_bytes_inplace,
+                   predicted_activation_out_inplace=rep.predictions["out"].activation_bytes_inplace,
+                   inputs_bytes=rep.predictions["in"].inputs_bytes,
+                   reserved_in_arena_on=rep.run("in", True).heap_reserved_bytes,
+                   reserved_out_arena_on=rep.run("out", True).heap_reserved_bytes,
+                   outputs_equal_no_pattern=off.outputs_equal,
+                   **heap_fields(rep, "pattern"), **heap_fields(off, "no_pattern"))
     for arena in (False, True):
         tag = "arena_on" if arena else "arena_off"
         row[f"measured_in_{tag}"] = rep.run("in", arena).peak_rss_delta
@@ -93,6 +121,36 @@ def to_markdown(rows: list[dict], command: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+def heap_markdown(rows: list[dict], command: str) -> str:
+    """The predicted-vs-heap table: savings of onnx-sched's order over ORT's, arena off."""
+    lines = [f"Command: `{command}`", "",
+             "Bytes. Predicted: tensor-lifetime model over each file's order, caller-owned inputs excluded "
+             "(plain model; the in-place model's saving in brackets where it differs). Measured: live heap "
+             "peak of one `session.run` after warm-up (memray, fresh process, arena off, ORT optimizations off, "
+             "PRIORITY_BASED), with ORT's memory pattern on (ORT's default) and off. Error: |measured - "
+             "predicted| / predicted saving.", "",
+             "| model | ops | predicted peak in -> out | predicted saving | heap in -> out (pattern on) | "
+             "measured saving (on) | error | measured saving (pattern off) | error | arena-on reserved in -> out | "
+             "outputs equal |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
+
+    def err(r: dict, tag: str) -> str:
+        e = r.get(f"saving_error_{tag}")
+        return "-" if e is None or r["predicted_saving"] == 0 else f"{100 * e:.1f}%"
+
+    for r in rows:
+        inpl = r["predicted_saving_inplace"]
+        pred = f"{r['predicted_saving']:,} ({100 * r['predicted_share']:.1f}%)" + (
+            f" [{inpl:,}]" if inpl != r["predicted_saving"] else "")
+        lines.append(
+            f"| {r['model']} | {r['ops']} | {r['predicted_activation_in']:,} -> {r['predicted_activation_out']:,} | "
+            f"{pred} | {r['heap_in_pattern']:,} -> {r['heap_out_pattern']:,} | {r['measured_saving_pattern']:,} | "
+            f"{err(r, 'pattern')} | {r['measured_saving_no_pattern']:,} | {err(r, 'no_pattern')} | "
+            f"{r['reserved_in_arena_on']:,} -> {r['reserved_out_arena_on']:,} | "
+            f"{r['outputs_equal'] and r['outputs_equal_no_pattern']} |")
+    return "\n".join(lines) + "\n"
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--corpus", type=Path, default=CORPUS)
@@ -102,6 +160,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("--markdown", type=Path, default=None)
+    ap.add_argument("--heap", action="store_true", help="also measure heap peaks (memray) and tabulate those")
     args = ap.parse_args(argv)
     paths = sorted(args.corpus.glob("*.onnx"))
     if args.models:
@@ -111,13 +170,16 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="onnx_sched_ortpeak_") as tmp:
         for path in paths:
             try:
-                row = measure(path, args.time_limit, args.repeats, args.image_size, Path(tmp))
+                row = measure(path, args.time_limit, args.repeats, args.image_size, Path(tmp), args.heap)
             except Exception as exc:  # noqa: BLE001 - report and go on with the next model
                 console.print(f"{path.stem}: {type(exc).__name__}: {exc}", markup=False)
                 continue
             rows.append(row)
+            heap = (f", heap saving {row['measured_saving_pattern']:,} B vs predicted {row['predicted_saving']:,} B"
+                    if args.heap else "")
             console.print(f"{row['model']}: predicted {row['predicted_in'] / MB:.1f} -> {row['predicted_out'] / MB:.1f} MB, "
-                          f"measured {row['measured_in_arena_off'] / MB:.1f} -> {row['measured_out_arena_off'] / MB:.1f} MB")
+                          f"measured {row['measured_in_arena_off'] / MB:.1f} -> {row['measured_out_arena_off'] / MB:.1f} MB"
+                          + heap)
             for f in Path(tmp).glob(f"{path.stem}.*"):
                 f.unlink()
     table = Table(title="ORT peak memory: predicted vs measured (MB, arena off)")
@@ -131,7 +193,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.out:
         args.out.write_text(json.dumps({"command": command, "rows": rows}, indent=2))
     if args.markdown:
-        args.markdown.write_text(to_markdown(rows, command))
+        args.markdown.write_text(heap_markdown(rows, command) if args.heap else to_markdown(rows, command))
     return 0
 
 

@@ -84,7 +84,7 @@ def test_inplace_reuses_a_dying_input_of_the_same_size():
     assert peak_memory(g, [0, 1, 2]) == 8
     assert peak_memory(g, [0, 1, 2], inplace=True) == 4
     # an input that is still needed elsewhere cannot be reused
-    g2 = Graph.from_edges(3, [(0, 1), (0, 2), (1, 2)], output_bytes=[4, 4, 4], op_types=["Conv", "Relu", "Add"])
+    g2 = Graph.from_edges(3, [(0, 1), (0, 2), (1, 2)], output_bytes=[4, 4, 4], op_types=["Conv", "Relu", "Clip"])
     assert profile(g2, [0, 1, 2], inplace=True).step.tolist() == [4, 8, 8]
 
 

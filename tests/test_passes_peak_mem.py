@@ -86,11 +86,11 @@ def with_params() -> Graph:
 
 
 def inplace_fork() -> Graph:
-    """0 (Conv, 4 B) feeds 1 (Relu, 4 B) and 2 (Conv, 1 B); 3 (Add, 4 B) joins them.
+    """0 (Conv, 4 B) feeds 1 (Relu, 4 B) and 2 (Conv, 1 B); 3 (Clip, 4 B, min from 2) joins them.
     With in-place reuse the Relu must run after the other reader of t0 (peak 5);
     without it every order peaks at 9."""
     return Graph.from_edges(
-        4, [(0, 1), (0, 2), (1, 3), (2, 3)], output_bytes=[4, 4, 1, 4], op_types=["Conv", "Relu", "Conv", "Add"]
+        4, [(0, 1), (0, 2), (1, 3), (2, 3)], output_bytes=[4, 4, 1, 4], op_types=["Conv", "Relu", "Conv", "Clip"]
     )
 
 

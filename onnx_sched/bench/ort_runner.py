@@ -11,12 +11,16 @@ first (needed when the model already is ORT's optimized graph).
 
 Peak memory is the RSS high-water mark during the warm-up and timed runs minus
 the RSS just before the first run (after the session was created and inputs
-loaded).
+loaded).  With ``--heap``, a second session of the same model then runs under the
+heap tracker (:func:`onnx_sched.bench.heap.heap_fields`): ``heap_peak_bytes`` is
+the live heap peak of one ``run`` after warm-up (arena off: the activation peak,
+plus the outputs handed back and kernel scratch), ``heap_reserved_bytes`` what the
+session holds at most from its first run on (arena on: what the arena reserves).
 
 Usage::
 
     python -m onnx_sched.bench.ort_runner MODEL INPUTS.npz --outputs OUT.npz \
-        [--repeats 10] [--warmup 2] [--arena/--no-arena] [--opt-level all] [--threads 1]
+        [--repeats 10] [--warmup 2] [--arena/--no-arena] [--opt-level all] [--threads 1] [--heap]
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from typing import Any
 
 import numpy as np
 
+from onnx_sched.bench.heap import heap_fields
 from onnx_sched.bench.runtimes.fresh_process import PeakRssWindow, latency_fields, runner_main, runner_parser
 from onnx_sched.bench.timing import time_calls
 
@@ -40,9 +45,15 @@ __all__ = ["OPT_LEVELS", "main", "make_session_options", "run_measurement"]
 OPT_LEVELS = ("none", "basic", "extended", "all")
 
 
-def make_session_options(*, arena: bool, opt_level: str, threads: int, profile_prefix: str | None = None) -> Any:
+def make_session_options(
+    *, arena: bool, opt_level: str, threads: int, profile_prefix: str | None = None, mem_pattern: bool = True
+) -> Any:
     """ORT session options for a measurement: file-order execution, arena on/off,
-    graph optimization level one of :data:`OPT_LEVELS`."""
+    graph optimization level one of :data:`OPT_LEVELS`, ORT's memory pattern on/off.
+
+    The memory pattern (ORT's default, on) makes each run allocate its
+    activations as one block laid out by ORT's planner for this order; off, every
+    tensor is its own allocation (what the tensor-lifetime model describes)."""
     import onnxruntime as ort
 
     levels = {
@@ -58,6 +69,7 @@ def make_session_options(*, arena: bool, opt_level: str, threads: int, profile_p
     so.execution_order = ort.ExecutionOrder.PRIORITY_BASED
     so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     so.enable_cpu_mem_arena = arena
+    so.enable_mem_pattern = mem_pattern
     so.graph_optimization_level = levels[opt_level]
     so.intra_op_num_threads = threads
     so.inter_op_num_threads = 1
@@ -78,6 +90,8 @@ def run_measurement(
     opt_level: str = "all",
     threads: int = 1,
     profile_dir: str | None = None,
+    heap: bool = False,
+    mem_pattern: bool = True,
 ) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     """Create a session, measure peak RSS delta and latency; return (report, outputs).
 
@@ -92,7 +106,7 @@ def run_measurement(
     if warmup < 0:
         raise ValueError(f"warmup must be >= 0, got {warmup}")
     t0 = time.perf_counter()
-    so = make_session_options(arena=arena, opt_level=opt_level, threads=threads)
+    so = make_session_options(arena=arena, opt_level=opt_level, threads=threads, mem_pattern=mem_pattern)
     sess = ort.InferenceSession(model_path, sess_options=so, providers=["CPUExecutionProvider"])
     session_s = time.perf_counter() - t0
     missing = [i.name for i in sess.get_inputs() if i.name not in inputs]
@@ -108,6 +122,7 @@ def run_measurement(
         "ort_version": ort.__version__,
         "arena": arena,
         "opt_level": opt_level,
+        "mem_pattern": mem_pattern,
         "threads": threads,
         "execution_order": "PRIORITY_BASED",
         "repeats": repeats,
@@ -117,12 +132,17 @@ def run_measurement(
         **latency_fields(times),
         "outputs": out_names,
     }
+    if heap:
+        # A fresh session under the heap tracker, after the timed window (the tracker slows runs down).
+        del sess
+        sess_h = ort.InferenceSession(model_path, sess_options=so, providers=["CPUExecutionProvider"])
+        report.update(heap_fields(lambda: sess_h.run(out_names, feed), warmup))
+        del sess_h
     if profile_dir:
         # One extra, separate run with ORT's profiler: which order ORT really used and
         # ORT's own per-node byte counters.  Kept out of the timed window.
-        so_p = make_session_options(
-            arena=arena, opt_level=opt_level, threads=threads, profile_prefix=os.path.join(profile_dir, "ort_profile")
-        )
+        so_p = make_session_options(arena=arena, opt_level=opt_level, threads=threads, mem_pattern=mem_pattern,
+                                    profile_prefix=os.path.join(profile_dir, "ort_profile"))
         sess_p = ort.InferenceSession(model_path, sess_options=so_p, providers=["CPUExecutionProvider"])
         sess_p.run(out_names, feed)
         prof = sess_p.end_profiling()
@@ -156,10 +176,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--arena", action=argparse.BooleanOptionalAction, default=True)
     parser.add_argument("--opt-level", choices=OPT_LEVELS, default="all")
     parser.add_argument("--profile-dir", help="also run once with ORT profiling, writing the profile here")
+    parser.add_argument("--heap", action="store_true", help="also measure live heap bytes of one run (memray)")
+    parser.add_argument("--mem-pattern", action=argparse.BooleanOptionalAction, default=True,
+                        help="ORT's memory pattern (one planned block per run; ORT's default)")
 
     def measure(args: argparse.Namespace, inputs: dict[str, np.ndarray]) -> tuple[dict[str, Any], dict[str, Any]]:
         return run_measurement(args.model, inputs, repeats=args.repeats, warmup=args.warmup, arena=args.arena,
-                               opt_level=args.opt_level, threads=args.threads, profile_dir=args.profile_dir)
+                               opt_level=args.opt_level, threads=args.threads, profile_dir=args.profile_dir,
+                               heap=args.heap, mem_pattern=args.mem_pattern)
 
     return runner_main(parser, measure, argv)
 

@@ -8,20 +8,36 @@ compiled on CPU in f32, on the same inputs; OUT's outputs must equal IN's within
 ``rtol = atol = 1e-5`` (OpenVINO may pick other kernels for another graph).  The
 ORT-only options are an error with OpenVINO.  Prints a table naming the runtime
 and what its memory column measures; ``--report`` writes the full report.
+
+With the heap tracker installed (``pip install 'onnx-sched[bench]'``), each run
+also measures the live heap of one inference, and a second table sets each
+model's measured heap peak beside the memory model's prediction for its file
+order (caller-owned inputs apart), with predicted and measured saving of OUT
+over IN and whether they agree; ``--plot`` draws both curves.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from onnx_sched.bench.measure import RUNTIMES, BenchReport, RunResult, bench_models
 from onnx_sched.bench.outputs import RTOL
+from onnx_sched.bench.prediction import AGREEMENT_TOLERANCE
 from onnx_sched.cli._common import report_option
+from onnx_sched.report import fmt_bytes
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 _MB = 1e6
+
+
+def _mb(n: int | None) -> str:
+    return "-" if n is None else f"{n / _MB:.2f}"
 
 
 def _parse_dims(values: tuple[str, ...]) -> dict[str, int]:
@@ -42,12 +58,16 @@ def _title(report: BenchReport) -> str:
     return f"onnx-sched bench (OpenVINO {version}, CPU, f32, {raw.get('threads', '?')} thread(s))"
 
 
-def _columns(runtime: str) -> list[tuple[str, str, Callable[[RunResult], str]]]:
+def _columns(report: BenchReport) -> list[tuple[str, str, Callable[[RunResult], str]]]:
     """(header, justify, cell) of each table column; arena and ORT level exist in ORT only."""
     cols: list[tuple[str, str, Callable[[RunResult], str]]] = [
         ("model", "left", lambda r: f"{r.label}: {Path(r.model).name}")]
-    if runtime == "ort":
+    if report.runtime == "ort":
         cols += [("arena", "left", lambda r: "on" if r.arena else "off"), ("ORT opt", "left", lambda r: str(r.opt_level))]
+    if report.heap_measured:
+        cols += [("heap MB", "right", lambda r: _mb(r.heap_peak_bytes)),
+                 ("reserved MB", "right", lambda r: _mb(r.heap_reserved_bytes))]
+    runtime = report.runtime
     return cols + [
         ("peak RSS delta MB", "right", lambda r: f"{r.peak_rss_delta / _MB:.1f}"),
         ("median ms", "right", lambda r: f"{r.latency_median_s * 1e3:.2f}"),
@@ -60,14 +80,18 @@ def _render(report: BenchReport) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    table = Table(title=_title(report), caption=f"peak RSS delta: {report.memory_measured}")
-    columns = _columns(report.runtime)
+    caption = f"peak RSS delta: {report.memory_measured}"
+    if report.heap_measured:
+        caption += f"\nheap: {report.heap_measured}"
+    table = Table(title=_title(report), caption=caption)
+    columns = _columns(report)
     for header, just, _ in columns:
         table.add_column(header, justify=just)
     for r in report.runs:
         table.add_row(*(cell(r) for _, _, cell in columns))
     console = Console()
     console.print(table)
+    _render_prediction(report, console)
     if "out" not in {r.label for r in report.runs}:
         return
     for arena in sorted({r.arena for r in report.runs}, key=bool):
@@ -87,6 +111,52 @@ def _render(report: BenchReport) -> None:
                       f"{f' ({err})' if err else ''}[/red]")
 
 
+def _render_prediction(report: BenchReport, console: Console) -> None:
+    """Measured heap peak beside the memory model's prediction, per model, and the savings."""
+    from rich.table import Table
+
+    if report.heap_note:
+        console.print(f"[yellow]{report.heap_note}[/yellow]")
+    if not report.predictions:
+        return
+    table = Table(title="predicted (memory model, file order) vs measured (heap)",
+                  caption="inputs: caller-owned graph inputs, outside the heap window; same graph: the "
+                          "runtime runs the graph predicted (ORT optimizations off)")
+    for header in ("model", "predicted", "inputs", "predicted - inputs", "heap peak", "same graph"):
+        table.add_column(header, justify="left" if header == "model" else "right")
+    for label, m in report.models().items():
+        pred = report.predictions.get(label)
+        table.add_row(f"{label}: {Path(m['model']).name}", fmt_bytes(m["predicted_peak_bytes"]),
+                      fmt_bytes(m["predicted_inputs_bytes"]), fmt_bytes(m["predicted_activation_bytes"]),
+                      fmt_bytes(m["heap_peak_bytes"]), "-" if pred is None else ("yes" if pred.graph_is_run else "no"))
+    console.print(table)
+    for label, why in report.prediction_errors.items():
+        console.print(f"{label}: no prediction: {why}")
+    s = report.savings
+    if s is not None:
+        verdict = (f"[green]agree within {AGREEMENT_TOLERANCE:.0%} ({s.error:.1%})[/green]" if s.agrees
+                   else f"[red]differ by {s.error:.1%}[/red]")
+        rewritten = not all(p.graph_is_run for p in report.predictions.values())
+        hint = (" (the runtime ran a rewritten graph, not the one predicted: save ORT's own graph with "
+                "`optimize --ort-graph basic` to compare like with like)" if rewritten else "")
+        console.print(f"OUT saves {s.predicted_bytes:,} B predicted, {s.measured_bytes:,} B measured (heap): "
+                      f"{verdict}{hint}")
+
+
+def _plot(report: BenchReport, path: Path) -> None:
+    from onnx_sched.plot import plot_heap
+
+    measured = {}
+    for label in ("in", "out"):
+        run = report.heap_run(label)
+        if run is not None:
+            measured[f"{label}: {Path(run.model).name}"] = run.raw.get("heap_curve", [])
+    predicted = {f"{label}: {Path(report.run(label).model).name}": p.curve for label, p in report.predictions.items()}
+    if not measured:
+        raise ValueError("--plot: no heap was measured (ORT: it needs the arena-off run, --arena both or off)")
+    plot_heap(measured, predicted, path, title=_title(report))
+
+
 @click.command("bench")
 @click.argument("model_in", metavar="IN", type=click.Path(exists=True, dir_okay=False))
 @click.argument("model_out", metavar="[OUT]", required=False, type=click.Path(exists=True, dir_okay=False))
@@ -103,6 +173,12 @@ def _render(report: BenchReport) -> None:
 @click.option("--arena", type=click.Choice(["both", "off", "on"]), default="both", show_default=True,
               help="ORT only: CPU memory arena settings to measure.")
 @click.option("--profile", is_flag=True, help="ORT only: also run once with ORT's profiler (executed order, byte counters).")
+@click.option("--no-mem-pattern", is_flag=True,
+              help="ORT only: memory pattern off (each tensor its own allocation instead of one planned block).")
+@click.option("--heap/--no-heap", default=None,
+              help="Measure live heap bytes (memray). Default: when memray is installed.")
+@click.option("--plot", "plot_path", type=click.Path(dir_okay=False, path_type=Path),
+              help="PNG: measured live heap over one run beside the predicted curve, each model.")
 def command(
     model_in: str,
     model_out: str | None,
@@ -116,6 +192,9 @@ def command(
     dims: tuple[str, ...],
     arena: str,
     profile: bool,
+    no_mem_pattern: bool,
+    heap: bool | None,
+    plot_path: Path | None,
 ) -> None:
     """Measure peak memory and latency of IN (and its reordering OUT) in ONNX Runtime or OpenVINO.
 
@@ -130,14 +209,21 @@ def command(
     --runtime openvino: ONNX files or OpenVINO IR .xml, compiled on CPU with
     INFERENCE_PRECISION_HINT=f32; peak RSS covers compile and the runs; OUT's
     outputs must equal IN's within rtol=atol=1e-5 (OpenVINO may pick other
-    kernels for another graph, so not bit for bit).  --arena, --no-ort-opt and
-    --profile are ORT-only: with openvino, a value other than the default is an
+    kernels for another graph, so not bit for bit).  --arena, --no-ort-opt,
+    --no-mem-pattern and --profile are ORT-only: with openvino, a value other than the default is an
     error (one line, exit status 2).
+
+    Heap (with memray, the [bench] extra): each run also measures the live heap
+    of one inference after warm-up; a second table shows each model's measured
+    heap peak (ORT: arena off) beside the memory model's predicted peak of its
+    file order, and OUT's predicted vs measured saving.
     """
     ort_only = [flag for flag, used in (("--arena", arena != "both"), ("--no-ort-opt", no_ort_opt),
-                                        ("--profile", profile)) if used]
+                                        ("--profile", profile), ("--no-mem-pattern", no_mem_pattern)) if used]
     if runtime != "ort" and ort_only:
         raise ValueError(f"{', '.join(ort_only)}: ONNX Runtime option(s), not for --runtime {runtime}")
+    if plot_path is not None and heap is False:
+        raise ValueError("--plot draws the measured heap: it cannot go with --no-heap")
     arenas = {"both": (False, True), "off": (False,), "on": (True,)}[arena]
     report = bench_models(
         model_in,
@@ -151,8 +237,13 @@ def command(
         seed=seed,
         dims=_parse_dims(dims),
         profile=profile,
+        heap=True if plot_path is not None else heap,
+        mem_pattern=not no_mem_pattern,
     )
     _render(report)
+    if plot_path is not None:
+        _plot(report, plot_path)
+        click.echo(f"plot written to {plot_path}")
     if report_path:
         report.to_json(report_path)
         click.echo(f"report written to {report_path}")

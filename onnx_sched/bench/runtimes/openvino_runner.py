@@ -23,7 +23,12 @@ hardware) and ``INFERENCE_NUM_THREADS`` = ``--threads``.  Measured:
   plugin library loaded: about 8 MB that no order changes).  The plugin plans
   and allocates its intermediate buffers while compiling, so the window opens
   before compile; ``rss_after_compile`` tells the two parts apart;
-* latency: median / p90 of the timed ``infer`` calls after the warm-up.
+* latency: median / p90 of the timed ``infer`` calls after the warm-up;
+* with ``--heap``, the model is compiled a second time under the heap tracker
+  (:func:`onnx_sched.bench.heap.heap_fields`): ``heap_reserved_bytes`` is the
+  live heap peak from ``compile_model`` through the warm-up and one more
+  inference (the plugin allocates its intermediate buffers while compiling),
+  ``heap_peak_bytes`` what that one inference allocates on top.
 
 OpenVINO transforms, fuses and orders the graph itself, so the operator order of
 the file need not be the order it executes: the numbers say what OpenVINO does
@@ -32,7 +37,7 @@ with each file.
 Usage::
 
     python -m onnx_sched.bench.runtimes.openvino_runner MODEL INPUTS.npz --outputs OUT.npz \\
-        [--repeats 10] [--warmup 2] [--threads 1]
+        [--repeats 10] [--warmup 2] [--threads 1] [--heap]
 """
 
 from __future__ import annotations
@@ -44,6 +49,7 @@ from typing import Any
 
 import numpy as np
 
+from onnx_sched.bench.heap import heap_fields
 from onnx_sched.bench.runtimes.fresh_process import PeakRssWindow, latency_fields, rss, runner_main, runner_parser
 from onnx_sched.bench.timing import time_calls
 from onnx_sched.errors import OnnxSchedError
@@ -63,9 +69,12 @@ def _first_line(exc: BaseException) -> str:
 
 
 def run_measurement(
-    model_path: str, inputs: Mapping[str, np.ndarray], *, repeats: int, warmup: int, threads: int = 1
+    model_path: str, inputs: Mapping[str, np.ndarray], *, repeats: int, warmup: int, threads: int = 1,
+    heap: bool = False,
 ) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
-    """Read, compile on CPU (f32), warm up, time ``repeats`` inferences; return (report, outputs)."""
+    """Read, compile on CPU (f32), warm up, time ``repeats`` inferences; return (report, outputs).
+
+    ``heap``: also measure live heap bytes of a second compile and its inferences."""
     import openvino as ov
 
     from onnx_sched.bench.runtimes.openvino import ov_inputs
@@ -120,15 +129,34 @@ def run_measurement(
         "outputs": names,
         "output_tensor_names": [sorted(p.get_names()) for p in ports],
     }
+    if heap:
+        report.update(_heap_fields(core, model, config, inputs, warmup))
     return report, outputs
+
+
+def _heap_fields(core: Any, model: Any, config: Mapping[str, Any], inputs: Mapping[str, np.ndarray],
+                 warmup: int) -> dict[str, Any]:
+    """Heap fields of a second compile of ``model`` and its inferences (the tracker slows them down)."""
+    from onnx_sched.bench.runtimes.openvino import ov_inputs
+
+    held: dict[str, Any] = {}
+
+    def setup() -> None:
+        compiled = core.compile_model(model, DEVICE, config)
+        held["request"], held["feed"] = compiled.create_infer_request(), ov_inputs(compiled, inputs)
+        held["compiled"] = compiled
+
+    return heap_fields(lambda: held["request"].infer(held["feed"], share_inputs=True, share_outputs=True),
+                       warmup, setup=setup)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = runner_parser("python -m onnx_sched.bench.runtimes.openvino_runner", __doc__)
+    parser.add_argument("--heap", action="store_true", help="also measure live heap bytes (memray)")
     return runner_main(
         parser,
         lambda args, inputs: run_measurement(
-            args.model, inputs, repeats=args.repeats, warmup=args.warmup, threads=args.threads
+            args.model, inputs, repeats=args.repeats, warmup=args.warmup, threads=args.threads, heap=args.heap
         ),
         argv,
     )
