@@ -26,6 +26,7 @@ __all__ = [
     "CycleError",
     "check_acyclic",
     "check_order",
+    "dfs_order",
     "is_topological_order",
     "kahn_order",
     "longest_path_to_sink",
@@ -67,6 +68,31 @@ def kahn_order(g: Graph, priority: Sequence[float] | np.ndarray | None = None) -
         stuck = int(np.flatnonzero(indeg > 0)[0])
         raise CycleError(f"graph {g.name!r} has a cycle through op {g.op_names[stuck]!r} ({n - k} ops unreachable)")
     return order
+
+
+def dfs_order(graph: Graph) -> np.ndarray:
+    """Depth-first topological order: a LIFO ready stack, so a branch finishes (and its
+    tensors die) before the next starts; ties go to the lower op id (paper 000's DFS)."""
+    n = graph.n_ops
+    indeg = graph.op_preds.lengths().astype(np.int64)
+    succ_ptr, succ_idx = graph.op_succs.indptr, graph.op_succs.indices
+    stack = [int(v) for v in np.flatnonzero(indeg == 0)[::-1]]
+    order = np.empty(n, dtype=np.int64)
+    k = 0
+    while stack:
+        u = stack.pop()
+        order[k] = u
+        k += 1
+        newly = [int(v) for v in succ_idx[succ_ptr[u] : succ_ptr[u + 1]] if _dec(indeg, v)]
+        stack.extend(reversed(newly))
+    if k != n:
+        raise ValueError(f"graph {graph.name!r} has a cycle ({n - k} ops never ready)")
+    return order
+
+
+def _dec(indeg: np.ndarray, v: int) -> bool:
+    indeg[v] -= 1
+    return bool(indeg[v] == 0)
 
 
 def check_acyclic(g: Graph) -> None:

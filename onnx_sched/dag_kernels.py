@@ -4,7 +4,8 @@ Every list scheduler (the peak-memory greedy and random-order kernels, the
 makespan list scheduler) keeps an in-degree per op and a ready array, and
 releases an op's successors once it is scheduled.  These two steps live here,
 once, so the schedulers differ only in how they pick the next ready op.
-:func:`closure_bits` is the transitive closure as bitsets, which the learned
+:func:`heap_push` / :func:`heap_pop` are the binary min-heap of the kernels that
+pick the ready op of best priority or the earliest event.  :func:`closure_bits` is the transitive closure as bitsets, which the learned
 encoders' attention masks and the peak-memory lower bound both use; :func:`popcount`
 serves every bitset walk.
 """
@@ -14,7 +15,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-__all__ = ["closure_bits", "init_ready", "popcount", "release_successors"]
+__all__ = ["closure_bits", "heap_pop", "heap_push", "init_ready", "popcount", "release_successors"]
 
 _ONE = np.uint64(1)
 _M1 = np.uint64(0x5555555555555555)
@@ -30,6 +31,51 @@ def popcount(x):  # noqa: ANN001, ANN201
     x = (x & _M2) + ((x >> np.uint64(2)) & _M2)
     x = (x + (x >> np.uint64(4))) & _M4
     return (x * _H01) >> np.uint64(56)
+
+
+@numba.njit(cache=True)
+def heap_push(hf, hv, nh, f, v):  # noqa: ANN001, ANN201
+    """Push item ``v`` with key ``f`` on the min-heap ``hf``/``hv`` of ``nh`` items; returns the new size.
+
+    Ties pop the smaller ``v`` first, so every kernel built on it is deterministic.
+    """
+    i = nh
+    hf[i] = f
+    hv[i] = v
+    while i > 0:
+        parent = (i - 1) >> 1
+        if hf[parent] > hf[i] or (hf[parent] == hf[i] and hv[parent] > hv[i]):
+            hf[parent], hf[i] = hf[i], hf[parent]
+            hv[parent], hv[i] = hv[i], hv[parent]
+            i = parent
+        else:
+            break
+    return nh + 1
+
+
+@numba.njit(cache=True)
+def heap_pop(hf, hv, nh):  # noqa: ANN001, ANN201
+    """Pop the item with the smallest (key, item); returns (item, new size)."""
+    v = hv[0]
+    nh -= 1
+    hf[0] = hf[nh]
+    hv[0] = hv[nh]
+    i = 0
+    while True:
+        left = 2 * i + 1
+        if left >= nh:
+            break
+        c = left
+        right = left + 1
+        if right < nh and (hf[right] < hf[left] or (hf[right] == hf[left] and hv[right] < hv[left])):
+            c = right
+        if hf[c] < hf[i] or (hf[c] == hf[i] and hv[c] < hv[i]):
+            hf[c], hf[i] = hf[i], hf[c]
+            hv[c], hv[i] = hv[i], hv[c]
+            i = c
+        else:
+            break
+    return v, nh
 
 
 @numba.njit(cache=True)

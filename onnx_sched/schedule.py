@@ -23,6 +23,9 @@ class Schedule:
     (``None`` = single device).  ``start``: start time per op id for time
     objectives.  ``lower_bound``: a bound on the objective the pass proved, if any;
     ``optimal``: the pass proved this schedule optimal for its objective.
+    ``steps``: when ops on several devices exchange tensors, every step in execution
+    order, transfers included (:class:`onnx_sched.cost.device_memory.Step`); ``order``
+    is then the op steps alone.
     """
 
     order: np.ndarray
@@ -32,6 +35,7 @@ class Schedule:
     optimal: bool = False
     lower_bound: float | None = None
     info: Mapping[str, Any] = field(default_factory=dict)
+    steps: tuple[Any, ...] | None = None
 
     def __post_init__(self) -> None:
         order = np.ascontiguousarray(np.asarray(self.order, dtype=np.int64))

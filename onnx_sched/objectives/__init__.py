@@ -11,7 +11,7 @@ Adding an objective = one module here defining ``OBJECTIVE`` + one line in
 Example:
     >>> from onnx_sched.objectives import OBJECTIVES, get_objective
     >>> OBJECTIVES
-    ('peak-mem', 'makespan', 'latency')
+    ('peak-mem', 'makespan', 'latency', 'peak-mem-devices')
     >>> get_objective("makespan").name
     'makespan'
 """
@@ -24,13 +24,15 @@ from typing import Any
 from onnx_sched.graph import Graph
 from onnx_sched.objectives.objective import Objective, ProblemOptions
 
-__all__ = ["OBJECTIVES", "REGISTRY", "Objective", "ProblemOptions", "build_problem", "get_objective"]
+__all__ = ["OBJECTIVES", "REGISTRY", "Objective", "ProblemOptions", "build_problem", "get_objective",
+           "resolve_objective"]
 
 #: Objective name -> module that defines its ``OBJECTIVE``.  The order is the order users see.
 REGISTRY: dict[str, str] = {
     "peak-mem": "onnx_sched.objectives.peak_mem",
     "makespan": "onnx_sched.objectives.makespan",
     "latency": "onnx_sched.objectives.latency",
+    "peak-mem-devices": "onnx_sched.objectives.peak_mem_devices",
 }
 OBJECTIVES: tuple[str, ...] = tuple(REGISTRY)
 
@@ -44,6 +46,13 @@ def get_objective(name: str) -> Objective:
     return importlib.import_module(module).OBJECTIVE
 
 
+def resolve_objective(name: str, options: ProblemOptions) -> Objective:
+    """The objective that handles ``name`` with these options: ``peak-mem`` over two or more
+    ``devices`` is ``peak-mem-devices`` (:meth:`Objective.for_options`)."""
+    return get_objective(get_objective(name).for_options(options))
+
+
 def build_problem(objective: str, graph: Graph, **options: Any) -> Any:
-    """``get_objective(objective).build_problem(graph, ProblemOptions(**options))``."""
-    return get_objective(objective).build_problem(graph, ProblemOptions(**options))
+    """``resolve_objective(objective, opts).build_problem(graph, opts)`` with ``opts = ProblemOptions(**options)``."""
+    opts = ProblemOptions(**options)
+    return resolve_objective(objective, opts).build_problem(graph, opts)

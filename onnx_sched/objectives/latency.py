@@ -36,6 +36,9 @@ class Latency:
     pass_folder: str = "placement"
     plots: bool = False
 
+    def for_options(self, options: ProblemOptions) -> str:
+        return self.name
+
     def build_problem(self, graph: Graph, options: ProblemOptions) -> lat.PlacementProblem:
         if not options.profiles:
             raise ValueError(f"--objective {self.name} needs --profiles P.json (write one with `onnx-sched profile`)")

@@ -38,6 +38,9 @@ class Makespan:
     pass_folder: str = "makespan"
     plots: bool = True
 
+    def for_options(self, options: ProblemOptions) -> str:
+        return self.name
+
     def build_problem(self, graph: Graph, options: ProblemOptions) -> ms.MakespanProblem:
         if options.machines is None:
             raise ValueError(f"--objective {self.name} needs --machines M.json (see docs/machines.md)")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from onnx_sched.graph import Graph
@@ -43,17 +43,20 @@ class ProblemOptions:
 
     ``machines``: a machine description file (makespan).  ``profiles``: device profile
     files, ``devices``: the profiled devices to place on (default all) and
-    ``latency_mode``: ``sequential`` or ``concurrent`` (latency).  An objective reads
-    what it needs and ignores the rest.
+    ``latency_mode``: ``sequential`` or ``concurrent`` (latency).  ``devices`` and
+    ``memory_limits`` (bytes per device name) also make peak memory a multi-device
+    problem.  An objective reads what it needs and ignores the rest.
     """
 
     machines: str | os.PathLike | None = None
     profiles: tuple[str | os.PathLike, ...] = ()
     devices: tuple[str, ...] | None = None
     latency_mode: str = "sequential"
+    memory_limits: Mapping[str, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "profiles", tuple(self.profiles))
+        object.__setattr__(self, "memory_limits", dict(self.memory_limits))
         if self.devices is not None:
             object.__setattr__(self, "devices", tuple(self.devices))
 
@@ -67,6 +70,9 @@ class Objective(Protocol):
     pass_folder: str
     #: Whether :meth:`plot` draws anything (``--plot``).
     plots: bool
+
+    def for_options(self, options: ProblemOptions) -> str:
+        """The name of the objective that handles these options (usually this one's own)."""
 
     def build_problem(self, graph: Graph, options: ProblemOptions) -> Any:
         """The problem data passes get as ``ctx.problem`` (``None`` when the graph is enough)."""

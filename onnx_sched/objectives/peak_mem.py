@@ -53,6 +53,10 @@ class PeakMemory:
     pass_folder: str = "order"
     plots: bool = True
 
+    def for_options(self, options: ProblemOptions) -> str:
+        """Two or more devices make it a placement problem too: ``peak-mem-devices`` (paper 003)."""
+        return "peak-mem-devices" if options.devices and len(options.devices) > 1 else self.name
+
     def build_problem(self, graph: Graph, options: ProblemOptions) -> None:
         return None  # the graph and ctx.inplace are the whole problem
 

@@ -11,7 +11,7 @@ taken in priority order among those whose predecessors are placed, each on the
 device (stream) where it finishes first, optionally filling idle gaps
 (insertion, as HEFT) and adding an optimistic cost table term (PEFT).
 ``_list_devices`` is its numba kernel.  Both kernels keep their events in the
-binary heap of ``_heap_push`` / ``_heap_pop`` (ties broken by op id).
+binary heap of :func:`~onnx_sched.dag_kernels.heap_push` / ``heap_pop`` (ties broken by op id).
 
 Priorities follow paper 001: higher value = scheduled earlier; ``_rank_keys``
 turns them into the integer keys the kernels sort by.  :func:`run_list`,
@@ -28,7 +28,7 @@ import numpy as np
 
 from onnx_sched.cost.makespan.problem import MakespanProblem, _cached
 from onnx_sched.cost.makespan.validate import make_schedule
-from onnx_sched.dag_kernels import release_successors
+from onnx_sched.dag_kernels import heap_pop, heap_push, release_successors
 from onnx_sched.schedule import Schedule
 
 __all__ = ["list_makespans", "list_schedule", "run_list"]
@@ -41,46 +41,6 @@ def _rank_keys(priority: np.ndarray) -> np.ndarray:
     key = np.empty(len(pr), np.int64)
     key[order] = np.arange(len(pr))
     return key
-
-
-@numba.njit(cache=True)
-def _heap_push(hf, hv, nh, f, v):  # noqa: ANN001, ANN202
-    i = nh
-    hf[i] = f
-    hv[i] = v
-    while i > 0:
-        parent = (i - 1) >> 1
-        if hf[parent] > hf[i] or (hf[parent] == hf[i] and hv[parent] > hv[i]):
-            hf[parent], hf[i] = hf[i], hf[parent]
-            hv[parent], hv[i] = hv[i], hv[parent]
-            i = parent
-        else:
-            break
-    return nh + 1
-
-
-@numba.njit(cache=True)
-def _heap_pop(hf, hv, nh):  # noqa: ANN001, ANN202
-    v = hv[0]
-    nh -= 1
-    hf[0] = hf[nh]
-    hv[0] = hv[nh]
-    i = 0
-    while True:
-        left = 2 * i + 1
-        if left >= nh:
-            break
-        c = left
-        right = left + 1
-        if right < nh and (hf[right] < hf[left] or (hf[right] == hf[left] and hv[right] < hv[left])):
-            c = right
-        if hf[c] < hf[i] or (hf[c] == hf[i] and hv[c] < hv[i]):
-            hf[c], hf[i] = hf[i], hf[c]
-            hv[c], hv[i] = hv[i], hv[c]
-            i = c
-        else:
-            break
-    return v, nh
 
 
 @numba.njit(cache=True)
@@ -118,7 +78,7 @@ def _list_types(key, dur, unit, demand, cap, indeg0, succ_ptr, succ_idx, start):
                     f = t + dur[v]
                     if f > makespan:
                         makespan = f
-                    nh = _heap_push(hf, hv, nh, f, v)
+                    nh = heap_push(hf, hv, nh, f, v)
                 else:
                     ready[m] = v
                     m += 1
@@ -127,7 +87,7 @@ def _list_types(key, dur, unit, demand, cap, indeg0, succ_ptr, succ_idx, start):
             return -1.0
         t = hf[0]
         while nh > 0 and hf[0] <= t:
-            v, nh = _heap_pop(hf, hv, nh)
+            v, nh = heap_pop(hf, hv, nh)
             free[unit[v]] += demand[v]
             done += 1
             nr = release_successors(v, succ_ptr, succ_idx, indeg, ready, nr)
@@ -167,11 +127,11 @@ def _list_devices(key, dur, cap, indeg0, succ_ptr, succ_idx, pred_ptr, pred_idx,
     nh = 0
     for v in range(n):
         if indeg[v] == 0:
-            nh = _heap_push(hf, hv, nh, float(key[v]), v)
+            nh = heap_push(hf, hv, nh, float(key[v]), v)
     makespan = 0.0
     placed = 0
     while nh > 0:
-        v, nh = _heap_pop(hf, hv, nh)
+        v, nh = heap_pop(hf, hv, nh)
         best_score = np.inf
         best_f = np.inf
         best_s = -1
@@ -233,7 +193,7 @@ def _list_devices(key, dur, cap, indeg0, succ_ptr, succ_idx, pred_ptr, pred_idx,
             w = succ_idx[k]
             indeg[w] -= 1
             if indeg[w] == 0:
-                nh = _heap_push(hf, hv, nh, float(key[w]), w)
+                nh = heap_push(hf, hv, nh, float(key[w]), w)
     if placed < n:
         return -1.0
     return makespan

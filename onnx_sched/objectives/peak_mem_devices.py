@@ -1,0 +1,161 @@
+"""Objective ``peak-mem-devices``: the largest per-device peak of a joint placement + schedule (paper 003).
+
+What ``--objective peak-mem --devices CPU,GPU`` becomes (:meth:`PeakMemory.for_options`
+picks it when two or more devices are named): every op gets a device, transfers carry
+tensors between devices, and one total order runs ops and transfers.  Scored by
+:mod:`onnx_sched.cost.device_memory`, which reads the single-device memory model's
+arrays.  Optional capacities (``--memory-limit GPU=4GiB``) make placements that
+overflow a device infeasible; the report says so.  The baseline runs every op on the
+first device in input order.  Passes live in ``passes/device_memory/``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from onnx_sched.cost import device_memory as dm
+from onnx_sched.graph import Graph
+from onnx_sched.objectives.objective import META_PREFIX, ProblemOptions, warm_up_graph
+from onnx_sched.report import ReportTable, fmt_bytes, yes_no
+from onnx_sched.schedule import Schedule
+
+if TYPE_CHECKING:
+    from onnx_sched.passes import PassContext
+
+__all__ = ["OBJECTIVE", "PeakMemoryDevices", "schedule_json"]
+
+
+def schedule_json(problem: dm.DeviceMemoryProblem, steps: tuple[dm.Step, ...]) -> list[dict[str, str]]:
+    """Every step as the report writes it: ``{"op", "output", "device"}`` or ``{"transfer", "from", "to"}``,
+    by the names in the model, so the schedule can be re-evaluated without onnx-sched's ids."""
+    g = problem.graph
+    out: list[dict[str, str]] = []
+    for s in steps:
+        if s.kind == "op":
+            outs = g.op_outputs.row(s.item)
+            out.append({"op": g.op_names[s.item], "output": g.tensor_names[outs[0]] if len(outs) else "",
+                        "device": problem.devices[s.device]})
+        else:
+            out.append({"transfer": g.tensor_names[s.item], "from": problem.devices[s.source],
+                        "to": problem.devices[s.device]})
+    return out
+
+
+@dataclass(frozen=True)
+class PeakMemoryDevices:
+    """Minimise the largest per-device peak memory over placement and schedule."""
+
+    name: str = "peak-mem-devices"
+    pass_folder: str = "device_memory"
+    plots: bool = True
+
+    def for_options(self, options: ProblemOptions) -> str:
+        return self.name
+
+    def build_problem(self, graph: Graph, options: ProblemOptions) -> dm.DeviceMemoryProblem:
+        if not options.devices or len(options.devices) < 2:
+            raise ValueError(f"--objective {self.name} needs two or more devices (--devices CPU,GPU)")
+        return dm.DeviceMemoryProblem.build(graph, options.devices, options.memory_limits)
+
+    def warm_up_instance(self, problem: dm.DeviceMemoryProblem) -> tuple[Graph, dm.DeviceMemoryProblem]:
+        graph = warm_up_graph()
+        return graph, dm.DeviceMemoryProblem(graph=graph, devices=problem.devices, capacity=problem.capacity)
+
+    def check(self, graph: Graph, ctx: PassContext) -> None:
+        if not isinstance(ctx.problem, dm.DeviceMemoryProblem):
+            raise ValueError(f"objective {self.name!r} needs its devices (--devices CPU,GPU)")
+
+    def _walk(self, ctx: PassContext, schedule: Schedule) -> dm.Walk:
+        steps = schedule.steps if schedule.steps is not None else tuple(
+            dm.Step("op", int(j), 0) for j in schedule.order)  # a single-device order: all on the host
+        return dm.walk(ctx.problem, steps)
+
+    def evaluate(self, graph: Graph, ctx: PassContext, schedule: Schedule) -> float:
+        return float(dm.fitness(ctx.problem, self._walk(ctx, schedule).per_device_peak)[0])
+
+    def baseline(self, graph: Graph, ctx: PassContext, method: str, schedule: Schedule) -> Schedule:
+        """Every op on the first device, in input order."""
+        steps = tuple(dm.Step("op", j, 0) for j in range(graph.n_ops))
+        return Schedule(order=np.arange(graph.n_ops), method=f"{ctx.problem.devices[0]}-only",
+                        placement=np.zeros(graph.n_ops, dtype=np.int64), steps=steps)
+
+    def report(self, graph: Graph, ctx: PassContext, chosen: Schedule, baseline: Schedule) -> dict[str, Any]:
+        problem: dm.DeviceMemoryProblem = ctx.problem
+        before, after = self._walk(ctx, baseline), self._walk(ctx, chosen)
+        bound = dm.lower_bound(problem)
+        cap = {d: int(c) for d, c in zip(problem.devices, problem.capacity) if c > 0}
+        over = {d: int(p - problem.capacity[i]) for i, (d, p) in enumerate(zip(problem.devices, after.per_device_peak))
+                if problem.capacity[i] > 0 and p > problem.capacity[i]}
+        steps = after.steps
+        counts = np.bincount(chosen.placement if chosen.placement is not None else np.zeros(graph.n_ops, np.int64),
+                             minlength=problem.n_devices)
+        return {
+            "memory_model": "tensor-lifetime, per device, with transfers",
+            "devices": list(problem.devices),
+            "per_device_peak_bytes": {d: int(v) for d, v in zip(problem.devices, after.per_device_peak)},
+            "peak_bytes": {"input": before.peak, "output": after.peak, "lower_bound": int(bound)},
+            "gap": (after.peak - bound) / bound if bound else 0.0,
+            "reduction": (before.peak - after.peak) / before.peak if before.peak else 0.0,
+            "memory_limits": cap,
+            "feasible": not over,
+            "over_limit_bytes": over,
+            "ops_per_device": {d: int(c) for d, c in zip(problem.devices, counts)},
+            "transfers": sum(s.kind == "transfer" for s in steps),
+            "transferred_bytes": int(sum(problem.arrays.size[s.item] for s in steps if s.kind == "transfer")),
+            "optimal": bool(chosen.optimal or after.peak == bound),
+            "schedule": schedule_json(problem, steps),
+        }
+
+    def metadata(self, report: Mapping[str, Any]) -> dict[str, str]:
+        return {
+            f"{META_PREFIX}predicted_peak_bytes": str(report["peak_bytes"]["output"]),
+            f"{META_PREFIX}per_device_peak_bytes": ",".join(f"{d}={v}" for d, v in report["per_device_peak_bytes"].items()),
+            f"{META_PREFIX}transfers": str(report["transfers"]),
+        }
+
+    def table(self, report: Mapping[str, Any]) -> ReportTable:
+        pk = report["peak_bytes"]
+        devices = report["devices"]
+        kept = " (input kept)" if report["kept_input_order"] else ""
+        rows = [("Peak memory (largest device)", fmt_bytes(pk["input"]), fmt_bytes(pk["output"]))]
+        rows += [(f"  {d}", fmt_bytes(pk["input"]) if i == 0 else fmt_bytes(0),
+                  fmt_bytes(report["per_device_peak_bytes"][d])) for i, d in enumerate(devices)]
+        rows += [("Lower bound", fmt_bytes(pk["lower_bound"]), fmt_bytes(pk["lower_bound"])),
+                 ("Ops per device", f"{devices[0]}: all", ", ".join(f"{d}: {n}" for d, n in report["ops_per_device"].items())),
+                 ("Transfers", "0", f"{report['transfers']} ({fmt_bytes(report['transferred_bytes'])})")]
+        if report["memory_limits"]:
+            limits = ", ".join(f"{d} {fmt_bytes(v)}" for d, v in report["memory_limits"].items())
+            rows.append(("Fits the limits", limits, yes_no(report["feasible"])
+                         + ("" if report["feasible"] else f" (over: {report['over_limit_bytes']})")))
+        rows += [("Method", f"{devices[0]} only, input order", report["method_used"] + kept),
+                 ("Seconds", "-", f"{report['seconds']:.2f}")]
+        return ReportTable(
+            title=f"onnx-sched: {report['model']} ({report['ops']} ops, peak memory over {', '.join(devices)})",
+            columns=("Original", "Optimized"), rows=tuple(rows))
+
+    def plot(self, graph: Graph, ctx: PassContext, schedule: Schedule, path: str | os.PathLike) -> None:
+        """Live memory per device over the steps."""
+        from onnx_sched.plot import pyplot
+
+        walked = self._walk(ctx, schedule)
+        plt = pyplot()
+        fig, ax = plt.subplots(figsize=(9, 4))
+        for d, name in enumerate(ctx.problem.devices):
+            mib = walked.live[:, d] / 2**20
+            ax.plot(range(len(mib)), mib, label=f"{name} (peak {walked.per_device_peak[d] / 2**20:.2f} MiB)",
+                    linewidth=1)
+        ax.set_xlabel("step (ops and transfers)")
+        ax.set_ylabel("live memory (MiB)")
+        ax.set_title(f"{graph.name}: live memory per device ({schedule.method})")
+        ax.legend(loc="best")
+        fig.tight_layout()
+        fig.savefig(os.fspath(path), dpi=120)
+        plt.close(fig)
+
+
+OBJECTIVE = PeakMemoryDevices()

@@ -1,0 +1,139 @@
+"""Multi-device peak memory (paper 003): the memory model with transfers on hand-made graphs,
+its agreement with the single-device model, decoding, BRKGA and the passes."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from onnx_sched.brkga import BrkgaParams, brkga
+from onnx_sched.cost import device_memory as dm
+from onnx_sched.cost.memory import peak_memory
+from onnx_sched.graph import Graph
+from onnx_sched.objectives import build_problem, get_objective
+from onnx_sched.passes import PassContext, available, get_pass
+from onnx_sched.synth.random_dags import er_graph
+
+CPU, GPU = 0, 1
+
+
+def chain() -> Graph:
+    """0 (8 B) -> 1 (4 B) -> 2 (2 B, graph output)."""
+    return Graph.from_edges(3, [(0, 1), (1, 2)], output_bytes=[8, 4, 2], sinks_are_outputs=True)
+
+
+def test_a_transfer_holds_the_tensor_on_both_devices_until_its_readers_ran() -> None:
+    p = dm.DeviceMemoryProblem.build(chain(), ("CPU", "GPU"))
+    steps = (dm.Step("op", 0, CPU), dm.Step("transfer", 0, GPU, CPU), dm.Step("op", 1, GPU),
+             dm.Step("transfer", 1, CPU, GPU), dm.Step("op", 2, CPU))
+    w = dm.walk(p, steps)
+    # CPU: t0 (8) produced; freed when its last reader there (the transfer) ran; t1 arrives (4); t2 (2) kept
+    assert w.live[:, CPU].tolist() == [8, 0, 0, 4, 2]
+    # GPU: t0 arrives (8), op 1 adds t1 (4) -> 12, t0 dies; t1 leaves with its transfer
+    assert w.live[:, GPU].tolist() == [0, 8, 4, 0, 0]
+    assert w.per_device_peak.tolist() == [8, 12]
+
+
+def test_a_graph_input_stays_on_the_host_and_its_copy_dies_after_its_readers() -> None:
+    # graph input x (4 floats = 16 B) read by a Relu on the GPU; its output (16 B) is the graph output
+    from onnx import TensorProto as T
+    from onnx import helper as h
+
+    from onnx_sched.importers.onnx import import_onnx
+
+    model = h.make_model(h.make_graph([h.make_node("Relu", ["x"], ["y"], name="relu")], "g",
+                                      [h.make_tensor_value_info("x", T.FLOAT, [4])],
+                                      [h.make_tensor_value_info("y", T.FLOAT, [4])]),
+                         opset_imports=[h.make_opsetid("", 17)], ir_version=10)
+    p = dm.DeviceMemoryProblem.build(import_onnx(model).graph, ("CPU", "GPU"))
+    x = int(np.flatnonzero(p.is_input)[0])
+    w = dm.walk(p, (dm.Step("transfer", x, GPU, CPU), dm.Step("op", 0, GPU)))
+    assert w.live.tolist() == [[16, 16], [16, 16]]  # after the Relu: x's copy gone, y kept on the GPU
+    assert w.per_device_peak.tolist() == [16, 32]
+
+
+def test_invalid_schedules_are_rejected_with_the_step() -> None:
+    p = dm.DeviceMemoryProblem.build(chain(), ("CPU", "GPU"))
+    with pytest.raises(ValueError, match="step 1"):  # op 1 on the GPU before its input got there
+        dm.walk(p, (dm.Step("op", 0, CPU), dm.Step("op", 1, GPU), dm.Step("op", 2, GPU)))
+    with pytest.raises(ValueError, match="exactly once"):
+        dm.walk(p, (dm.Step("op", 0, CPU), dm.Step("op", 1, CPU)))
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_one_device_gives_the_single_device_model(seed: int) -> None:
+    g = er_graph(60, 100_000 + seed)
+    order = np.random.default_rng(seed).permutation(g.n_ops)
+    from onnx_sched.dag import kahn_order
+
+    order = kahn_order(g, priority=order.astype(float))
+    p = dm.DeviceMemoryProblem.build(g, ("CPU",))
+    steps = tuple(dm.Step("op", int(j), 0) for j in order)
+    assert dm.walk(p, steps).peak == peak_memory(g, order)
+
+
+@pytest.mark.parametrize("devices", [2, 3])
+def test_every_chromosome_decodes_to_a_valid_schedule_scored_alike(devices: int) -> None:
+    g = er_graph(50, 100_007)
+    p = dm.DeviceMemoryProblem.build(g, tuple(f"D{i}" for i in range(devices)))
+    keys = np.random.default_rng(0).random((40, dm.chromosome_size(p)))
+    batch = dm.evaluate_keys(p, keys)
+    bound = dm.lower_bound(p)
+    for row, peaks in zip(keys, batch):
+        placement, steps = dm.decode_keys(p, row)
+        walked = dm.walk(p, steps)  # raises if invalid
+        assert walked.per_device_peak.tolist() == peaks.tolist()
+        assert [s.device for s in steps if s.kind == "op"] == placement[[s.item for s in steps if s.kind == "op"]].tolist()
+        assert walked.peak >= bound
+
+
+def test_memory_limits_make_overflows_infeasible() -> None:
+    p = dm.DeviceMemoryProblem.build(chain(), ("CPU", "GPU"), {"GPU": 10})
+    fit = dm.fitness(p, np.array([[8, 12], [14, 0], [9, 10]]))  # 14 B: every tensor at once, the most possible
+    assert fit[2] == 10 and fit[1] == 14  # feasible: the largest peak
+    assert fit[0] > fit[1]  # 2 B over the GPU's 10 B ranks below every feasible solution
+    with pytest.raises(ValueError, match="unknown device 'NPU'"):
+        dm.DeviceMemoryProblem.build(chain(), ("CPU", "GPU"), {"NPU": 1})
+    assert dm.parse_memory_limits(["GPU=4GiB"]) == {"GPU": 4 * 2**30}
+    with pytest.raises(ValueError, match="DEVICE=SIZE"):
+        dm.parse_memory_limits(["GPU:4GiB"])
+
+
+def test_brkga_is_deterministic_by_seed_and_keeps_its_budget() -> None:
+    g = er_graph(40, 100_011)
+    p = dm.DeviceMemoryProblem.build(g, ("CPU", "GPU"))
+
+    def fit(keys):
+        return dm.fitness(p, dm.evaluate_keys(p, keys))
+
+    params = BrkgaParams(evaluations=1000)
+    a = brkga(fit, dm.chromosome_size(p), params, seed=3)
+    b = brkga(fit, dm.chromosome_size(p), params, seed=3)
+    assert a.best_fitness == b.best_fitness and np.array_equal(a.best_keys, b.best_keys)
+    assert a.evaluations <= 1000 and a.evaluations == 100 + 90 * a.generations
+    assert [f for _, f in a.history] == sorted((f for _, f in a.history), reverse=True)  # elitism: never worse
+
+
+def test_peak_mem_over_two_devices_is_the_multi_device_objective() -> None:
+    g = er_graph(30, 100_013)
+    assert isinstance(build_problem("peak-mem", g, devices=("CPU", "GPU")), dm.DeviceMemoryProblem)
+    assert build_problem("peak-mem", g, devices=("CPU",)) is None  # one device: today's problem
+    assert set(available("peak-mem-devices")) >= {"auto", "brkga", "local-search", "partition-dfs"}
+
+
+@pytest.mark.parametrize("method", ["auto", "brkga", "local-search", "partition-dfs"])
+def test_passes_never_lose_to_the_host_only_input_order(method: str) -> None:
+    from onnx_sched.api import schedule_graph
+
+    g = er_graph(60, 100_017)
+    problem = build_problem("peak-mem", g, devices=("CPU", "GPU"))
+    ctx = PassContext(time_limit=2.0, problem=problem, options={"evaluations": 600})
+    schedule, report = schedule_graph(g, "peak-mem-devices", method, ctx)
+    objective = get_objective("peak-mem-devices")
+    assert report["peak_bytes"]["output"] <= report["peak_bytes"]["input"]
+    assert report["peak_bytes"]["output"] == max(report["per_device_peak_bytes"].values())
+    assert objective.evaluate(g, ctx, schedule) == report["peak_bytes"]["output"]
+    steps = report["schedule"]
+    assert sum("op" in s for s in steps) == g.n_ops and sum("transfer" in s for s in steps) == report["transfers"]
+    assert report["peak_bytes"]["lower_bound"] <= report["peak_bytes"]["output"]
+    get_pass(method, "peak-mem-devices")  # registered under the objective's name
