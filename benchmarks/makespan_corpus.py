@@ -29,6 +29,15 @@ CORPUS = ROOT.parent / "shared" / "corpus" / "onnx"
 METHODS = ["list-cp", "list-mopnr", "list-spt", "heft", "peft", "learned", "auto"]
 
 
+def corpus_problems(corpus: Path, machines: Path, profiles: Path, device: str):  # noqa: ANN201
+    """``(path, graph, MakespanProblem)`` per corpus model: durations from ``device``'s profile."""
+    spec = load_machines(machines)
+    profile = next(d for d in load_profiles(profiles).devices if d.name == device)
+    for path in sorted(corpus.glob("*.onnx")):
+        g = import_onnx(path).graph
+        yield path, g, ms.makespan_problem(g, spec, durations=op_seconds_vector(g, profile))
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--corpus", type=Path, default=CORPUS)
@@ -39,12 +48,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("--markdown", type=Path, default=None)
     args = ap.parse_args(argv)
-    machines = load_machines(args.machines)
-    profile = next(d for d in load_profiles(args.profiles).devices if d.name == args.device)
     rows = []
-    for path in sorted(args.corpus.glob("*.onnx")):
-        g = import_onnx(path).graph
-        problem = ms.makespan_problem(g, machines, durations=op_seconds_vector(g, profile))
+    for path, g, problem in corpus_problems(args.corpus, args.machines, args.profiles, args.device):
         row = {"model": path.stem, "ops": g.n_ops, "lower_bound": float(ms.lower_bound(problem)), "methods": {}}
         for name in METHODS:
             ctx = PassContext(time_limit=args.time_limit, seed=0, problem=problem, options={"samples": 64})

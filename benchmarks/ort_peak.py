@@ -62,7 +62,19 @@ def heap_fields(rep, tag: str) -> dict:
     return row
 
 
-def measure(path: Path, time_limit: float, repeats: int, image_size: int | None, work: Path, heap: bool) -> dict:
+def openvino_fields(ort_graph: Path, sched: Path, repeats: int) -> dict:
+    """The same two files in OpenVINO (CPU, f32), heap-tracked: does the order change anything there?"""
+    rep = bench_models(ort_graph, sched, runtime="openvino", repeats=repeats, warmup=1, heap=True)
+    row = {"ov_outputs_equal": rep.outputs_equal, "ov_max_abs_error": rep.max_abs_error}
+    for label in ("in", "out"):
+        run = rep.run(label)
+        row.update({f"ov_heap_reserved_{label}": run.heap_reserved_bytes, f"ov_heap_peak_{label}": run.heap_peak_bytes,
+                    f"ov_latency_{label}_ms": run.latency_median_s * 1e3})
+    return row
+
+
+def measure(path: Path, time_limit: float, repeats: int, image_size: int | None, work: Path, heap: bool,
+            openvino: bool = False) -> dict:
     src = resized_copy(path, work / f"{path.stem}.src.onnx", image_size) if image_size else path
     ort_graph = ort_optimized_model(src, work / f"{path.stem}.ort.onnx", level="basic")
     res = optimize_model(ort_graph, objective="peak-mem", method="auto", time_limit=time_limit)
@@ -94,6 +106,8 @@ def measure(path: Path, time_limit: float, repeats: int, image_size: int | None,
                    reserved_out_arena_on=rep.run("out", True).heap_reserved_bytes,
                    outputs_equal_no_pattern=off.outputs_equal,
                    **heap_fields(rep, "pattern"), **heap_fields(off, "no_pattern"))
+    if openvino:
+        row.update(openvino_fields(ort_graph, sched, repeats))
     for arena in (False, True):
         tag = "arena_on" if arena else "arena_off"
         row[f"measured_in_{tag}"] = rep.run("in", arena).peak_rss_delta
@@ -151,6 +165,20 @@ def heap_markdown(rows: list[dict], command: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+def openvino_markdown(rows: list[dict]) -> str:
+    """OpenVINO's heap for ORT's order vs onnx-sched's order."""
+    lines = ["", "OpenVINO 2026.4 CPU f32, same two files, heap-tracked (reserved: from compile_model through warm-up "
+             "and one more infer; one infer: what it allocates on top). Bytes.", "",
+             "| model | reserved in -> out | difference | one infer in -> out | latency in -> out (ms) | outputs equal |",
+             "|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r['model']} | {r['ov_heap_reserved_in']:,} -> {r['ov_heap_reserved_out']:,} | "
+                     f"{r['ov_heap_reserved_in'] - r['ov_heap_reserved_out']:,} | {r['ov_heap_peak_in']:,} -> "
+                     f"{r['ov_heap_peak_out']:,} | {r['ov_latency_in_ms']:.2f} -> {r['ov_latency_out_ms']:.2f} | "
+                     f"{r['ov_outputs_equal']} |")
+    return "\n".join(lines) + "\n"
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--corpus", type=Path, default=CORPUS)
@@ -161,6 +189,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("--markdown", type=Path, default=None)
     ap.add_argument("--heap", action="store_true", help="also measure heap peaks (memray) and tabulate those")
+    ap.add_argument("--openvino", action="store_true", help="also run both files in OpenVINO CPU with the heap tracker")
     args = ap.parse_args(argv)
     paths = sorted(args.corpus.glob("*.onnx"))
     if args.models:
@@ -170,7 +199,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="onnx_sched_ortpeak_") as tmp:
         for path in paths:
             try:
-                row = measure(path, args.time_limit, args.repeats, args.image_size, Path(tmp), args.heap)
+                row = measure(path, args.time_limit, args.repeats, args.image_size, Path(tmp), args.heap, args.openvino)
             except Exception as exc:  # noqa: BLE001 - report and go on with the next model
                 console.print(f"{path.stem}: {type(exc).__name__}: {exc}", markup=False)
                 continue
@@ -193,7 +222,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.out:
         args.out.write_text(json.dumps({"command": command, "rows": rows}, indent=2))
     if args.markdown:
-        args.markdown.write_text(heap_markdown(rows, command) if args.heap else to_markdown(rows, command))
+        text = heap_markdown(rows, command) if args.heap else to_markdown(rows, command)
+        args.markdown.write_text(text + (openvino_markdown(rows) if args.openvino else ""))
     return 0
 
 

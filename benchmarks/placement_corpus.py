@@ -191,11 +191,12 @@ def simulated_markdown(rows: list[dict], time_limit: float) -> str:
         "`onnx_sched.profiling.SIMULATED_PRESETS`.  Optimum: s-t min-cut (2 devices, exact) or CP-SAT hinted "
         "with the best of hsdag/HEFT/GPU-only (3 devices; `*` = proven, else the CP-SAT lower bound is given). "
         "gap = hsdag / optimum - 1.  hsdag = the pass (network, then 100 per-graph REINFORCE episodes of 16 "
-        "draws, reward 1 / latency, as paper 004 optimises the policy on each graph); network = the trained "
+        "draws, reward 1 / latency, updating only the network's output logits: paper 004's per-graph episodes "
+        "update the network's weights); network = the trained "
         "network alone (best of its greedy placement and 16 draws); s = hsdag pass seconds.  vs HEFT: 'tie "
         "(optimal)' = both reach the optimum, which cannot be beaten.",
         "",
-        "| model | devices | CPU-only | GPU-only | AUTO (GPU first) | random | HEFT | network | hsdag | s | optimum "
+        "| model | devices | CPU-only | GPU-only | single GPU, AUTO's pick (modelled) | random | HEFT | network | hsdag | s | optimum "
         "| bound | hsdag gap | vs HEFT |",
         "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
     ]

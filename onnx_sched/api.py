@@ -3,9 +3,11 @@
 ``optimize_model`` imports a model once, has the objective
 (:mod:`onnx_sched.objectives`) build its problem, runs a registered pass, scores the
 result against the objective's baseline with the same cost model, keeps the baseline
-when nothing beats it, and exports the model.  Nothing here depends on which
-objective runs.  ``optimize`` is the
-thin wrapper that takes and returns ``onnx.ModelProto`` or ``onnx_ir.Model``.
+when nothing beats it, and exports the model in the format it came in (ONNX, or
+OpenVINO IR / ``ov.Model``: :mod:`onnx_sched.importers.dispatch`,
+:mod:`onnx_sched.exporters.dispatch`).  Nothing here depends on which objective runs.
+``optimize`` is the thin wrapper that takes and returns ``onnx.ModelProto``,
+``onnx_ir.Model`` or ``openvino.Model``.
 """
 
 from __future__ import annotations
@@ -21,10 +23,11 @@ import onnx
 
 from onnx_sched import jit
 from onnx_sched.deadline import Deadline
-from onnx_sched.exporters.onnx import export_onnx
+from onnx_sched.exporters.dispatch import export_model
 from onnx_sched.graph import Graph
-from onnx_sched.importers.onnx import ImportedOnnx, import_onnx
-from onnx_sched.objectives import Objective, ProblemOptions, get_objective
+from onnx_sched.importers.dispatch import Imported, import_model
+from onnx_sched.importers.openvino import is_openvino_source
+from onnx_sched.objectives import Objective, ProblemOptions, get_objective, resolve_objective
 from onnx_sched.objectives.objective import META_PREFIX
 from onnx_sched.objectives.peak_mem import memory_model_name
 from onnx_sched.passes import PassContext, get_pass
@@ -45,14 +48,17 @@ EXPORT_SECONDS_PER_OP = 20e-6
 
 @dataclass(frozen=True, eq=False)
 class OptimizeResult:
-    """What ``optimize_model`` produced: the model, the schedule, the report and the problem solved."""
+    """What ``optimize_model`` produced: the model (``onnx.ModelProto``, or ``openvino.Model`` for
+    OpenVINO input), the schedule, the report, the problem solved and the ``onnx_sched.*``
+    metadata written into the model."""
 
-    model: onnx.ModelProto
+    model: Any
     schedule: Schedule
     report: Mapping[str, Any]
-    imported: ImportedOnnx
+    imported: Imported
     input_schedule: Schedule = field(repr=False, default=None)  # type: ignore[assignment]
     problem: Any = field(repr=False, default=None)
+    metadata: Mapping[str, str] = field(repr=False, default_factory=dict)
 
 
 def schedule_graph(
@@ -124,7 +130,7 @@ def _scalars(info: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def optimize_model(
-    source: str | os.PathLike | onnx.ModelProto,
+    source: str | os.PathLike | onnx.ModelProto | Any,
     objective: str = "peak-mem",
     method: str = "auto",
     time_limit: float = 10.0,
@@ -139,14 +145,21 @@ def optimize_model(
     profiles: Sequence[str | os.PathLike] = (),
     devices: Sequence[str] | None = None,
     latency_mode: str = "sequential",
+    memory_limits: Mapping[str, int] | None = None,
     warm_up: bool = True,
     deadline: Deadline | None = None,
 ) -> OptimizeResult:
     """Import ``source`` once, schedule it for ``objective`` with ``method`` and export it.
 
+    ``source`` is an ONNX file or ``onnx.ModelProto`` (the result is a reordered
+    ``onnx.ModelProto``), or an OpenVINO IR ``.xml`` or ``openvino.Model`` (the result is an
+    ``openvino.Model`` carrying the schedule in rt_info; OpenVINO plans its own op order, so
+    the report's ``notes`` say the order is recorded, not applied).
+
     ``problem`` is the objective's problem data when the caller built it; otherwise the
-    objective builds it from ``machines`` (makespan) or ``profiles`` / ``devices`` /
-    ``latency_mode`` (latency).
+    objective builds it from ``machines`` (makespan), ``profiles`` / ``devices`` /
+    ``latency_mode`` (latency) or ``devices`` / ``memory_limits`` (peak memory split over
+    two or more devices: objective ``peak-mem-devices``, paper 003).
 
     ``time_limit`` covers the whole call -- import, pass and export -- except compiling
     numba kernels: with ``warm_up`` the method first runs on a tiny instance of the same
@@ -157,13 +170,12 @@ def optimize_model(
     files) passes its running ``deadline``; ``time_limit`` is then ignored.
     """
     clock = deadline if deadline is not None else Deadline(time_limit)
-    obj = get_objective(objective)
-    imported = import_onnx(source, input_shapes=input_shapes, dims=dims)
+    problem_options = ProblemOptions(machines=machines, profiles=tuple(profiles), devices=devices,
+                                     latency_mode=latency_mode, memory_limits=dict(memory_limits or {}))
+    obj = resolve_objective(objective, problem_options)
+    imported = import_model(source, input_shapes=input_shapes, dims=dims)
     if problem is None:
-        problem = obj.build_problem(
-            imported.graph,
-            ProblemOptions(machines=machines, profiles=tuple(profiles), devices=devices, latency_mode=latency_mode),
-        )
+        problem = obj.build_problem(imported.graph, problem_options)
     compile_s = 0.0
     if warm_up:
         with clock.paused():
@@ -171,7 +183,7 @@ def optimize_model(
     budget = max(clock.left() - export_seconds(imported.graph), MIN_PASS_SECONDS)
     ctx = PassContext(time_limit=budget, seed=seed, inplace=inplace, options=dict(options or {}), problem=problem)
     compiled_before = jit.compile_seconds()
-    schedule, report = schedule_graph(imported.graph, objective, method, ctx)
+    schedule, report = schedule_graph(imported.graph, obj.name, method, ctx)
     compile_s += jit.compile_seconds() - compiled_before  # kernels the warm-up did not reach (off the clock too)
     report = {"model": imported.graph.name, "ops": imported.graph.n_ops, **report, "time_limit": clock.seconds,
               "compile_seconds": compile_s, "details": _scalars(schedule.info)}
@@ -182,17 +194,22 @@ def optimize_model(
         **obj.metadata(report),
     }
     device_names = getattr(problem, "device_names", None)
-    model = export_onnx(imported, schedule, meta, device_names=device_names)
+    exported = export_model(imported, schedule, meta, device_names=device_names)
+    report["output_format"] = exported.format
+    report["notes"] = list(exported.notes)
     report["total_seconds"] = clock.elapsed()
-    return OptimizeResult(model=model, schedule=schedule, report=report, imported=imported, problem=problem)
+    return OptimizeResult(model=exported.model, schedule=schedule, report=report, imported=imported, problem=problem,
+                          metadata=meta)
 
 
 def optimize(model: Any, objective: str = "peak-mem", method: str = "auto", **kwargs: Any) -> Any:
-    """Reorder an ``onnx.ModelProto`` or ``onnx_ir.Model``; returns the same type.
+    """Reorder an ``onnx.ModelProto`` or ``onnx_ir.Model`` (returns the same type), or schedule an
+    ``openvino.Model`` (returns an annotated copy: see :func:`optimize_model`).  A path returns
+    what its format gives (``.xml``: ``openvino.Model``).
 
     Keyword arguments are those of :func:`optimize_model` (``time_limit``,
     ``inplace``, ``seed``, ``input_shapes``, ``dims``, ``options``, ``problem``,
-    ``machines``, ``profiles``, ``devices``, ``latency_mode``).
+    ``machines``, ``profiles``, ``devices``, ``latency_mode``, ``memory_limits``).
 
     Example:
         >>> import onnx_sched, onnx                                  # doctest: +SKIP
@@ -207,6 +224,8 @@ def optimize(model: Any, objective: str = "peak-mem", method: str = "auto", **kw
     if ir is not None and isinstance(model, ir.Model):
         proto = ir.serde.serialize_model(model)
         return ir.serde.deserialize_model(optimize_model(proto, objective, method, **kwargs).model)
-    if isinstance(model, (str, os.PathLike)):
+    if isinstance(model, (str, os.PathLike)) or is_openvino_source(model):
         return optimize_model(model, objective, method, **kwargs).model
-    raise TypeError(f"optimize expects onnx.ModelProto, onnx_ir.Model or a path, got {type(model).__name__}")
+    raise TypeError(
+        f"optimize expects onnx.ModelProto, onnx_ir.Model, openvino.Model or a path, got {type(model).__name__}"
+    )

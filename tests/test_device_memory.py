@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from conftest import CORPUS
 
 from onnx_sched.brkga import BrkgaParams, brkga
 from onnx_sched.cost import device_memory as dm
@@ -137,3 +138,54 @@ def test_passes_never_lose_to_the_host_only_input_order(method: str) -> None:
     assert sum("op" in s for s in steps) == g.n_ops and sum("transfer" in s for s in steps) == report["transfers"]
     assert report["peak_bytes"]["lower_bound"] <= report["peak_bytes"]["output"]
     get_pass(method, "peak-mem-devices")  # registered under the objective's name
+
+
+def test_cli_splits_a_corpus_model_over_two_devices(tmp_path) -> None:
+    """The command writes a model ORT runs with the input's outputs, device metadata on every node,
+    and a report whose schedule re-evaluates to its per-device peaks."""
+    import json
+
+    import onnx
+    from click.testing import CliRunner
+
+    from onnx_sched.bench.outputs import compare_outputs
+    from onnx_sched.cli import main
+    from onnx_sched.importers.onnx import import_onnx
+    from onnx_sched.objectives.peak_mem_devices import steps_from_json
+
+    src = CORPUS / "onnx" / "light_squeezenet.onnx"
+    out, rep = tmp_path / "split.onnx", tmp_path / "r.json"
+    res = CliRunner().invoke(main, ["optimize", str(src), "-o", str(out), "--devices", "CPU,GPU", "--time-limit", "4",
+                                    "--memory-limit", "GPU=8MiB", "--report", str(rep)])
+    assert res.exit_code == 0, res.output
+    report = json.loads(rep.read_text())
+    assert report["objective"] == "peak-mem-devices" and report["devices"] == ["CPU", "GPU"]
+    assert report["peak_bytes"]["output"] <= report["peak_bytes"]["input"]
+    assert report["memory_limits"] == {"GPU": 8 * 2**20} and report["feasible"] is True
+    problem = dm.DeviceMemoryProblem.build(import_onnx(src).graph, ("CPU", "GPU"))
+    walked = dm.walk(problem, steps_from_json(problem, report["schedule"]))
+    assert dict(zip(problem.devices, walked.per_device_peak.tolist())) == report["per_device_peak_bytes"]
+    model = onnx.load(str(out))
+    onnx.checker.check_model(model)
+    devices = {p.value for n in model.graph.node for p in n.metadata_props if p.key == "pkg.onnx_sched.device"}
+    assert devices <= {"CPU", "GPU"} and devices
+    import onnxruntime as ort
+
+    from onnx_sched.bench.measure import random_inputs
+
+    feed = random_inputs(str(src), seed=0)
+    a = ort.InferenceSession(str(src), providers=["CPUExecutionProvider"]).run(None, feed)
+    b = ort.InferenceSession(str(out), providers=["CPUExecutionProvider"]).run(None, feed)
+    names = [o.name for o in model.graph.output]
+    assert compare_outputs(dict(zip(names, a)), dict(zip(names, b)))[0]
+
+
+def test_cli_rejects_a_memory_limit_without_devices(tmp_path) -> None:
+    from click.testing import CliRunner
+
+    from onnx_sched.cli import main
+
+    res = CliRunner().invoke(main, ["optimize", str(CORPUS / "onnx" / "light_squeezenet.onnx"), "-o", str(tmp_path / "o.onnx"),
+                                    "--memory-limit", "GPU=1GiB"])
+    assert res.exit_code != 0 and "two or more devices" in res.output
+    assert not (tmp_path / "o.onnx").exists()

@@ -24,8 +24,9 @@ Pipeline (paper sections 2.2-2.5):
 
 :meth:`HsdagPlacer.place` returns the greedy placement or the best of it and
 ``samples`` draws from the policy, scored by the latency model; with ``episodes``
-it then refines the policy on the problem itself, as the paper's per-graph RL
-episodes do (:mod:`onnx_sched.models.inference.policy_search`).
+it then runs REINFORCE on the problem itself over the output logits only
+(:mod:`onnx_sched.models.inference.policy_search`); paper 004's per-graph episodes
+also update the network's weights, which this does not.
 """
 
 from __future__ import annotations
@@ -176,8 +177,9 @@ class HsdagPlacer:
     def place(self, problem: lat.PlacementProblem, samples: int = 16, seed: int = 0, episodes: int = 0,
               temperature: float = 3.0, time_limit: float | None = None) -> tuple[np.ndarray, dict[str, Any]]:
         """Greedy placement, or the best of greedy and ``samples`` policy draws under the
-        problem's latency model; with ``episodes > 0`` the policy is then refined on this
-        problem by REINFORCE (paper 004's per-graph episodes, reward ``1 / latency``;
+        problem's latency model; with ``episodes > 0`` the output logits are then refined on this
+        problem by REINFORCE (standing in for paper 004's per-graph episodes, which also update the
+        network's weights; reward ``1 / latency``;
         :func:`~onnx_sched.models.inference.policy_search.reinforce_search`), ``samples`` draws per
         episode, starting from the network's logits divided by ``temperature`` (the trained
         policy is near-deterministic, 0.96-0.99 mean top probability on the corpus, so

@@ -16,8 +16,9 @@ of :func:`onnx_sched.models.inference.features.relation_matrix` to one priority 
   (C.2, eq. 17; paper 001 replaces this by a logit-norm penalty in training).
 
 ``EncoderConfig.groups`` chooses the encoder of the ablation (paper 000, 5.3):
-``"topoformer"`` (seven graphs), ``"dag"`` (GAT-style message passing on DAG
-edges only, forward and backward: two groups) and ``"mlp"`` (no attention).
+``"topoformer"`` (seven graphs), ``"dag"`` (the same masked scaled dot-product
+attention restricted to DAG edges, one head group over predecessors and one over
+successors -- not GAT's additive attention) and ``"mlp"`` (no attention).
 """
 
 from __future__ import annotations

@@ -1,8 +1,13 @@
 """Placement files: which device runs each op, by op name (``onnx-sched-placement/1``).
 
-Ops are named as the importer names them
-(:func:`~onnx_sched.importers.onnx.stable_op_names`): unique, and the same in a
-model and in its reordering, also for unnamed or duplicate-named nodes.
+Ops are named as the importer names them (ONNX:
+:func:`~onnx_sched.importers.onnx.stable_op_names`, unique and the same in a
+model and in its reordering, also for unnamed or duplicate-named nodes; OpenVINO:
+the op's friendly name).
+
+An OpenVINO IR written by onnx-sched keeps its placement in model-level rt_info and in a
+sidecar placement file beside it (per-op affinity does not survive an IR save/read:
+:mod:`onnx_sched.exporters.openvino_ir`); :func:`placement_of_ir` finds it.
 
 A placement file is JSON ``{"format", "model", "devices", "placement": {op: device},
 ...extra}``.  :func:`save_placement` writes one; :func:`load_placement` reads one
@@ -15,7 +20,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +28,8 @@ import numpy as np
 
 from onnx_sched.errors import OnnxSchedError
 
-__all__ = ["PLACEMENT_FORMAT", "load_placement", "save_placement"]
+__all__ = ["PLACEMENT_FORMAT", "load_placement", "placement_of_ir", "read_placement_map", "save_placement", "save_placement_map",
+           "sidecar_path"]
 
 PLACEMENT_FORMAT = "onnx-sched-placement/1"
 
@@ -31,17 +37,41 @@ PLACEMENT_FORMAT = "onnx-sched-placement/1"
 def save_placement(path: str | os.PathLike, graph: Any, placement: np.ndarray, device_names: Sequence[str],
                    **extra: Any) -> None:
     """Write a placement file: ``{"format", "model", "devices", "placement": {op: device}, ...extra}``."""
+    p = np.asarray(placement, np.int64)
+    save_placement_map(path, graph.name, device_names,
+                       {graph.op_names[i]: device_names[int(p[i])] for i in range(graph.n_ops)}, **extra)
+
+
+def save_placement_map(path: str | os.PathLike, model_name: str, device_names: Sequence[str],
+                       mapping: Mapping[str, str], **extra: Any) -> None:
+    """Write a placement file from ``{op name: device}`` (atomically).  The OpenVINO IR exporter
+    writes its sidecar with this: there ``mapping`` names every op of the IR, Constants included."""
     from onnx_sched.cli._common import write_json_atomic
 
-    p = np.asarray(placement, np.int64)
-    data = {"format": PLACEMENT_FORMAT, "model": graph.name, "devices": list(device_names),
-            "placement": {graph.op_names[i]: device_names[int(p[i])] for i in range(graph.n_ops)}, **extra}
+    data = {"format": PLACEMENT_FORMAT, "model": model_name, "devices": list(device_names),
+            "placement": dict(mapping), **extra}
     write_json_atomic(data, path)
 
 
+def read_placement_map(path: str | os.PathLike) -> tuple[dict[str, str], list[str], dict[str, Any]]:
+    """``({op name: device}, device names, the file's other fields)`` of a placement JSON file."""
+    p = Path(path)
+    if not p.is_file():
+        raise OnnxSchedError(f"{p}: placement file not found")
+    try:
+        data = json.loads(p.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise OnnxSchedError(f"{p}: not JSON ({exc})") from None
+    if not isinstance(data, dict) or data.get("format") != PLACEMENT_FORMAT:
+        got = data.get("format") if isinstance(data, dict) else None
+        raise OnnxSchedError(f"{p}: not a placement file (format {got!r}, expected {PLACEMENT_FORMAT!r})")
+    return dict(data["placement"]), list(data["devices"]), {k: v for k, v in data.items() if k != "placement"}
+
+
 def load_placement(path: str | os.PathLike, graph: Any) -> tuple[np.ndarray, list[str], dict[str, Any]]:
-    """``(device index per op, device names, file metadata)`` from a placement JSON or an
-    ONNX model with ``pkg.onnx_sched.device`` node metadata."""
+    """``(device index per op, device names, file metadata)`` from a placement JSON, an
+    ONNX model with ``pkg.onnx_sched.device`` node metadata or an OpenVINO IR ``.xml``
+    with a placement in its rt_info (:mod:`onnx_sched.exporters.openvino_ir`)."""
     p = Path(path)
     if not p.is_file():
         raise OnnxSchedError(f"{p}: placement file not found")
@@ -58,16 +88,17 @@ def load_placement(path: str | os.PathLike, graph: Any) -> tuple[np.ndarray, lis
         mapping = {name: by_node.get(name) for name in graph.op_names}
         meta: dict[str, Any] = {"source": "onnx-metadata"}
         devices = list(dict.fromkeys(v for v in mapping.values() if v is not None))
+    elif p.suffix.lower() == ".xml":
+        from onnx_sched.exporters.openvino import placement_from_rt_info
+        from onnx_sched.importers.openvino import read_ir
+
+        stored = placement_from_rt_info(read_ir(p))
+        if stored is None:
+            raise OnnxSchedError(f"{p}: the IR carries no onnx-sched placement (rt_info onnx_sched/placement)")
+        mapping, devices = stored["affinity"], list(stored["devices"])
+        meta = {"source": "openvino-rt_info"}
     else:
-        try:
-            data = json.loads(p.read_text())
-        except json.JSONDecodeError as exc:
-            raise OnnxSchedError(f"{p}: not JSON ({exc})") from None
-        if data.get("format") != PLACEMENT_FORMAT:
-            raise OnnxSchedError(f"{p}: not a placement file (format {data.get('format')!r}, expected {PLACEMENT_FORMAT!r})")
-        mapping = data["placement"]
-        devices = list(data["devices"])
-        meta = {k: v for k, v in data.items() if k not in ("placement",)}
+        mapping, devices, meta = read_placement_map(p)
     missing = [n for n in graph.op_names if mapping.get(n) is None]
     if missing:
         raise OnnxSchedError(f"{p}: no device for {len(missing)} ops of {graph.name} (first: {missing[0]!r})")
@@ -76,3 +107,16 @@ def load_placement(path: str | os.PathLike, graph: Any) -> tuple[np.ndarray, lis
         raise OnnxSchedError(f"{p}: devices {unknown} are not in the file's device list {devices}")
     placement = np.array([devices.index(mapping[n]) for n in graph.op_names], np.int64)
     return placement, devices, meta
+
+
+def sidecar_path(xml_path: str | os.PathLike) -> Path:
+    """Where the placement of IR ``xml_path`` is written: ``<stem>.placement.json`` beside it."""
+    p = Path(xml_path)
+    return p.with_name(f"{p.stem}.placement.json")
+
+
+def placement_of_ir(xml_path: str | os.PathLike) -> Path:
+    """Where the placement of an IR written by onnx-sched is: its sidecar placement file when
+    present, else the IR itself (its rt_info; :func:`load_placement` says when it has none)."""
+    side = sidecar_path(xml_path)
+    return side if side.is_file() else Path(xml_path)

@@ -1,8 +1,11 @@
 """``onnx-sched bench-placement``: run a placed model for real (OpenVINO HETERO or ORT split).
 
-The placement comes from ``--placement`` (a placement JSON, or an ONNX model
-exported with per-node device metadata) or is computed here with ``--method``
-from ``--profiles``.  Placement device ``i`` runs on runtime device ``i`` of
+MODEL is ONNX or an OpenVINO IR ``.xml`` (IR: ``--runtime openvino`` only).  The
+placement comes from ``--placement`` (a placement JSON, an ONNX model exported with
+per-node device metadata, or an IR written by ``onnx-sched optimize`` with a placement
+in its rt_info) or is computed here with ``--method`` from ``--profiles``.  An IR
+written with a placement needs neither: its sidecar placement file (else its
+rt_info) is applied (:func:`~onnx_sched.bench.placement_file.placement_of_ir`).  Placement device ``i`` runs on runtime device ``i`` of
 ``--devices``: OpenVINO device names (default ``CPU,CPUB``: the CPU plugin twice,
 see :mod:`onnx_sched.devices`) or, for ``ort``, that many CPU "devices" of
 ``--threads`` threads each, pinned to distinct cores with ``--pin``.
@@ -24,7 +27,8 @@ __all__ = ["command"]
 @click.command("bench-placement")
 @click.argument("model", type=click.Path(dir_okay=False))
 @click.option("--placement", "placement_path", type=click.Path(dir_okay=False),
-              help="Placement JSON or ONNX model with pkg.onnx_sched.device node metadata.")
+              help="Placement JSON, ONNX model with pkg.onnx_sched.device node metadata, or IR .xml with a "
+                   "placement (default for an IR: its sidecar NAME.placement.json, else its rt_info).")
 @click.option("--method", default=None, help="Compute the placement with this latency pass instead (needs --profiles).")
 @click.option("--profiles", multiple=True, type=click.Path(dir_okay=False), help="Profile file(s) for --method.")
 @click.option("--profile-devices", default=None, help="Devices of the profiles to place on, e.g. CPU,GPU.1.")
@@ -45,15 +49,22 @@ def command(model: str, placement_path: str | None, method: str | None, profiles
             sequential: bool, warmup: int, repeats: int, time_limit: float, save_placement: str | None,
             report_path: Path | None, input_shapes: tuple[str, ...], dims: tuple[str, ...]) -> None:
     """Run MODEL split by a device placement; report latency, sub-models and output equality."""
-    from onnx_sched.bench.placement_file import load_placement
+    from onnx_sched.bench.placement_file import load_placement, placement_of_ir
     from onnx_sched.bench.placement_file import save_placement as write_placement
     from onnx_sched.bench.runtimes.openvino import bench_openvino
     from onnx_sched.bench.runtimes.ort import bench_ort
-    from onnx_sched.importers.onnx import import_onnx, parse_dims, parse_input_shapes
+    from onnx_sched.importers.dispatch import import_model
+    from onnx_sched.importers.onnx import parse_dims, parse_input_shapes
+    from onnx_sched.importers.openvino import is_openvino_source
 
+    ir = is_openvino_source(model)
+    if ir and runtime != "openvino":
+        raise ValueError(f"{model}: ONNX Runtime cannot run an OpenVINO IR; use --runtime openvino")
+    if ir and placement_path is None and method is None:
+        placement_path = str(placement_of_ir(model))
     if (placement_path is None) == (method is None):
         raise ValueError("give exactly one of --placement FILE or --method NAME (with --profiles)")
-    imported = import_onnx(model, input_shapes=parse_input_shapes(input_shapes), dims=parse_dims(dims))
+    imported = import_model(model, input_shapes=parse_input_shapes(input_shapes), dims=parse_dims(dims))
     graph = imported.graph
     meta: dict = {}
     if placement_path:

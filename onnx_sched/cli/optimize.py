@@ -1,4 +1,9 @@
-"""``onnx-sched optimize``: reorder (and place) a model's ops for an objective."""
+"""``onnx-sched optimize``: reorder (and place) a model's ops for an objective.
+
+The model is ONNX or OpenVINO IR (``.xml`` + ``.bin``) and is written back in its
+own format (:mod:`onnx_sched.exporters.dispatch`); for an IR the report says that
+OpenVINO plans its own op order.
+"""
 
 from __future__ import annotations
 
@@ -44,7 +49,11 @@ def render(table: ReportTable) -> Table:
               help="Machine description JSON (makespan / latency).")
 @click.option("--profiles", type=click.Path(exists=True, dir_okay=False, path_type=Path), multiple=True,
               help="Device profile JSON, repeatable (objective latency; see `onnx-sched profile`).")
-@click.option("--devices", default=None, help="Comma list of profiled devices to place on (default: all).")
+@click.option("--devices", default=None,
+              help="Comma list of devices. latency: profiled devices to place on (default: all); peak-mem: split "
+                   "the model over two or more devices, the first being the host (paper 003).")
+@click.option("--memory-limit", "memory_limits", multiple=True, metavar="DEVICE=SIZE",
+              help="peak-mem over --devices: a device's memory, e.g. GPU=4GiB (repeatable); overflows are infeasible.")
 @click.option("--latency-mode", type=click.Choice(["sequential", "concurrent"]), default="sequential", show_default=True,
               help="sequential: sub-models run one after another (OpenVINO HETERO); concurrent: they overlap.")
 @click.option("--ort-graph", type=click.Choice(["basic", "extended", "all"]), default=None,
@@ -55,25 +64,34 @@ def render(table: ReportTable) -> Table:
               help="Draw memory over steps (peak-mem) or a Gantt chart (makespan) to a PNG.")
 @import_options
 def command(model: Path, output: Path, objective: str, method: str, time_limit: float, inplace: bool, seed: int,
-            beam: int | None, samples: int | None, machines: Path | None, profiles: tuple[Path, ...], devices: str | None, latency_mode: str,
+            beam: int | None, samples: int | None, machines: Path | None, profiles: tuple[Path, ...], devices: str | None,
+            memory_limits: tuple[str, ...], latency_mode: str,
             ort_graph: str | None, report_path: Path | None,
             plot_path: Path | None, input_shapes: tuple[str, ...], dims: tuple[str, ...],
             pass_options: tuple[str, ...] = ()) -> None:
     """Reorder MODEL's operators for OBJECTIVE and write the result to -o.
 
-    --time-limit covers the whole command (import, pass, export); compiling numba kernels
-    on a first run is done before the clock starts and reported separately.
+    MODEL is an ONNX file or an OpenVINO IR .xml (with its .bin); the output has the
+    same format.  --time-limit covers the whole command (import, pass, export);
+    compiling numba kernels on a first run is done before the clock starts and
+    reported separately.
     """
     clock = Deadline(time_limit)  # first: reading the model counts against the budget
+    from onnx_sched.exporters.dispatch import check_output
     from onnx_sched.importers.onnx import parse_dims, parse_input_shapes
+    from onnx_sched.importers.openvino import is_openvino_source
 
     if output.exists() and model.exists() and output.resolve() == model.resolve():
         raise ValueError(f"{output}: output path is the input model; choose another -o path")
+    check_output(model, output)
+    if ort_graph is not None and is_openvino_source(model):
+        raise ValueError("--ort-graph reorders the graph ONNX Runtime executes; it needs an ONNX model, not an IR")
     if time_limit <= 0:
         raise ValueError(f"--time-limit must be positive, got {time_limit}")
     if plot_path is not None and not get_objective(objective).plots:
         raise ValueError(f"--plot: objective {objective!r} has no plot (peak-mem: memory over steps; makespan: Gantt)")
     shapes, dim_values = parse_input_shapes(input_shapes), parse_dims(dims)
+    from onnx_sched.cost.device_memory import parse_memory_limits
     with tempfile.TemporaryDirectory(prefix="onnx_sched_") as tmp:
         source = model
         if ort_graph is not None:
@@ -84,7 +102,7 @@ def command(model: Path, output: Path, objective: str, method: str, time_limit: 
             source = ort_optimized_model(model, Path(tmp) / model.name, level=ort_graph)
         _optimize(source, model, output, objective, method, clock, inplace, seed, beam, samples, machines,
                   report_path, plot_path, shapes, dim_values, profiles, latency_mode, devices,
-                  parse_pass_options(pass_options))
+                  parse_pass_options(pass_options), parse_memory_limits(memory_limits))
 
 
 def parse_pass_options(items: tuple[str, ...]) -> dict[str, object]:
@@ -109,9 +127,9 @@ def _optimize(source: Path, model: Path, output: Path, objective: str, method: s
               seed: int, beam: int | None, samples: int | None, machines: Path | None, report_path: Path | None,
               plot_path: Path | None, shapes: dict, dim_values: dict, profiles: tuple[Path, ...] = (),
               latency_mode: str = "sequential", devices: str | None = None,
-              extra_options: dict[str, object] | None = None) -> None:
+              extra_options: dict[str, object] | None = None, memory_limits: dict[str, int] | None = None) -> None:
     from onnx_sched.api import optimize_model
-    from onnx_sched.exporters.onnx import save_model_atomic
+    from onnx_sched.exporters.dispatch import save_model
     from onnx_sched.jit import announce_compilation
 
     wanted = tuple(d.strip() for d in devices.split(",") if d.strip()) if devices else None
@@ -121,15 +139,17 @@ def _optimize(source: Path, model: Path, output: Path, objective: str, method: s
     with announce_compilation(spinner.start, spinner.stop):
         result = optimize_model(source, objective, method, clock.seconds, inplace, seed, shapes, dim_values, options,
                                 machines=machines, profiles=profiles, devices=wanted, latency_mode=latency_mode,
-                                deadline=clock)
-    save_model_atomic(result.model, output, source_path=source)
+                                memory_limits=memory_limits, deadline=clock)
+    written = save_model(result.model, output, source_path=source)
     report = dict(result.report)
     report["input"], report["output"] = str(model), str(output)
     report["total_seconds"] = clock.elapsed()  # the whole command so far, kernel warm-up excluded
-    obj = get_objective(objective)
+    obj = get_objective(report["objective"])  # peak-mem over several devices is peak-mem-devices
     console.print(render(obj.table(report)))
     if report.get("kept_input_order"):
         console.print("No method beat the input order: kept it.")
+    for note in report.get("notes", ()):
+        console.print(f"Note: {note}")
     if report["total_seconds"] > clock.seconds:
         console.print(f"Took {report['total_seconds']:.1f} s of a {clock.seconds:g} s --time-limit: reading and writing "
                       "this model alone need more; the search got its minimum.")
@@ -142,4 +162,4 @@ def _optimize(source: Path, model: Path, output: Path, objective: str, method: s
 
         ctx = PassContext(seed=seed, inplace=inplace, problem=result.problem)
         obj.plot(result.imported.graph, ctx, result.schedule, plot_path)
-    console.print(f"wrote {output}")
+    console.print("wrote " + ", ".join(str(p) for p in written))

@@ -28,11 +28,13 @@ __all__ = ["command"]
 @import_options
 def command(model: str, device: str, runtime: str, repeats: int, threads: int, simulate: str, no_transfer: bool,
             output: str, input_shapes: tuple[str, ...], dims: tuple[str, ...]) -> None:
-    """Measure per-op latency of MODEL on a device and write a profile file."""
-    from onnx_sched.importers.onnx import import_onnx, parse_dims, parse_input_shapes
+    """Measure per-op latency of MODEL (ONNX, or OpenVINO IR .xml with --runtime openvino) on a device
+    and write a profile file."""
+    from onnx_sched.importers.dispatch import import_model
+    from onnx_sched.importers.onnx import parse_dims, parse_input_shapes
     from onnx_sched.profiling import add_simulated, profile_model, save_profiles
 
-    imported = import_onnx(model, input_shapes=parse_input_shapes(input_shapes), dims=parse_dims(dims))
+    imported = import_model(model, input_shapes=parse_input_shapes(input_shapes), dims=parse_dims(dims))
     if runtime == "ort" and device == "CPU":
         device = "CPUExecutionProvider"
     ps = profile_model(imported, device, runtime, repeats=repeats, threads=threads, transfer=not no_transfer)

@@ -20,7 +20,7 @@ Example:
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from math import prod
 from pathlib import Path
@@ -29,11 +29,11 @@ from typing import Any
 import numpy as np
 
 from onnx_sched.cost.flops import op_flops
-from onnx_sched.importers._assemble import assemble_graph
 from onnx_sched.errors import ModelLoadError, OnnxSchedError, UnknownShapeError
 from onnx_sched.graph import Graph, TensorKind
+from onnx_sched.importers._assemble import assemble_graph
 
-__all__ = ["ImportedOpenVINO", "import_openvino"]
+__all__ = ["ImportedOpenVINO", "import_openvino", "is_openvino_source", "read_ir"]
 
 # Never folded into weights even when all inputs are constant: state and randomness.
 _NOT_FOLDABLE = frozenset({"ReadValue", "Assign", "RandomUniform", "Multinomial", "Parameter", "Result"})
@@ -73,21 +73,65 @@ def _require_openvino() -> Any:
     return ov
 
 
+def read_ir(path: str | os.PathLike) -> Any:
+    """``openvino.Model`` of an IR ``.xml`` (weights from the ``.bin`` beside it, memory-mapped), with one-line errors.
+
+    Read through OpenVINO's IR frontend alone: ``Core.read_model`` would offer a file
+    the IR frontend rejects to every other frontend, and some (TensorFlow) print
+    native log lines to stderr.  The model is the same as ``Core.read_model`` gives
+    (checked on the corpus: identical re-serialization).  Raises
+    :class:`ModelLoadError` for a missing file, a file that is not an IR, and what the
+    frontend rejects (malformed XML, missing ``.bin``), cut to the line that says why."""
+    _require_openvino()
+    from openvino.frontend import FrontEndManager
+
+    p = Path(path)
+    if not p.is_file():
+        raise ModelLoadError(f"OpenVINO model not found: {p}" if not p.is_dir() else f"{p}: is a directory, expected an .xml file")
+    with p.open("rb") as fh:
+        if not fh.read(256).lstrip().startswith(b"<"):
+            raise ModelLoadError(f"cannot read OpenVINO model {p}: not an IR .xml file")
+    frontend = FrontEndManager().load_by_framework("ir")
+    if not frontend.supported(str(p)):
+        raise ModelLoadError(f"cannot read OpenVINO model {p}: not an IR .xml file (no <net> with an IR version)")
+    try:
+        return frontend.convert(frontend.load(str(p), True))  # True: memory-map the weights, as Core.read_model does
+    except Exception as exc:  # OpenVINO raises RuntimeError/GeneralFailure with a multi-line message
+        raise ModelLoadError(f"cannot read OpenVINO model {p}: {_reason(exc)}") from exc
+
+
+def _reason(exc: BaseException) -> str:
+    """The line of an OpenVINO error that says why: not the ``Exception from <file>`` or
+    ``Check '<condition>' failed at <file>`` headers."""
+    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+    why = [ln for ln in lines if not ln.startswith(("Exception from", "Check '"))]
+    return (why or lines or [type(exc).__name__])[0]
+
+
 def _read_model(source: Any, ov: Any) -> tuple[Any, Path | None]:
     if isinstance(source, ov.Model):
         return source, None
+    if is_openvino_source(source) and hasattr(source, "get_ordered_ops"):
+        return ov.Model(source), None  # the C++ model a ModelPass gets: wrapped, not copied
     if not isinstance(source, (str, os.PathLike)):
         raise TypeError(
             f"import_openvino expects a path to an .xml file or an openvino.Model, got {type(source).__name__}"
         )
-    path = Path(source)
-    if not path.is_file():
-        raise ModelLoadError(f"OpenVINO model not found: {path}")
+    return read_ir(source), Path(source)
+
+
+def _reshaped(model: Any, input_shapes: Mapping[str, tuple[int, ...]], where: str) -> Any:
+    """A copy of ``model`` with the named inputs set to static shapes (``ov.Model.reshape``)."""
+    names = {n for p in model.inputs for n in p.get_names()}
+    unknown = sorted(set(input_shapes) - names)
+    if unknown:
+        raise ModelLoadError(f"{where}: --input-shape names {unknown}, not inputs of the model (inputs: {sorted(names)})")
+    copy = model.clone()
     try:
-        return ov.Core().read_model(str(path)), path
-    except Exception as exc:  # OpenVINO raises RuntimeError with a long message
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise ModelLoadError(f"cannot read OpenVINO model {path}: {first}") from exc
+        copy.reshape({name: list(shape) for name, shape in input_shapes.items()})
+    except Exception as exc:  # shape inference failure: OpenVINO's multi-line message
+        raise ModelLoadError(f"{where}: cannot reshape to {dict(input_shapes)}: {_reason(exc)}") from exc
+    return copy
 
 
 def _type_bits(et: Any) -> int:
@@ -124,16 +168,34 @@ def _plain_attrs(node: Any) -> dict[str, Any]:
     return {k: (v.tolist() if isinstance(v, np.ndarray) else v) for k, v in attrs.items()}
 
 
-def import_openvino(source: Any) -> ImportedOpenVINO:
+def is_openvino_source(source: Any) -> bool:
+    """Whether ``source`` is for this importer: an ``openvino.Model`` or a path ending in ``.xml``.
+
+    Decided without importing OpenVINO (an ``ov.Model`` is recognised by its class's module)."""
+    if isinstance(source, (str, os.PathLike)):
+        return Path(source).suffix.lower() == ".xml"
+    return type(source).__module__.split(".")[0] == "openvino"
+
+
+def import_openvino(source: Any, input_shapes: Mapping[str, tuple[int, ...]] | None = None,
+                    dims: Mapping[str, int] | None = None) -> ImportedOpenVINO:
     """Build the :class:`Graph` of an OpenVINO model (``.xml`` path or ``ov.Model``).
 
-    Raises :class:`ModelLoadError` for unreadable files and
+    ``input_shapes`` (``{input name: shape}``) reshapes a copy of the model to those
+    static shapes first (``ov.Model.reshape``); the imported ``model`` is then that copy.
+    ``dims`` (values for named symbolic dimensions, an ONNX notion) is refused: IR
+    dimensions have no names.  Raises :class:`ModelLoadError` for unreadable files and
     :class:`UnknownShapeError` (listing the tensors) when op outputs have dynamic
-    shapes or element types; reshape the model to static shapes first.  The model
-    is not modified.
+    shapes or element types.  The model given is not modified.
     """
     ov = _require_openvino()
     model, path = _read_model(source, ov)
+    where = str(path) if path else (model.get_friendly_name() or "ov.Model")
+    if dims:
+        raise OnnxSchedError(f"{where}: --dim names symbolic dimensions of ONNX inputs; the dimensions of an "
+                             "OpenVINO model have no names: give --input-shape NAME=1x3x224x224 instead")
+    if input_shapes:
+        model = _reshaped(model, input_shapes, where)
     nodes = list(model.get_ordered_ops())
     node_key = {n.get_name(): i for i, n in enumerate(nodes)}  # get_name() is unique per model
 
@@ -216,10 +278,9 @@ def import_openvino(source: Any) -> ImportedOpenVINO:
         sizes[t] = (prod(shape) * _type_bits(et) + 7) // 8
     if unknown:
         shown = ", ".join(unknown[:5]) + (f" and {len(unknown) - 5} more" if len(unknown) > 5 else "")
-        where = str(path) if path else (model.get_friendly_name() or "ov.Model")
         raise UnknownShapeError(
             f"{where}: dynamic shape or type for {len(unknown)} tensors ({shown}); "
-            "reshape the model to static shapes (ov.Model.reshape) first"
+            "give static shapes with --input-shape NAME=1x3x224x224 (ov.Model.reshape)"
         )
 
     op_types = tuple(nodes[i].get_type_name() for i in op_nodes)

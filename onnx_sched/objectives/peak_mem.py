@@ -58,6 +58,8 @@ class PeakMemory:
         return "peak-mem-devices" if options.devices and len(options.devices) > 1 else self.name
 
     def build_problem(self, graph: Graph, options: ProblemOptions) -> None:
+        if options.memory_limits:
+            raise ValueError("--memory-limit applies to peak memory split over two or more devices (--devices CPU,GPU)")
         return None  # the graph and ctx.inplace are the whole problem
 
     def warm_up_instance(self, problem: None) -> tuple[Graph, None]:

@@ -27,7 +27,7 @@ from onnx_sched.schedule import Schedule
 if TYPE_CHECKING:
     from onnx_sched.passes import PassContext
 
-__all__ = ["OBJECTIVE", "PeakMemoryDevices", "schedule_json"]
+__all__ = ["OBJECTIVE", "PeakMemoryDevices", "schedule_json", "steps_from_json"]
 
 
 def schedule_json(problem: dm.DeviceMemoryProblem, steps: tuple[dm.Step, ...]) -> list[dict[str, str]]:
@@ -44,6 +44,26 @@ def schedule_json(problem: dm.DeviceMemoryProblem, steps: tuple[dm.Step, ...]) -
             out.append({"transfer": g.tensor_names[s.item], "from": problem.devices[s.source],
                         "to": problem.devices[s.device]})
     return out
+
+
+def steps_from_json(problem: dm.DeviceMemoryProblem, schedule: list[Mapping[str, str]]) -> tuple[dm.Step, ...]:
+    """The steps of a report's ``schedule`` (by op, tensor and device names), to re-evaluate it
+    with :func:`onnx_sched.cost.device_memory.walk`; ``ValueError`` names an unknown entry."""
+    g = problem.graph
+    ops = {name: i for i, name in enumerate(g.op_names)}
+    tensors = {name: i for i, name in enumerate(g.tensor_names)}
+    devices = {name: i for i, name in enumerate(problem.devices)}
+    steps = []
+    try:
+        for entry in schedule:
+            if "op" in entry:
+                steps.append(dm.Step("op", ops[entry["op"]], devices[entry["device"]]))
+            else:
+                steps.append(dm.Step("transfer", tensors[entry["transfer"]], devices[entry["to"]],
+                                     devices[entry["from"]]))
+    except KeyError as exc:
+        raise ValueError(f"schedule entry names an unknown op, tensor or device: {exc}") from None
+    return tuple(steps)
 
 
 @dataclass(frozen=True)

@@ -1,28 +1,35 @@
 """OpenVINO ``ModelPass`` that turns a stored onnx-sched placement into per-op affinity.
 
 The HETERO plugin splits a model by each op's ``rt_info["affinity"]``; that
-per-op attribute is lost by ``ov.save_model``, so onnx-sched stores the
-placement in model-level rt_info (:mod:`onnx_sched.exporters.openvino`) and this
-pass applies it to every op before ``compile_model("HETERO:...")``.  Ops the
-stored map does not name (Constants, shape sub-graphs or ops added after export)
-get their consumer's device, else their producer's.
+per-op attribute does not survive an IR save and read (measured:
+:mod:`onnx_sched.exporters.openvino_ir`), so onnx-sched stores the placement in
+model-level rt_info (:mod:`onnx_sched.exporters.openvino`) and, for an IR written
+by ``onnx-sched optimize``, in a sidecar placement file beside it.  This pass
+applies it to every op before ``compile_model("HETERO:...")``;
+:func:`read_placed_model` reads an IR and applies its placement at load time.  Ops
+the stored map does not name (Constants, shape sub-graphs or ops added after
+export) get their consumer's device, else their producer's.
 
 Example:
     >>> from openvino.passes import Manager                          # doctest: +SKIP
     >>> m = Manager(); m.register_pass(ApplyAffinity()); m.run_passes(model)  # doctest: +SKIP
     >>> core.compile_model(model, "HETERO:CPU,GPU")                   # doctest: +SKIP
+    >>> model, target = read_placed_model("out.xml")                  # doctest: +SKIP
 """
 
 from __future__ import annotations
 
+import json
+import os
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from openvino.passes import ModelPass
 
 from onnx_sched.exporters.openvino import complete_affinity, placement_from_rt_info
 
-__all__ = ["ApplyAffinity", "apply_affinity", "hetero_device_string"]
+__all__ = ["ApplyAffinity", "apply_affinity", "hetero_device_string", "read_placed_model"]
 
 
 def apply_affinity(model: Any, affinity: Mapping[str, str] | None = None, fold_constants: bool = True) -> list[str]:
@@ -35,9 +42,8 @@ def apply_affinity(model: Any, affinity: Mapping[str, str] | None = None, fold_c
     every cross-device shape computation (dozens of sub-models) and some of those
     boundaries fail at run time (empty tensors for folded shape values)."""
     if fold_constants:
-        from openvino.passes import ConstantFolding, Manager
-
         import openvino as ov
+        from openvino.passes import ConstantFolding, Manager
 
         mgr = Manager()
         mgr.register_pass(ConstantFolding())
@@ -98,6 +104,27 @@ def hetero_device_string(model: Any) -> str:
         raise ValueError("model has no onnx-sched placement in its rt_info (onnx_sched/placement)")
     used = set(stored["affinity"].values())
     return "HETERO:" + ",".join(d for d in stored["devices"] if d in used)
+
+
+def read_placed_model(xml_path: str | os.PathLike, placement_path: str | os.PathLike | None = None,
+                      core: Any = None) -> tuple[Any, str]:
+    """Read an IR and apply its placement: ``(ov.Model with per-op affinity, "HETERO:<devices>")``.
+
+    The placement is ``placement_path`` (a placement file), else the IR's sidecar
+    ``<stem>.placement.json`` when present, else the placement in the IR's rt_info.
+    A placement file replaces the rt_info copy, so the target names its devices.
+    """
+    from onnx_sched.bench.placement_file import read_placement_map, sidecar_path
+    from onnx_sched.exporters.openvino import RT_INFO_KEY
+    from onnx_sched.importers.openvino import read_ir
+
+    model = read_ir(xml_path) if core is None else core.read_model(str(xml_path))
+    side = Path(placement_path) if placement_path is not None else sidecar_path(xml_path)
+    if placement_path is not None or side.is_file():
+        mapping, devices, _ = read_placement_map(side)
+        model.set_rt_info(json.dumps({"devices": devices, "affinity": mapping}), RT_INFO_KEY)
+    apply_affinity(model)
+    return model, hetero_device_string(model)
 
 
 class ApplyAffinity(ModelPass):

@@ -34,23 +34,23 @@ def _median_times(samples: list[dict[str, float]]) -> dict[str, float]:
 
 def profile_openvino(imported: Any, device: str = "CPU", repeats: int = 10, warmup: int = 2,
                      config: Mapping[str, Any] | None = None, seed: int = 0) -> DeviceProfile:
-    """Per-op latency of an imported ONNX model on an OpenVINO device.
+    """Per-op latency of an imported ONNX or OpenVINO IR model on an OpenVINO device.
 
     ``PERF_COUNT`` profiling info gives real time per executed runtime layer; each
     layer's ``originalLayersNames`` lists the ``ov.Model`` ops it fused, which map to
-    ONNX nodes (:func:`onnx_sched.exporters.openvino.map_ov_to_graph_ops`).  A
+    graph ops (:func:`onnx_sched.exporters.openvino.map_ov_to_graph_ops`).  A
     layer's time is split evenly over the graph ops it covers; ops fused away or
     constant-folded get 0.  Median over ``repeats`` inferences.
     """
-    from onnx_sched.bench.split_executor import random_feed
+    from onnx_sched.bench.runtimes.openvino_inputs import openvino_model_of, seeded_inputs
     from onnx_sched.devices import openvino_core
-    from onnx_sched.exporters.openvino import map_ov_to_graph_ops, read_onnx_into_openvino
+    from onnx_sched.exporters.openvino import map_ov_to_graph_ops
 
     core = openvino_core()
     if device not in core.available_devices:
         raise DeviceError(f"OpenVINO device {device!r} not available; this machine has {core.available_devices}")
     graph = imported.graph
-    ov_model = read_onnx_into_openvino(imported.model)
+    ov_model = openvino_model_of(imported)
     ov_to_op = map_ov_to_graph_ops(ov_model, imported)
     cfg = {"PERF_COUNT": True, **dict(config or {})}
     compiled = core.compile_model(ov_model, device, cfg)
@@ -61,7 +61,7 @@ def profile_openvino(imported: Any, device: str = "CPU", repeats: int = 10, warm
         names = str(info["originalLayersNames"].astype(str)) if "originalLayersNames" in info else ""
         ops = sorted({ov_to_op[n] for n in names.split(",") if n and ov_to_op.get(n, -1) >= 0})
         layer_ops[op.get_friendly_name()] = ops
-    feed = random_feed(imported.model, seed)
+    feed = seeded_inputs(imported, seed)
     req = compiled.create_infer_request()
     from onnx_sched.bench.runtimes.openvino import ov_inputs
 
@@ -155,6 +155,10 @@ def profile_ort(imported: Any, provider: str = "CPUExecutionProvider", threads: 
 def profile_model(imported: Any, device: str, runtime: str = "openvino", repeats: int = 10, threads: int = 1,
                   transfer: bool = True) -> ProfileSet:
     """Profile one device and (optionally) calibrate its host transfer; a one-device set."""
+    from onnx_sched.bench.runtimes.openvino_inputs import is_openvino_import
+
+    if runtime in ("ort", "onnxruntime") and is_openvino_import(imported):
+        raise ValueError("ONNX Runtime cannot run an OpenVINO IR; profile it with --runtime openvino")
     if runtime == "openvino":
         prof = profile_openvino(imported, device, repeats=repeats)
     elif runtime in ("ort", "onnxruntime"):

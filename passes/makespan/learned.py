@@ -6,11 +6,17 @@ problem's features (:mod:`onnx_sched.models.inference.makespan_features`) to one
 per op in a single forward pass (plus the critical-path logits when the model
 was trained with ``prior="cp"``, recorded in its metadata).  Greedy mode list-schedules by the logits;
 ``samples=K`` adds ``K`` Gumbel-perturbed priority vectors (eq. 7, Gumbel-top-k)
-and keeps the shortest schedule, the paper's ``S(K)`` mode.  The list-cp
-schedule is also a candidate, so the pass never loses to it.
+and keeps the shortest schedule, the paper's ``S(K)`` mode.
 
-Options: ``samples`` (default 256), ``model`` (ONNX path; default the shipped
-``models/checkpoints/sampler_makespan.onnx``).  The model was trained on machine-type
+Not the paper's pass as is: the list-cp schedule (critical-path priorities, no
+network) is also a candidate, so the pass never loses to list-cp, and a result of
+``learned`` can be list-cp's own schedule (``info["chosen"] == "list-cp"``).  So that
+the network's own result is visible, ``info`` always reports ``learned_makespan``
+(the best of greedy and the samples, without list-cp) beside ``list_cp_makespan``;
+option ``list_cp=0`` drops the candidate (``--option list_cp=0``).
+
+Options: ``samples`` (default 256), ``list_cp`` (default 1: list-cp is a candidate),
+``model`` (ONNX path; default the shipped ``models/checkpoints/sampler_makespan.onnx``).  The model was trained on machine-type
 problems with capacities (1, 1, 4); on device problems it still gives a valid
 schedule (the serial earliest-finish list scheduler decodes the priorities),
 but it was not trained for them.
@@ -59,11 +65,13 @@ def logits(problem: ms.MakespanProblem, model: PriorityModel) -> np.ndarray:
 
 @register("learned", objective="makespan")
 def run(graph: Graph, ctx: PassContext) -> Schedule:
-    """Greedy + ``samples`` Gumbel-top-k samples of the learned logits; best of them and list-cp."""
+    """Greedy + ``samples`` Gumbel-top-k samples of the learned logits; best of them and (unless
+    ``list_cp=0``) the list-cp schedule."""
     problem = ms.problem_of(graph, ctx)
     samples = int(ctx.option("samples", 256))
     if samples < 0:
         raise ValueError(f"learned: samples must be >= 0, got {samples}")
+    with_cp = bool(int(ctx.option("list_cp", 1)))
     t0 = time.perf_counter()
     model = PriorityModel.load(ctx.option("model", default_model()))
     y = logits(problem, model)
@@ -73,8 +81,11 @@ def run(graph: Graph, ctx: PassContext) -> Schedule:
         cands.append(gumbel_priorities(y, ctx.rng(), samples))
     pr = np.vstack(cands)
     spans = ms.list_makespans(problem, pr)
-    i = int(np.argmin(spans))
+    learned_only = np.array(spans, dtype=np.float64)
+    learned_only[1] = np.inf  # row 1 is list-cp
+    i = int(np.argmin(spans if with_cp else learned_only))
     source = "greedy" if i == 0 else ("list-cp" if i == 1 else "sample")
     return ms.list_schedule(problem, pr[i], "learned", decoder=f"S({samples})" if samples else "greedy",
-                            chosen=source, greedy_makespan=float(spans[0]), encoder_s=round(t1 - t0, 4),
+                            chosen=source, greedy_makespan=float(spans[0]), learned_makespan=float(learned_only.min()),
+                            list_cp_makespan=float(spans[1]), list_cp_candidate=with_cp, encoder_s=round(t1 - t0, 4),
                             seconds=round(time.perf_counter() - t0, 4), model=model.path)

@@ -1,6 +1,7 @@
 """``exact``: optimal peak-memory order by dynamic programming over scheduled sets.
 
-The search (paper 000 appendix C.3, "DP" with the approximate DP's state
+A breadth-first, layered DP with branch and bound -- not paper 000's depth-first
+DP.  The search (the approximate DP of paper 000 appendix C.3 with its state
 collapsing but no width cap) expands layer by layer the sets of ops scheduled so
 far, keeps one partial order per set (the lowest peak: two partial orders with
 the same set have the same future), and prunes every state whose peak already

@@ -1,11 +1,15 @@
-"""OpenVINO AUTO-like baselines and the ``auto`` placement portfolio.
+"""Two single-device baselines named after OpenVINO's AUTO plugin, and the ``auto`` placement portfolio.
 
-OpenVINO's AUTO plugin runs the whole model on one device chosen from a priority
-list (default dGPU > iGPU > CPU) — it does not split a model.  ``auto-gpu-first``
-picks the first GPU in that order (CPU fallback for ops it cannot run),
-``auto-cpu-first`` the CPU.  (AUTO's start-up trick of serving the first
-inferences on the CPU while the GPU compiles does not change steady-state
-latency, which is what is modelled.)
+``auto-gpu-first`` and ``auto-cpu-first`` are single-device placements by
+construction, scored by the latency model: they are *not* runs of OpenVINO's AUTO
+plugin.  They stand for what AUTO would do in steady state -- AUTO runs the whole
+model on one device chosen from a priority list (default dGPU > iGPU > CPU) and
+does not split a model -- so ``auto-gpu-first`` is the first GPU in that order
+(the CPU when there is none) and ``auto-cpu-first`` the CPU, i.e. the same
+placements as ``gpu-only`` / ``cpu-only`` up to the choice among GPUs.  Not
+modelled: AUTO's CPU acceleration at start-up (serving the first inferences on
+the CPU while the GPU compiles), its per-op CPU fallback, and its runtime device
+selection.
 
 ``auto`` is the portfolio for objective ``latency``: every single-device placement,
 HEFT, the learned HSDAG placer (a third of the time left; skipped when its
@@ -35,12 +39,15 @@ def _first_gpu(problem) -> int:  # noqa: ANN001
 
 @register("auto-gpu-first", objective="latency")
 def auto_gpu_first(graph: Graph, ctx: PassContext) -> Schedule:
+    """Every op on the first GPU of the priority order (the CPU without GPUs): a single-device
+    placement standing for OpenVINO AUTO's steady state, not a run of the AUTO plugin."""
     problem = problem_of(graph, ctx)
     return make_placement_schedule(problem, single_device(problem, _first_gpu(problem)), "auto-gpu-first")
 
 
 @register("auto-cpu-first", objective="latency")
 def auto_cpu_first(graph: Graph, ctx: PassContext) -> Schedule:
+    """Every op on the CPU: a single-device placement, not a run of the AUTO plugin."""
     problem = problem_of(graph, ctx)
     return make_placement_schedule(problem, single_device(problem, problem.device_index("cpu")), "auto-cpu-first")
 

@@ -1,10 +1,11 @@
 """HSDAG learned placer (paper 004) as the ``latency`` pass ``hsdag``.
 
 Runs the trained policy (:mod:`onnx_sched.models.inference.hsdag`: co-location coarsening,
-GCN + graph-parsing grouping, MLP placer head; ONNX Runtime, no torch), then, as
-the paper does on every graph it places, refines the policy on this problem with
-REINFORCE episodes (reward ``1 / latency`` under the problem's latency model)
-starting from the network's output.  Options: ``samples`` (draws per episode,
+GCN + graph-parsing grouping, MLP placer head; ONNX Runtime, no torch), then runs
+REINFORCE episodes on this problem (reward ``1 / latency`` under the problem's
+latency model) that move only the network's output logits, starting from them.
+Paper 004's per-graph episodes update the network's weights; here the weights, the
+groups and the embeddings stay fixed.  Options: ``samples`` (draws per episode,
 default 16), ``episodes`` (default 100; 0 = best of the greedy placement and one
 batch of draws, the network alone), ``temperature`` (default 3, exploration of
 the first episodes).  The search stops at the pass time limit.  The greedy

@@ -1,6 +1,8 @@
 """OpenVINO bench of a placement: a ``HETERO`` compile against the whole model on one device.
 
-The placement goes through the OpenVINO exporter (model-level rt_info) and the
+The model is an ONNX or an OpenVINO IR import
+(:mod:`~onnx_sched.bench.runtimes.openvino_inputs`).  The placement goes through the
+OpenVINO exporter (model-level rt_info) and the
 :class:`~onnx_sched.plugins.openvino_affinity.ApplyAffinity` pass, then
 ``compile_model("HETERO:<devices>")``.  Precision is pinned to f32 on every
 device (the CPU plugin would otherwise pick bf16 on AMX hardware and outputs
@@ -68,9 +70,9 @@ def bench_openvino(imported: Any, placement: np.ndarray, devices: Sequence[str],
     """
     from openvino.passes import Manager
 
-    from onnx_sched.bench.split_executor import random_feed
+    from onnx_sched.bench.runtimes.openvino_inputs import openvino_model_of, output_names, seeded_inputs
     from onnx_sched.devices import CPU_ALIAS, openvino_core, register_cpu_alias
-    from onnx_sched.exporters.openvino import export_openvino, placement_from_rt_info, read_onnx_into_openvino
+    from onnx_sched.exporters.openvino import export_openvino, placement_from_rt_info
     from onnx_sched.plugins.openvino_affinity import ApplyAffinity, hetero_device_string
     from onnx_sched.schedule import Schedule
 
@@ -82,9 +84,10 @@ def bench_openvino(imported: Any, placement: np.ndarray, devices: Sequence[str],
             raise DeviceError(f"OpenVINO device {d!r} not available; this machine has {core.available_devices}")
         if precision:
             core.set_property(d, {"INFERENCE_PRECISION_HINT": precision})
-    feed = random_feed(imported.model, seed)
+    feed = seeded_inputs(imported, seed)
     n = imported.graph.n_ops
-    model = export_openvino(imported, Schedule(np.arange(n), "placement", placement=placement), list(devices))
+    model = export_openvino(imported, Schedule(np.arange(n), "placement", placement=placement), list(devices),
+                            ov_model=openvino_model_of(imported))
     stored = placement_from_rt_info(model)
     mgr = Manager()
     mgr.register_pass(ApplyAffinity())
@@ -95,7 +98,7 @@ def bench_openvino(imported: Any, placement: np.ndarray, devices: Sequence[str],
                               "sub_models": int(compiled.get_property("HETERO_NUMBER_OF_SUBMODELS")),
                               "execution_devices": list(compiled.get_property("EXECUTION_DEVICES"))}
     inputs = ov_inputs(compiled, feed)
-    out_names = [o.name for o in imported.model.graph.output]  # OpenVINO keeps the ONNX output order
+    out_names = output_names(imported)
     req = compiled.create_infer_request()
     per_dev: list[dict[str, float]] = []
 
@@ -109,7 +112,7 @@ def bench_openvino(imported: Any, placement: np.ndarray, devices: Sequence[str],
     per_dev = per_dev[warmup:]
     report["device_seconds"] = {k: float(np.median([d.get(k, 0.0) for d in per_dev])) for k in per_dev[0]}
     ref_dev = reference_device or devices[0]
-    ref_model = read_onnx_into_openvino(imported.model)
+    ref_model = openvino_model_of(imported)
     ref_compiled = core.compile_model(ref_model, ref_dev)
     ref_req = ref_compiled.create_infer_request()
     ref_outs = out_names

@@ -3,8 +3,8 @@
 An ONNX file goes through
 :func:`~onnx_sched.exporters.openvino.read_onnx_into_openvino` (legalization,
 one-line frontend errors), with its external data loaded from beside the file;
-an IR ``.xml`` through ``core.read_model``, its multi-line error cut to the line
-that says why.  :func:`ir_input_specs` gives
+an IR ``.xml`` through :func:`onnx_sched.importers.openvino.read_ir` (OpenVINO's IR
+frontend, one-line errors).  :func:`ir_input_specs` gives
 :func:`onnx_sched.bench.measure.random_inputs` the inputs of an IR, so an IR gets
 the same seeded inputs as its ONNX original.
 
@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from onnx_sched.errors import ModelLoadError, OnnxSchedError
+from onnx_sched.errors import OnnxSchedError
 
 __all__ = ["ir_input_specs", "is_ir", "read_ir", "read_model"]
 
@@ -32,21 +32,11 @@ def is_ir(path: str | os.PathLike[str]) -> bool:
 
 
 def read_ir(path: str | os.PathLike[str]) -> Any:
-    """``openvino.Model`` of an IR ``.xml`` (weights from the ``.bin`` beside it)."""
-    from onnx_sched.devices import openvino_core
+    """``openvino.Model`` of an IR ``.xml`` (weights from the ``.bin`` beside it); one-line errors
+    (:func:`onnx_sched.importers.openvino.read_ir`)."""
+    from onnx_sched.importers.openvino import read_ir as _read_ir
 
-    p = Path(path)
-    if not p.is_file():
-        raise ModelLoadError(f"OpenVINO model not found: {p}")
-    with p.open("rb") as fh:
-        if not fh.read(256).lstrip().startswith(b"<"):  # else every frontend tries it, some noisily
-            raise ModelLoadError(f"cannot read OpenVINO model {p}: not an IR .xml file")
-    try:
-        return openvino_core().read_model(str(p))
-    except RuntimeError as exc:
-        lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip() and not ln.startswith("Exception from")]
-        why = lines[0].split(" Available frontends")[0] if lines else type(exc).__name__
-        raise ModelLoadError(f"cannot read OpenVINO model {p}: {why}") from exc
+    return _read_ir(path)
 
 
 def read_model(path: str | os.PathLike[str]) -> tuple[Any, list[str] | None]:
@@ -64,15 +54,17 @@ def read_model(path: str | os.PathLike[str]) -> tuple[Any, list[str] | None]:
     return read_onnx_into_openvino(proto), [o.name for o in proto.graph.output]
 
 
-def ir_input_specs(path: str | os.PathLike[str]) -> list[tuple[str, np.dtype[Any] | None, list[int | None], str]]:
-    """``(name, numpy dtype or None, dims with None where dynamic, type name)`` of each IR input."""
+def ir_input_specs(path: str | os.PathLike[str] | Any) -> list[tuple[str, np.dtype[Any] | None, list[int | None], str]]:
+    """``(name, numpy dtype or None, dims with None where dynamic, type name)`` of each input of an
+    IR ``.xml`` (a path) or of an ``openvino.Model``."""
     import openvino as ov
 
     t = ov.Type
     # to_dtype maps bf16 to float16 and sub-byte types to uint8: only these are what they say
     plain = {t.boolean, t.f16, t.f32, t.f64, t.i8, t.i16, t.i32, t.i64, t.u8, t.u16, t.u32, t.u64}
     specs: list[tuple[str, np.dtype[Any] | None, list[int | None], str]] = []
-    for port in read_ir(path).inputs:
+    model = read_ir(path) if isinstance(path, (str, os.PathLike)) else path
+    for port in model.inputs:
         et, shape = port.get_element_type(), port.get_partial_shape()
         if shape.rank.is_dynamic:
             raise OnnxSchedError(f"input {port.get_any_name()!r} of {path} has a dynamic rank; bench needs a rank")

@@ -1,0 +1,73 @@
+"""Chromosome evaluations per second of the multi-device memory model (paper 003's fitness).
+
+Target (issue 14): at least 20,000 decode + evaluate calls per second on a 500-op
+graph on one core.  Times :func:`onnx_sched.cost.device_memory.evaluate_keys` on
+populations of random chromosomes (numba compiled first, off the clock), for
+synthetic graphs of several sizes and corpus models, 2 and 3 devices.
+
+    python benchmarks/device_memory_speed.py --out docs/device_memory_speed.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+from rich.console import Console
+from rich.table import Table
+
+from onnx_sched.cost import device_memory as dm
+from onnx_sched.importers.onnx import import_onnx
+from onnx_sched.synth.random_dags import er_graph
+
+CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus" / "onnx"
+
+
+def rate(problem: dm.DeviceMemoryProblem, population: int, repeats: int) -> float:
+    """Evaluations per second, best of ``repeats`` batches of ``population`` chromosomes."""
+    keys = np.random.default_rng(0).random((population, dm.chromosome_size(problem)))
+    dm.evaluate_keys(problem, keys[:2])  # compile
+    best = float("inf")
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        dm.evaluate_keys(problem, keys)
+        best = min(best, time.perf_counter() - t0)
+    return population / best
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--sizes", type=int, nargs="*", default=[100, 500, 2000])
+    ap.add_argument("--models", nargs="*", default=["randwire_ws", "resnet50", "bert_base"])
+    ap.add_argument("--population", type=int, default=1000)
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--out", type=Path)
+    args = ap.parse_args(argv)
+    graphs = [(f"er-{n}", er_graph(n, 200_000 + n)) for n in args.sizes]
+    graphs += [(m, import_onnx(CORPUS / f"{m}.onnx").graph) for m in args.models if (CORPUS / f"{m}.onnx").exists()]
+    rows = []
+    for name, graph in graphs:
+        for devices in (2, 3):
+            problem = dm.DeviceMemoryProblem.build(graph, tuple(f"D{i}" for i in range(devices)))
+            rows.append({"graph": name, "ops": graph.n_ops, "tensors": graph.n_tensors, "devices": devices,
+                         "genes": dm.chromosome_size(problem),
+                         "evals_per_s": rate(problem, args.population, args.repeats)})
+    table = Table(title="multi-device memory: decode + evaluate per second (one core)")
+    for col in ("graph", "ops", "devices", "genes", "evaluations / s"):
+        table.add_column(col, justify="left" if col == "graph" else "right")
+    for r in rows:
+        table.add_row(r["graph"], str(r["ops"]), str(r["devices"]), str(r["genes"]), f"{r['evals_per_s']:,.0f}")
+    Console().print(table)
+    if args.out:
+        command = "python benchmarks/device_memory_speed.py " + " ".join(argv if argv is not None else sys.argv[1:])
+        args.out.write_text(json.dumps({"command": command, "cpu_count": os.cpu_count(), "rows": rows}, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
