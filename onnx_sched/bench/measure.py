@@ -204,13 +204,14 @@ def random_inputs(
 ) -> dict[str, np.ndarray]:
     """Seeded random data for every model input that is not an initializer.
 
-    ``model`` is an ``onnx.ModelProto`` or the path of an ONNX file or of an
-    OpenVINO IR ``.xml``.  Floats are standard normal; integer inputs are 0 or 1
-    (valid token ids, attention masks, indices); bools are random.  Symbolic dims
-    take their value from ``dims`` or 1 (a dynamic IR dim has no name: 1).
+    ``model`` is an ``onnx.ModelProto``, an ``openvino.Model`` or the path of an
+    ONNX file or of an OpenVINO IR ``.xml``.  Floats are standard normal; integer
+    inputs are 0 or 1 (valid token ids, attention masks, indices); bools are
+    random.  Symbolic dims take their value from ``dims`` or 1 (a dynamic IR dim
+    has no name: 1).
     """
     if not isinstance(model, (str, os.PathLike)):
-        specs = _onnx_input_specs(model)
+        specs = _onnx_input_specs(model) if hasattr(model, "graph") else ir_input_specs(model)
     elif is_ir(model):
         specs = ir_input_specs(model)
     else:

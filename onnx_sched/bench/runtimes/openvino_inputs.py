@@ -13,8 +13,6 @@ from typing import Any
 
 import numpy as np
 
-from onnx_sched.errors import OnnxSchedError
-
 __all__ = ["is_openvino_import", "openvino_model_of", "output_names", "seeded_inputs"]
 
 
@@ -49,22 +47,4 @@ def seeded_inputs(imported: Any, seed: int = 0) -> dict[str, np.ndarray]:
     """Seeded random inputs (floats standard normal, integers 0/1, bools random), keyed by input name."""
     from onnx_sched.bench.measure import random_inputs
 
-    if not is_openvino_import(imported):
-        return random_inputs(imported.model, seed)
-    return random_inputs(_input_header(imported.model), seed)
-
-
-def _input_header(model: Any) -> Any:
-    """An ONNX model holding only ``model``'s inputs (names, types, shapes), so that
-    ``random_inputs`` applies its one set of rules to an ``openvino.Model``."""
-    import onnx
-    from onnx.helper import make_graph, make_model, make_tensor_value_info, np_dtype_to_tensor_dtype
-
-    from onnx_sched.bench.runtimes.openvino_model import ir_input_specs
-
-    inputs = []
-    for name, dtype, dims, type_name in ir_input_specs(model):
-        if dtype is None:
-            raise OnnxSchedError(f"input {name!r}: element type {type_name} not supported by bench")
-        inputs.append(make_tensor_value_info(name, np_dtype_to_tensor_dtype(dtype), dims))
-    return make_model(make_graph([], "inputs", inputs, []), opset_imports=[onnx.helper.make_opsetid("", 17)])
+    return random_inputs(imported.model, seed)
