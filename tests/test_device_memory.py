@@ -119,10 +119,10 @@ def test_peak_mem_over_two_devices_is_the_multi_device_objective() -> None:
     g = er_graph(30, 100_013)
     assert isinstance(build_problem("peak-mem", g, devices=("CPU", "GPU")), dm.DeviceMemoryProblem)
     assert build_problem("peak-mem", g, devices=("CPU",)) is None  # one device: today's problem
-    assert set(available("peak-mem-devices")) >= {"auto", "brkga", "local-search", "partition-dfs"}
+    assert set(available("peak-mem-devices")) >= {"auto", "brkga", "local-search", "partition-dfs", "cpsat"}
 
 
-@pytest.mark.parametrize("method", ["auto", "brkga", "local-search", "partition-dfs"])
+@pytest.mark.parametrize("method", ["auto", "brkga", "local-search", "partition-dfs", "cpsat"])
 def test_passes_never_lose_to_the_host_only_input_order(method: str) -> None:
     from onnx_sched.api import schedule_graph
 
@@ -189,3 +189,28 @@ def test_cli_rejects_a_memory_limit_without_devices(tmp_path) -> None:
                                     "--memory-limit", "GPU=1GiB"])
     assert res.exit_code != 0 and "two or more devices" in res.output
     assert not (tmp_path / "o.onnx").exists()
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_cpsat_proves_the_optimum_that_enumeration_finds(seed: int) -> None:
+    """Every placement x every op order x transfers as early / as late as possible, on 5 ops:
+    CP-SAT's proven optimum is never above the best of them (it may place transfers in between)."""
+    import itertools
+
+    import networkx as nx
+
+    g = er_graph(5, 100_300 + seed)
+    p = dm.DeviceMemoryProblem.build(g, ("CPU", "GPU"))
+    best = None
+    for placement in itertools.product(range(2), repeat=g.n_ops):
+        for order in nx.all_topological_sorts(g.to_networkx()):
+            priority = np.empty(g.n_ops)
+            priority[list(order)] = -np.arange(g.n_ops)
+            for when in (np.inf, -np.inf):
+                steps = dm.decode(p, np.array(placement), priority, np.full(p.n_transfer_slots * 2, when))
+                peak = dm.walk(p, steps).peak
+                best = peak if best is None else min(best, peak)
+    schedule = get_pass("cpsat", "peak-mem-devices")(g, PassContext(time_limit=20, problem=p))
+    assert schedule.optimal
+    assert dm.walk(p, schedule.steps).peak <= best
+    assert schedule.lower_bound == dm.walk(p, schedule.steps).peak

@@ -107,7 +107,7 @@ class PeakMemoryDevices:
     def report(self, graph: Graph, ctx: PassContext, chosen: Schedule, baseline: Schedule) -> dict[str, Any]:
         problem: dm.DeviceMemoryProblem = ctx.problem
         before, after = self._walk(ctx, baseline), self._walk(ctx, chosen)
-        bound = dm.lower_bound(problem)
+        bound = max(dm.lower_bound(problem), int(chosen.lower_bound or 0))
         cap = {d: int(c) for d, c in zip(problem.devices, problem.capacity) if c > 0}
         over = {d: int(p - problem.capacity[i]) for i, (d, p) in enumerate(zip(problem.devices, after.per_device_peak))
                 if problem.capacity[i] > 0 and p > problem.capacity[i]}

@@ -2,9 +2,10 @@
 
 All ops on the host in input order (what a result must beat), the partition +
 DFS solutions, then BRKGA seeded with them (known good solutions in the first
-population, paper 003 section 3.2) for most of the time, and hill climbing from
-BRKGA's best for the rest.  Options: ``evaluations`` caps BRKGA (default: no cap,
-the time limit stops it).
+population, paper 003 section 3.2) for most of the time; then, on graphs CP-SAT
+can take (``cpsat_max_ops``, default 60), the exact CP-SAT model hinted with
+BRKGA's best, which may prove it optimal; else hill climbing from BRKGA's best.
+Options: ``evaluations`` caps BRKGA (default: no cap, the time limit stops it).
 """
 
 from __future__ import annotations
@@ -12,16 +13,18 @@ from __future__ import annotations
 import numpy as np
 
 from onnx_sched.brkga import BrkgaParams
+from onnx_sched.cost import device_memory as dm
 from onnx_sched.deadline import Deadline
 from onnx_sched.graph import Graph
 from onnx_sched.passes import PassContext, register
 from onnx_sched.passes.device_memory import brkga as brkga_pass
-from onnx_sched.passes.device_memory._common import problem_of, schedule_of_keys
+from onnx_sched.passes.device_memory import cpsat
+from onnx_sched.passes.device_memory._common import make_schedule, problem_of, schedule_of_keys
 from onnx_sched.passes.device_memory.local_search import climb, start_keys
 from onnx_sched.schedule import Schedule
 
-#: Share of the time limit BRKGA gets; hill climbing polishes in the rest.
-BRKGA_SHARE = 0.8
+#: Share of the time limit BRKGA gets; CP-SAT or hill climbing gets the rest.
+BRKGA_SHARE = 0.6
 
 
 @register("auto", objective="peak-mem-devices")
@@ -32,6 +35,14 @@ def run(graph: Graph, ctx: PassContext) -> Schedule:
     params = brkga_pass.params_from(ctx, BrkgaParams(evaluations=int(ctx.option("evaluations", 10**9))))
     result = brkga_pass.solve(problem, params, seed=ctx.seed, initial=seeds,
                               deadline=Deadline(max(clock.left(), 0.0) * BRKGA_SHARE))
+    if graph.n_ops <= int(ctx.option("cpsat_max_ops", cpsat.DEFAULT_MAX_OPS)):
+        best = schedule_of_keys(problem, result.best_keys, "auto")
+        steps, bound, status = cpsat.solve(problem, best.steps, time_limit=max(clock.left(), 0.01), seed=ctx.seed)
+        if steps is None or dm.walk(problem, steps).peak > dm.walk(problem, best.steps).peak:
+            steps = best.steps
+        lower = max(bound, dm.lower_bound(problem))
+        schedule = make_schedule(problem, steps, "auto", evaluations=result.evaluations, cpsat_status=status)
+        return schedule.with_(optimal=dm.walk(problem, steps).peak <= lower, lower_bound=float(lower))
     keys, _, climbed = climb(problem, result.best_keys, 10**9, 50, np.random.default_rng(ctx.seed), clock)
     return schedule_of_keys(problem, keys, "auto", evaluations=result.evaluations + climbed,
                             brkga_generations=result.generations)
