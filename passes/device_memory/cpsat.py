@@ -28,6 +28,7 @@ import math
 import numpy as np
 
 from onnx_sched.cost import device_memory as dm
+from onnx_sched.cp_sat import cp_solver
 from onnx_sched.deadline import Deadline
 from onnx_sched.graph import Graph
 from onnx_sched.passes import PassContext, register
@@ -144,10 +145,7 @@ def solve(problem: dm.DeviceMemoryProblem, hint: tuple[dm.Step, ...], *, time_li
             m.Add(cap + base <= int(problem.capacity[d]))
     m.Minimize(peak)
     _add_hint(m, problem, hint, x, pos, tpos)
-    solver = cp_model.CpSolver()
-    solver.parameters.max_time_in_seconds = max(float(time_limit), 0.01)
-    solver.parameters.num_search_workers = max(1, int(workers))
-    solver.parameters.random_seed = int(seed) % (2**31)
+    solver = cp_solver(time_limit, seed, workers)
     status = solver.Solve(m)
     name = solver.StatusName(status)
     if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):

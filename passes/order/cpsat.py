@@ -27,6 +27,7 @@ import numpy as np
 
 from onnx_sched.cost.memory import memory_arrays
 from onnx_sched.cost.memory_bound import lower_bound
+from onnx_sched.cp_sat import cp_solver
 from onnx_sched.graph import Graph
 from onnx_sched.jit import work_clock
 from onnx_sched.passes import PassContext, register
@@ -114,10 +115,7 @@ def solve_cpsat(
     where[hint] = np.arange(n)
     for v in range(n):
         m.AddHint(pos[v], int(where[v]))
-    solver = cp_model.CpSolver()
-    solver.parameters.max_time_in_seconds = max(float(time_limit), 0.01)
-    solver.parameters.num_search_workers = max(1, int(workers))
-    solver.parameters.random_seed = int(seed) % (2**31)
+    solver = cp_solver(time_limit, seed, workers)
     status = solver.Solve(m)
     name = solver.StatusName(status)
     bound = a.base + max(0, math.ceil(solver.BestObjectiveBound() - 1e-9)) if status in (cp_model.OPTIMAL, cp_model.FEASIBLE) else 0
