@@ -122,7 +122,7 @@ def test_peak_mem_over_two_devices_is_the_multi_device_objective() -> None:
     assert set(available("peak-mem-devices")) >= {"auto", "brkga", "local-search", "partition-dfs", "cpsat"}
 
 
-@pytest.mark.parametrize("method", ["auto", "brkga", "local-search", "partition-dfs", "cpsat"])
+@pytest.mark.parametrize("method", ["auto", "brkga", "tuned-brkga", "local-search", "partition-dfs", "cpsat"])
 def test_passes_never_lose_to_the_host_only_input_order(method: str) -> None:
     from onnx_sched.api import schedule_graph
 

@@ -1,0 +1,56 @@
+"""``tuned-brkga``: BRKGA with the hyper-parameters a grid search chose on training graphs
+(paper 003's "Tuned BRKGA" baseline).
+
+The setting (elite bias, the Beta parameters of the mutant distribution,
+population / elites / children) is read from ``models/checkpoints/tuned_brkga.json``,
+written by ``python benchmarks/tune_brkga.py``; every gene gets the same Beta and
+elite bias.  Same evaluation budget as ``brkga`` (option ``evaluations``, default 5,000).
+"""
+
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+from typing import Any
+
+import numpy as np
+
+from onnx_sched.brkga import BrkgaParams, GeneDistributions
+from onnx_sched.cost import device_memory as dm
+from onnx_sched.deadline import Deadline
+from onnx_sched.errors import OnnxSchedError
+from onnx_sched.graph import Graph
+from onnx_sched.models import CHECKPOINTS
+from onnx_sched.passes import PassContext, register
+from onnx_sched.passes.device_memory._common import problem_of, schedule_of_keys
+from onnx_sched.passes.device_memory.brkga import solve
+from onnx_sched.schedule import Schedule
+
+__all__ = ["TUNED", "run", "tuned_setting"]
+
+TUNED = CHECKPOINTS / "tuned_brkga.json"
+
+
+@lru_cache(maxsize=1)
+def tuned_setting() -> dict[str, Any]:
+    """The grid search's best setting; one-line error when the file is missing."""
+    try:
+        return json.loads(TUNED.read_text())["best"]
+    except (OSError, KeyError, ValueError) as exc:
+        raise OnnxSchedError(f"tuned-brkga needs {TUNED} (python benchmarks/tune_brkga.py --out {TUNED}): {exc}") from None
+
+
+@register("tuned-brkga", objective="peak-mem-devices")
+def run(graph: Graph, ctx: PassContext) -> Schedule:
+    problem = problem_of(graph, ctx)
+    best = tuned_setting()
+    n = dm.chromosome_size(problem)
+    params = BrkgaParams(population=int(best["population"]), elites=int(best["elites"]),
+                         children=int(best["children"]), elite_bias=float(best["elite_bias"]),
+                         evaluations=int(ctx.option("evaluations", 5000)))
+    dist = GeneDistributions(alpha=np.full(n, float(best["alpha"])), beta=np.full(n, float(best["beta"])),
+                             rho=np.full(n, params.elite_bias))
+    result = solve(problem, params, seed=ctx.seed, deadline=Deadline(ctx.time_limit), distributions=dist)
+    return schedule_of_keys(problem, result.best_keys, "tuned-brkga", evaluations=result.evaluations,
+                            setting={k: best[k] for k in ("elite_bias", "alpha", "beta", "population", "elites",
+                                                          "children")})
