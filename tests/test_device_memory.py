@@ -214,3 +214,18 @@ def test_cpsat_proves_the_optimum_that_enumeration_finds(seed: int) -> None:
     assert schedule.optimal
     assert dm.walk(p, schedule.steps).peak <= best
     assert schedule.lower_bound == dm.walk(p, schedule.steps).peak
+
+
+def test_fewer_transfers_only_break_ties_of_equal_peak() -> None:
+    p = dm.DeviceMemoryProblem.build(chain(), ("CPU", "GPU"))
+    peaks = np.array([[8, 12], [8, 12], [8, 11]])
+    fit = dm.fitness(p, peaks, transferred=np.array([12, 4, 14]))
+    assert fit[1] < fit[0]  # same peak, fewer bytes moved
+    assert fit[2] < fit[1]  # a byte less of peak beats any saving in transfers
+    g = er_graph(40, 100_019)
+    q = dm.DeviceMemoryProblem.build(g, ("CPU", "GPU"))
+    keys = np.random.default_rng(1).random((20, dm.chromosome_size(q)))
+    peaks, moved = dm.evaluate_keys(q, keys, transferred=True)
+    for row, want in zip(keys, moved):
+        _, steps = dm.decode_keys(q, row)
+        assert want == sum(int(q.arrays.size[s.item]) for s in steps if s.kind == "transfer")

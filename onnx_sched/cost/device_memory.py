@@ -46,6 +46,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
+from typing import Any
 
 import numba
 import numpy as np
@@ -266,7 +267,8 @@ def _order_kernel(placement, op_prio, xfer_prio, slot, n_dev, in_ptr, in_idx, ou
                   is_input, producer, cons_ptr, cons_idx, base, kind, item, dev, src, peak):
     """Topological order of ops + the transfers ``placement`` implies, highest priority first
     (transfer (t, d): key ``xfer_prio[slot[t] * n_dev + d]``), walked as it is built: fills the
-    step arrays (when they have room) and ``peak`` per device; returns the step count."""
+    step arrays (when they have room) and ``peak`` per device (plus, in an extra last slot if
+    ``peak`` has one, the bytes transferred); returns the step count."""
     n = len(placement)
     n_t = len(producer)
     remaining = np.zeros(n_t * n_dev, np.int64)  # readers on d, + outgoing transfers at home
@@ -317,6 +319,8 @@ def _order_kernel(placement, op_prio, xfer_prio, slot, n_dev, in_ptr, in_idx, ou
             d = (v - n) % n_dev
             h = home[t]
             _run_transfer(t, h, d, live, peak, remaining, present, size, keep)
+            if len(peak) > n_dev:  # a slot past the devices counts the bytes moved
+                peak[n_dev] += size[t]
             if record:
                 kind[steps], item[steps], dev[steps], src[steps] = 1, t, d, h
             nh = _release_readers(t, d, placement, cons_ptr, cons_idx, waits, op_prio, hf, hv, nh)
@@ -461,19 +465,23 @@ def walk(problem: DeviceMemoryProblem, steps: Sequence[Step]) -> Walk:
     return Walk(steps=tuple(steps), per_device_peak=peak, live=live)
 
 
-def evaluate_keys(problem: DeviceMemoryProblem, keys: np.ndarray) -> np.ndarray:
-    """Per-device peaks (population x devices) of a population of chromosomes, one numba call."""
+def evaluate_keys(problem: DeviceMemoryProblem, keys: np.ndarray, *, transferred: bool = False) -> Any:
+    """Per-device peaks (population x devices) of a population of chromosomes, one numba call;
+    with ``transferred``, also the bytes each one moves between devices: ``(peaks, bytes)``."""
     keys = np.ascontiguousarray(np.atleast_2d(keys), dtype=np.float64)
     if keys.shape[1] != chromosome_size(problem):
         raise ValueError(f"chromosomes must have {chromosome_size(problem)} keys, got {keys.shape[1]}")
-    peaks = np.zeros((keys.shape[0], problem.n_devices), dtype=np.int64)
-    _evaluate_population(keys, problem.n_devices, problem.transfer_slot, *problem.kernel_args(), peaks)
-    return peaks
+    nd = problem.n_devices
+    out = np.zeros((keys.shape[0], nd + 1), dtype=np.int64)
+    _evaluate_population(keys, nd, problem.transfer_slot, *problem.kernel_args(), out)
+    return (out[:, :nd], out[:, nd]) if transferred else out[:, :nd]
 
 
-def fitness(problem: DeviceMemoryProblem, peaks: np.ndarray) -> np.ndarray:
+def fitness(problem: DeviceMemoryProblem, peaks: np.ndarray, transferred: np.ndarray | None = None) -> np.ndarray:
     """What to minimise, per row of ``peaks`` (population x devices): the largest peak; over a
-    capacity, the overflow placed above every feasible value."""
+    capacity, the overflow placed above every feasible value.  With ``transferred`` (bytes moved
+    per row), equal peaks are told apart by fewer bytes moved: a term below half a byte, so it
+    never outweighs a byte of peak."""
     peaks = np.atleast_2d(peaks).astype(np.float64)
     worst = peaks.max(axis=1)
     cap = problem.capacity.astype(np.float64)
@@ -482,6 +490,9 @@ def fitness(problem: DeviceMemoryProblem, peaks: np.ndarray) -> np.ndarray:
         overflow = np.clip(peaks[:, limited] - cap[limited], 0, None).sum(axis=1)
         ceiling = float(problem.arrays.size.sum()) + problem.arrays.base + float(problem.arrays.param.sum())
         worst = np.where(overflow > 0, ceiling + overflow, worst)
+    if transferred is not None:
+        most = float(problem.arrays.size.sum()) * problem.n_devices + 1.0  # more than any schedule moves
+        worst = worst + np.asarray(transferred, dtype=np.float64) / (2.0 * most)
     return worst
 
 

@@ -17,7 +17,7 @@ from onnx_sched.cost import device_memory as dm
 from onnx_sched.graph import Graph
 from onnx_sched.schedule import Schedule
 
-__all__ = ["keys_for", "make_schedule", "problem_of", "schedule_of_keys"]
+__all__ = ["keys_for", "make_schedule", "problem_of", "schedule_of_keys", "score_keys"]
 
 
 def problem_of(graph: Graph, ctx: Any) -> dm.DeviceMemoryProblem:
@@ -61,3 +61,11 @@ def schedule_of_keys(problem: dm.DeviceMemoryProblem, keys: np.ndarray, method: 
     """The schedule a chromosome decodes to."""
     _, steps = dm.decode_keys(problem, keys)
     return make_schedule(problem, steps, method, **info)
+
+
+def score_keys(problem: dm.DeviceMemoryProblem, keys: np.ndarray, fewer_transfers: bool = False) -> np.ndarray:
+    """Fitness of each chromosome (lower is better); ``fewer_transfers`` breaks ties of equal peak
+    by the bytes moved between devices (paper 003's objective is the peak alone)."""
+    if not fewer_transfers:
+        return dm.fitness(problem, dm.evaluate_keys(problem, keys))
+    return dm.fitness(problem, *dm.evaluate_keys(problem, keys, transferred=True))

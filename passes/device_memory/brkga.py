@@ -17,7 +17,7 @@ from onnx_sched.cost import device_memory as dm
 from onnx_sched.deadline import Deadline
 from onnx_sched.graph import Graph
 from onnx_sched.passes import PassContext, register
-from onnx_sched.passes.device_memory._common import problem_of, schedule_of_keys
+from onnx_sched.passes.device_memory._common import problem_of, schedule_of_keys, score_keys
 from onnx_sched.schedule import Schedule
 
 __all__ = ["params_from", "run", "solve"]
@@ -35,9 +35,11 @@ def params_from(ctx: PassContext, base: BrkgaParams = BrkgaParams()) -> BrkgaPar
 
 
 def solve(problem: dm.DeviceMemoryProblem, params: BrkgaParams, *, seed: int, deadline: Deadline | None = None,
-          distributions: GeneDistributions | None = None, initial: np.ndarray | None = None) -> BrkgaResult:
-    """Run BRKGA on the multi-device memory fitness."""
-    return brkga(lambda keys: dm.fitness(problem, dm.evaluate_keys(problem, keys)), dm.chromosome_size(problem),
+          distributions: GeneDistributions | None = None, initial: np.ndarray | None = None,
+          fewer_transfers: bool = False) -> BrkgaResult:
+    """Run BRKGA on the multi-device memory fitness (``fewer_transfers``: ties of equal peak go to
+    the schedule moving fewer bytes)."""
+    return brkga(lambda keys: score_keys(problem, keys, fewer_transfers), dm.chromosome_size(problem),
                  params, distributions, seed=seed, initial=initial, deadline=deadline)
 
 

@@ -17,7 +17,7 @@ from onnx_sched.deadline import Deadline
 from onnx_sched.graph import Graph
 from onnx_sched.passes import PassContext, register
 from onnx_sched.passes.device_memory import partition_dfs
-from onnx_sched.passes.device_memory._common import keys_for, problem_of, schedule_of_keys
+from onnx_sched.passes.device_memory._common import keys_for, problem_of, schedule_of_keys, score_keys
 from onnx_sched.schedule import Schedule
 
 __all__ = ["climb", "run", "start_keys"]
@@ -37,11 +37,12 @@ def start_keys(problem: dm.DeviceMemoryProblem, seed: int) -> np.ndarray:
 
 
 def climb(problem: dm.DeviceMemoryProblem, start: np.ndarray, evaluations: int, neighbours: int,
-          rng: np.random.Generator, deadline: Deadline | None = None) -> tuple[np.ndarray, float, int]:
+          rng: np.random.Generator, deadline: Deadline | None = None,
+          fewer_transfers: bool = False) -> tuple[np.ndarray, float, int]:
     """Best-of-sample hill climbing from ``start`` (one chromosome); returns (keys, fitness, evaluations)."""
     n, nd = problem.graph.n_ops, problem.n_devices
     best = start.copy()
-    best_fit = float(dm.fitness(problem, dm.evaluate_keys(problem, best))[0])
+    best_fit = float(score_keys(problem, best, fewer_transfers)[0])
     used = 1
     size = len(best)
     while used + neighbours <= evaluations and not (deadline is not None and deadline.expired()):
@@ -54,7 +55,7 @@ def climb(problem: dm.DeviceMemoryProblem, start: np.ndarray, evaluations: int, 
                 cand[r, op * nd + rng.integers(nd)] = 1.0
             else:
                 cand[r, gene] = rng.random()
-        fit = dm.fitness(problem, dm.evaluate_keys(problem, cand))
+        fit = score_keys(problem, cand, fewer_transfers)
         used += neighbours
         k = int(np.argmin(fit))
         if fit[k] < best_fit:
