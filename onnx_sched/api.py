@@ -103,7 +103,9 @@ def warm_up_method(obj: Objective, method: str, problem: Any, *, seed: int = 0, 
     compiling); each further run reaches further, and a warm cache needs one run."""
     graph, tiny = obj.warm_up_instance(problem)
     run = get_pass(method, obj.name)
-    ctx = PassContext(time_limit=WARM_UP_SECONDS, seed=seed, inplace=inplace, options=dict(options or {}), problem=tiny)
+    # "warm_up" tells passes that run the model for real (hsdag reward=measured, openvino-auto-*) to skip the run
+    ctx = PassContext(time_limit=WARM_UP_SECONDS, seed=seed, inplace=inplace, options={**(options or {}), "warm_up": True},
+                      problem=tiny)
     total = 0.0
     for _ in range(WARM_UP_ROUNDS):
         seconds, compiled = jit.warm_up(lambda: run(graph, ctx))
@@ -181,7 +183,8 @@ def optimize_model(
         with clock.paused():
             compile_s = warm_up_method(obj, method, problem, seed=seed, inplace=inplace, options=options)
     budget = max(clock.left() - export_seconds(imported.graph), MIN_PASS_SECONDS)
-    ctx = PassContext(time_limit=budget, seed=seed, inplace=inplace, options=dict(options or {}), problem=problem)
+    ctx = PassContext(time_limit=budget, seed=seed, inplace=inplace, options=dict(options or {}), problem=problem,
+                      source=imported)
     compiled_before = jit.compile_seconds()
     schedule, report = schedule_graph(imported.graph, obj.name, method, ctx)
     compile_s += jit.compile_seconds() - compiled_before  # kernels the warm-up did not reach (off the clock too)

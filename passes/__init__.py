@@ -43,6 +43,7 @@ class PassContext:
     inplace: bool = False
     options: Mapping[str, Any] = field(default_factory=dict)
     problem: Any = None  # objective-specific data, e.g. a makespan Problem
+    source: Any = None  # the imported model (ONNX or OpenVINO import), for passes that run it for real
 
     def rng(self) -> np.random.Generator:
         return np.random.default_rng(self.seed)

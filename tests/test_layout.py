@@ -172,7 +172,8 @@ def test_light_install_imports_no_torch(tmp_path) -> None:
         for extra in (["--objective", "peak-mem", "--method", "learned", "--samples", "4"],
                       ["--objective", "makespan", "--method", "learned", "--machines", root + "/examples/machines_3types.json"],
                       ["--objective", "latency", "--method", "hsdag", "--profiles", root + "/examples/profiles_cpu_igpu_dgpu.json",
-                       "--option", "episodes=2"]):
+                       "--option", "episodes=2"],
+                      ["--objective", "peak-mem", "--devices", "CPU,GPU", "--method", "regal", "--option", "evaluations=500"]):
             res = runner.invoke(main, ["optimize", {str(model)!r}, "-o", {str(tmp_path / "out.onnx")!r}, *extra])
             assert res.exit_code == 0, (extra, res.output, res.exception)
         assert "torch" not in sys.modules
@@ -185,3 +186,4 @@ def test_light_install_imports_no_torch(tmp_path) -> None:
     out = json.loads(res.stdout.strip().splitlines()[-1])
     assert not out["failed"], out["failed"]  # no pass module needed torch
     assert "learned" in out["methods"]["peak-mem"] and "hsdag" in out["methods"]["latency"]
+    assert "regal" in out["methods"]["peak-mem-devices"]

@@ -376,7 +376,7 @@ def test_hsdag_pass_with_shipped_checkpoint(sim_problem) -> None:
     assert s.placement is not None and set(s.placement.tolist()) <= {0, 1}
     worst_single = max(get_pass(m, "latency")(g, ctx).info["latency"] for m in ("cpu-only", "gpu-only"))
     assert s.info["latency"] <= worst_single
-    assert s.info["simulated"] is True and s.info["coarse_nodes"] <= g.n_ops
+    assert s.info["simulated"] is True and 0 < s.info["groups_round0"] <= g.n_ops
 
 
 @pytest.mark.parametrize("devices", [("CPU", "GPU.0", "GPU.1"), ("CPU", "GPU.0")])

@@ -25,8 +25,10 @@ Pipeline (paper sections 2.2-2.5):
 :meth:`HsdagPlacer.place` returns the greedy placement or the best of it and
 ``samples`` draws from the policy, scored by the latency model; with ``episodes``
 it then runs REINFORCE on the problem itself over the output logits only
-(:mod:`onnx_sched.models.inference.policy_search`); paper 004's per-graph episodes
-also update the network's weights, which this does not.
+(:mod:`onnx_sched.models.inference.policy_search`).  The ``hsdag`` pass no longer uses
+this class: it runs paper 004's per-group rounds with weight updates in numpy
+(:mod:`onnx_sched.models.inference.hsdag_search`) on the same checkpoint; this class
+stays as the ONNX Runtime mirror the training script's export is checked against.
 """
 
 from __future__ import annotations

@@ -31,7 +31,7 @@ from onnx_sched.dag import kahn_order
 from onnx_sched.graph import Graph
 
 __all__ = ["OP_VOCAB", "Coarse", "colocate", "device_features", "fractal_dimension", "node_features",
-           "N_NODE_FEATURES", "N_DEVICE_FEATURES"]
+           "N_NODE_FEATURES", "N_DEVICE_FEATURES", "feature_columns"]
 
 OP_VOCAB = (
     "Conv", "ConvTranspose", "MatMul", "Gemm", "Add", "Sub", "Mul", "Div", "Relu", "Sigmoid", "Tanh", "Erf",
@@ -47,6 +47,17 @@ SHAPE_DIMS = 6
 D_POS = 16
 N_NODE_FEATURES = N_TYPES + SHAPE_DIMS + 2 * (MAX_DEGREE + 1) + 1 + D_POS + 3
 N_DEVICE_FEATURES = 4
+
+
+def feature_columns() -> dict[str, np.ndarray]:
+    """Column indices of the feature groups paper 004's table 3 ablates: ``output_shape`` (S),
+    ``node_id`` (the topological-position encoding, eq. 5) and ``structural`` (in/out degree and
+    fractal dimension, eq. 4)."""
+    shape0 = N_TYPES
+    deg0 = shape0 + SHAPE_DIMS
+    frac = deg0 + 2 * (MAX_DEGREE + 1)
+    return {"output_shape": np.arange(shape0, deg0), "structural": np.arange(deg0, frac + 1),
+            "node_id": np.arange(frac + 1, frac + 1 + D_POS)}
 
 
 @dataclass(frozen=True, eq=False)

@@ -52,6 +52,10 @@ def auto_cpu_first(graph: Graph, ctx: PassContext) -> Schedule:
     return make_placement_schedule(problem, single_device(problem, problem.device_index("cpu")), "auto-cpu-first")
 
 
+#: CP-SAT's time when the candidates before it used up the budget (it still proves small problems).
+MIN_EXACT_SECONDS = 0.3
+
+
 @register("auto", objective="latency")
 def portfolio(graph: Graph, ctx: PassContext) -> Schedule:
     clock = Deadline(ctx.time_limit)
@@ -67,8 +71,9 @@ def portfolio(graph: Graph, ctx: PassContext) -> Schedule:
     best = min(candidates, key=lambda s: s.info["latency"])
     if problem.n_devices == 2:
         candidates.append(get_pass("mincut", "latency")(graph, ctx))
-    elif problem.n_devices > 2 and clock.left() > 0.1:
-        p, value, optimal = cpsat_placement(problem, clock.left(), hint=best.placement, seed=ctx.seed)
+    elif problem.n_devices > 2:  # always tried: HSDAG's episodes may overrun their share on a loaded machine
+        p, value, optimal = cpsat_placement(problem, max(clock.left(), MIN_EXACT_SECONDS), hint=best.placement,
+                                            seed=ctx.seed)
         candidates.append(make_placement_schedule(problem, p, "cpsat-place", optimal=optimal and problem.mode == "sequential",
                                                   sequential_latency=value, proven_sequential_optimum=optimal))
     best = min(candidates, key=lambda s: (s.info["latency"], not s.optimal))  # ties: the proven one

@@ -13,6 +13,7 @@ plugin registered again as ``CPUB`` (:mod:`onnx_sched.devices`).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -22,7 +23,7 @@ from onnx_sched.bench.outputs import compare_outputs, outputs_informative
 from onnx_sched.bench.timing import summarize, time_calls
 from onnx_sched.errors import DeviceError
 
-__all__ = ["bench_openvino", "ov_inputs"]
+__all__ = ["PAPER_KEEP", "PAPER_RUNS", "PlacementTimer", "bench_openvino", "mean_of_last", "ov_inputs"]
 
 
 def ov_inputs(compiled: Any, feed: Mapping[str, np.ndarray]) -> dict[Any, np.ndarray]:
@@ -60,21 +61,9 @@ def _subgraph_device_seconds(infos: Any, affinity: Mapping[str, str]) -> dict[st
     return per
 
 
-def bench_openvino(imported: Any, placement: np.ndarray, devices: Sequence[str], *, warmup: int = 2,
-                   repeats: int = 10, seed: int = 0, reference_device: str | None = None,
-                   precision: str = "f32") -> dict[str, Any]:
-    """HETERO run of ``placement`` with device index ``i`` -> OpenVINO device ``devices[i]``.
-
-    The reference is the whole model compiled on ``reference_device`` (default
-    ``devices[0]``).  ``CPUB`` in ``devices`` is registered on demand.
-    """
-    from openvino.passes import Manager
-
-    from onnx_sched.bench.runtimes.openvino_inputs import openvino_model_of, output_names, seeded_inputs
+def _prepare_core(devices: Sequence[str], precision: str) -> Any:
+    """The process-wide Core with ``CPUB`` registered when named and ``precision`` pinned on every device."""
     from onnx_sched.devices import CPU_ALIAS, openvino_core, register_cpu_alias
-    from onnx_sched.exporters.openvino import export_openvino, placement_from_rt_info
-    from onnx_sched.plugins.openvino_affinity import ApplyAffinity, hetero_device_string
-    from onnx_sched.schedule import Schedule
 
     core = openvino_core()
     if CPU_ALIAS in devices:
@@ -84,7 +73,18 @@ def bench_openvino(imported: Any, placement: np.ndarray, devices: Sequence[str],
             raise DeviceError(f"OpenVINO device {d!r} not available; this machine has {core.available_devices}")
         if precision:
             core.set_property(d, {"INFERENCE_PRECISION_HINT": precision})
-    feed = seeded_inputs(imported, seed)
+    return core
+
+
+def _placed_model(imported: Any, placement: np.ndarray, devices: Sequence[str]) -> tuple[Any, str, dict[str, Any]]:
+    """A fresh ``ov.Model`` of the import with per-op affinities applied: ``(model, "HETERO:<devices>", stored placement)``."""
+    from openvino.passes import Manager
+
+    from onnx_sched.bench.runtimes.openvino_inputs import openvino_model_of
+    from onnx_sched.exporters.openvino import export_openvino, placement_from_rt_info
+    from onnx_sched.plugins.openvino_affinity import ApplyAffinity, hetero_device_string
+    from onnx_sched.schedule import Schedule
+
     n = imported.graph.n_ops
     model = export_openvino(imported, Schedule(np.arange(n), "placement", placement=placement), list(devices),
                             ov_model=openvino_model_of(imported))
@@ -92,7 +92,22 @@ def bench_openvino(imported: Any, placement: np.ndarray, devices: Sequence[str],
     mgr = Manager()
     mgr.register_pass(ApplyAffinity())
     mgr.run_passes(model)
-    target = hetero_device_string(model)
+    return model, hetero_device_string(model), stored
+
+
+def bench_openvino(imported: Any, placement: np.ndarray, devices: Sequence[str], *, warmup: int = 2,
+                   repeats: int = 10, seed: int = 0, reference_device: str | None = None,
+                   precision: str = "f32") -> dict[str, Any]:
+    """HETERO run of ``placement`` with device index ``i`` -> OpenVINO device ``devices[i]``.
+
+    The reference is the whole model compiled on ``reference_device`` (default
+    ``devices[0]``).  ``CPUB`` in ``devices`` is registered on demand.
+    """
+    from onnx_sched.bench.runtimes.openvino_inputs import openvino_model_of, output_names, seeded_inputs
+
+    core = _prepare_core(devices, precision)
+    feed = seeded_inputs(imported, seed)
+    model, target, stored = _placed_model(imported, placement, devices)
     compiled = core.compile_model(model, target, {"PERF_COUNT": True})
     report: dict[str, Any] = {"runtime": "openvino", "target": target, "devices": list(devices),
                               "sub_models": int(compiled.get_property("HETERO_NUMBER_OF_SUBMODELS")),
@@ -129,3 +144,68 @@ def bench_openvino(imported: Any, placement: np.ndarray, devices: Sequence[str],
     report["max_abs_error"] = err
     report["outputs_informative"] = outputs_informative(ref)
     return report
+
+
+#: Paper 004's protocol (tables 2-3): run the same placement 10 times, report the mean of the last 5.
+PAPER_RUNS, PAPER_KEEP = 10, 5
+
+
+def mean_of_last(times: Sequence[float], keep: int = PAPER_KEEP) -> float:
+    """Mean of the last ``keep`` timed runs (paper 004's protocol with 10 runs and ``keep = 5``)."""
+    if not 0 < keep <= len(times):
+        raise ValueError(f"mean of the last {keep} of {len(times)} runs is undefined")
+    return float(np.mean(np.asarray(times, np.float64)[-keep:]))
+
+
+class PlacementTimer:
+    """Times placements of one model for real, paper 004's protocol, reusing one Core and one feed.
+
+    :meth:`time_placement` compiles ``HETERO:<devices>`` with the placement's affinities (the
+    same path as :func:`bench_openvino`, single-device placements included, so every
+    candidate is timed alike); :meth:`time_device` compiles the whole model on a device string
+    such as ``AUTO:CPU,CPUB`` (OpenVINO's AUTO plugin choosing for itself).  Each does
+    ``runs`` timed inferences with no untimed warm-up (the first runs are the warm-up the
+    protocol discards) and reports ``mean_of_last(keep)``; :meth:`time_compiled` re-times an
+    already compiled model, for interleaved comparisons.
+    """
+
+    def __init__(self, imported: Any, devices: Sequence[str], *, seed: int = 0, runs: int = PAPER_RUNS,
+                 keep: int = PAPER_KEEP, precision: str = "f32") -> None:
+        from onnx_sched.bench.runtimes.openvino_inputs import seeded_inputs
+
+        if not 0 < keep <= runs:
+            raise ValueError(f"keep must be in 1..runs ({runs}), got {keep}")
+        self.imported, self.devices, self.runs, self.keep = imported, list(devices), int(runs), int(keep)
+        self.core = _prepare_core(self.devices, precision)
+        self.feed = seeded_inputs(imported, seed)
+
+    def compile_placement(self, placement: np.ndarray) -> tuple[Any, str]:
+        """``(compiled model, target)`` of ``placement`` (device ``i`` -> ``devices[i]``)."""
+        model, target, _ = _placed_model(self.imported, np.asarray(placement, np.int64), self.devices)
+        return self.core.compile_model(model, target), target
+
+    def compile_device(self, device: str) -> tuple[Any, str]:
+        """``(compiled model, device)``: the whole model on one OpenVINO device string."""
+        from onnx_sched.bench.runtimes.openvino_inputs import openvino_model_of
+
+        return self.core.compile_model(openvino_model_of(self.imported), device), device
+
+    def time_compiled(self, compiled: Any) -> dict[str, Any]:
+        """``runs`` timed inferences of ``compiled``: ``{"seconds": mean of the last keep, "times": [...]}``."""
+        req = compiled.create_infer_request()
+        inputs = ov_inputs(compiled, self.feed)
+        times, _ = time_calls(lambda: req.infer(inputs), 0, self.runs)
+        return {"seconds": mean_of_last(times, self.keep), "times": times,
+                "execution_devices": list(compiled.get_property("EXECUTION_DEVICES"))}
+
+    def time_placement(self, placement: np.ndarray) -> dict[str, Any]:
+        """Compile and time ``placement``; the report adds ``target`` and ``compile_seconds``."""
+        t0 = time.perf_counter()
+        compiled, target = self.compile_placement(placement)
+        return {"target": target, "compile_seconds": time.perf_counter() - t0, **self.time_compiled(compiled)}
+
+    def time_device(self, device: str) -> dict[str, Any]:
+        """Compile the whole model on ``device`` (e.g. ``AUTO:CPU,CPUB``) and time it."""
+        t0 = time.perf_counter()
+        compiled, target = self.compile_device(device)
+        return {"target": target, "compile_seconds": time.perf_counter() - t0, **self.time_compiled(compiled)}

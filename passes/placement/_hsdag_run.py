@@ -1,0 +1,104 @@
+"""What the ``hsdag`` pass and its table-3 ablations share: options, candidates, the choice.
+
+Options (``--option KEY=VALUE``): ``episodes`` (100), ``update_timestep`` (20), ``k_epochs``
+(4), ``lr`` (1e-4), ``gamma`` (0.99), ``dropout`` (0.2), ``rounds`` (4) -- see
+:class:`~onnx_sched.models.inference.hsdag_search.EpisodeSettings`; ``reward``: ``model``
+(default, the problem's latency model) or ``measured`` (real OpenVINO HETERO runs,
+:mod:`~onnx_sched.passes.placement._measured`, with ``run_devices`` (OpenVINO device per
+profile device, e.g. ``CPU,CPUB``), ``measure_budget`` (8 placements beyond the single-device
+ones) and ``margin`` (0.10)).  The weights start from the shipped checkpoint in every run
+(the episodes of one graph never leak into the next).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from onnx_sched.cost import latency as lat
+from onnx_sched.graph import Graph
+from onnx_sched.passes import PassContext
+from onnx_sched.passes.placement._common import make_placement_schedule, problem_of
+from onnx_sched.passes.placement.single import single_device
+from onnx_sched.schedule import Schedule
+
+__all__ = ["run_hsdag", "settings_of"]
+
+_PARAMS: dict[str, np.ndarray] | None = None
+
+
+def _params() -> dict[str, np.ndarray]:
+    global _PARAMS
+    if _PARAMS is None:
+        from onnx_sched.models.inference.hsdag_net import load_params
+
+        try:
+            _PARAMS = load_params()
+        except FileNotFoundError as exc:
+            raise ValueError(str(exc)) from None
+    return {k: v.copy() for k, v in _PARAMS.items()}
+
+
+def settings_of(ctx: PassContext) -> Any:
+    """The episode settings from the pass options (table 4 defaults)."""
+    from onnx_sched.models.inference.hsdag_search import EpisodeSettings
+
+    d = EpisodeSettings()
+    return EpisodeSettings(**{name: type(getattr(d, name))(ctx.option(name, getattr(d, name)))
+                              for name in ("episodes", "update_timestep", "k_epochs", "lr", "gamma", "dropout", "rounds")})
+
+
+def _mask(ablate: tuple[str, ...]) -> np.ndarray | None:
+    if not ablate:
+        return None
+    from onnx_sched.models.inference.hsdag_features import N_NODE_FEATURES, feature_columns
+
+    cols = feature_columns()
+    mask = np.ones(N_NODE_FEATURES)
+    for name in ablate:
+        mask[cols[name]] = 0.0
+    return mask
+
+
+def run_hsdag(graph: Graph, ctx: PassContext, method: str, ablate: tuple[str, ...] = ()) -> Schedule:
+    """Episodes on this graph (weights updated), then the best candidate (module docstring)."""
+    from onnx_sched.models.inference.hsdag_search import run_episodes
+
+    problem = problem_of(graph, ctx)
+    settings = settings_of(ctx)
+    reward = str(ctx.option("reward", "model"))
+    if reward not in ("model", "measured"):
+        raise ValueError(f"{method}: reward must be 'model' or 'measured', got {reward!r}")
+    params = _params()
+    singles = [single_device(problem, d) for d in range(problem.n_devices)]
+    measured = None
+    if reward == "measured" and not ctx.option("warm_up", False):  # the warm-up instance has no model to run
+        from onnx_sched.devices import openvino_core
+        from onnx_sched.passes.placement._measured import MeasuredLatency, run_devices_for
+
+        devices = run_devices_for(problem, ctx.option("run_devices", None), list(openvino_core().available_devices))
+        measured = MeasuredLatency(problem, ctx.source, devices, budget=int(ctx.option("measure_budget", 8)),
+                                   margin=float(ctx.option("margin", 0.10)), seed=ctx.seed)
+        for p in singles:  # always timed, first: the choice is never slower than the best single device
+            measured.measure(p)
+        latency_of = measured
+    else:
+        def latency_of(placement: np.ndarray, predicted: float) -> float:
+            return predicted
+    res = run_episodes(problem, params, settings, latency_of, np.random.default_rng(ctx.seed),
+                       time_limit=ctx.time_limit, mask=_mask(ablate))
+    info: dict[str, Any] = {"reward": reward, "episodes_run": res.episodes_run, "steps": res.steps,
+                            "weight_updates": res.updates, "candidates": len(res.candidates) + len(singles),
+                            "groups_round0": res.groups_per_round[0] if res.groups_per_round else 0.0,
+                            "ablated": ",".join(ablate)}
+    if measured is not None:
+        placement, predicted, seconds = measured.best()
+        best_single = min(measured.measure(p) for p in singles)
+        info.update(measured_latency_s=seconds, measured_best_single_s=best_single, measured_candidates=len(measured.timed),
+                    measure_seconds=measured.seconds, run_devices=",".join(measured.timer.devices),
+                    predicted_latency_s=predicted)
+        return make_placement_schedule(problem, placement, method, **info)
+    pool = [(p, v) for p, v in res.candidates.values()] + [(p, float(lat.evaluate(problem, p))) for p in singles]
+    placement, value = min(pool, key=lambda t: t[1])
+    return make_placement_schedule(problem, placement, method, predicted_latency_s=value, **info)

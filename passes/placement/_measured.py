@@ -1,0 +1,83 @@
+"""Measured latency for placement passes (``reward=measured``): real OpenVINO runs, pre-filtered by the model.
+
+Paper 004 rewards each placement with its measured inference latency.  Timing is the
+bench harness's :class:`~onnx_sched.bench.runtimes.openvino.PlacementTimer` (HETERO with
+per-op affinities; paper protocol: 10 runs, mean of the last 5).  A real run costs a
+compile plus ten inferences, so the latency model only pre-filters: a placement is timed
+when it is new, the measurement budget is not spent, and its predicted latency is within
+``margin`` of the best predicted latency among the placements timed so far.  Any other
+placement is rewarded with its predicted latency times the median measured/predicted
+ratio so far (``calibrated``), and can never be chosen.  The single-device placements
+are timed first, always, so the choice (the fastest *timed* placement) is never slower
+than the best single device in the same protocol.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from onnx_sched.cost import latency as lat
+from onnx_sched.jit import work_clock
+
+__all__ = ["MeasuredLatency", "run_devices_for"]
+
+
+def run_devices_for(problem: lat.PlacementProblem, option: Any, available: list[str]) -> list[str]:
+    """OpenVINO device for each problem device: ``option`` (``"CPU,CPUB"``) or the problem's own names."""
+    devs = [d.strip() for d in str(option).split(",") if d.strip()] if option else list(problem.device_names)
+    if len(devs) != problem.n_devices:
+        raise ValueError(f"run_devices gives {len(devs)} OpenVINO devices for {problem.n_devices} placement devices "
+                         f"{list(problem.device_names)}")
+    missing = [d for d in devs if d not in available and d != "CPUB"]
+    if missing:
+        raise ValueError(f"reward=measured: {missing} not OpenVINO devices on this machine ({available}); "
+                         f"map the profile devices with --option run_devices=CPU,CPUB")
+    return devs
+
+
+class MeasuredLatency:
+    """``latency_of(placement, predicted)`` for the episodes (module docstring); keeps every timing."""
+
+    def __init__(self, problem: lat.PlacementProblem, imported: Any, devices: list[str], *, budget: int = 8,
+                 margin: float = 0.10, seed: int = 0) -> None:
+        from onnx_sched.bench.runtimes.openvino import PlacementTimer
+
+        if imported is None:
+            raise ValueError("reward=measured runs the model: it needs the imported model (PassContext.source), "
+                             "which `onnx-sched optimize` and onnx_sched.optimize pass")
+        if budget < 0 or margin < 0:
+            raise ValueError(f"measure_budget and margin must be >= 0, got {budget}, {margin}")
+        self.problem, self.budget, self.margin = problem, int(budget), float(margin)
+        self.timer = PlacementTimer(imported, devices, seed=seed)
+        self.timed: dict[bytes, tuple[np.ndarray, float, float]] = {}  # key -> (placement, predicted, measured)
+        self.seconds = 0.0
+
+    def measure(self, placement: np.ndarray, predicted: float | None = None) -> float:
+        """Time ``placement`` now (outside the budget) unless it was timed already."""
+        key = np.asarray(placement, np.int8).tobytes()
+        if key not in self.timed:
+            t0 = work_clock()
+            pred = float(lat.evaluate(self.problem, placement)) if predicted is None else predicted
+            self.timed[key] = (np.asarray(placement, np.int64), pred, self.timer.time_placement(placement)["seconds"])
+            self.seconds += work_clock() - t0
+        return self.timed[key][2]
+
+    def calibration(self) -> float:
+        ratios = [m / p for _, p, m in self.timed.values() if p > 0]
+        return float(np.median(ratios)) if ratios else 1.0
+
+    def __call__(self, placement: np.ndarray, predicted: float) -> float:
+        key = np.asarray(placement, np.int8).tobytes()
+        if key in self.timed:
+            return self.timed[key][2]
+        best_pred = min((p for _, p, _ in self.timed.values()), default=np.inf)
+        timed_extra = len(self.timed) - self.problem.n_devices
+        if timed_extra < self.budget and predicted <= (1.0 + self.margin) * best_pred:
+            return self.measure(placement, predicted)
+        return predicted * self.calibration()
+
+    def best(self) -> tuple[np.ndarray, float, float]:
+        """``(placement, predicted, measured)`` of the fastest timed placement."""
+        return min(self.timed.values(), key=lambda t: t[2])

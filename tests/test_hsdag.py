@@ -1,0 +1,129 @@
+"""HSDAG as paper 004 runs it: numpy network gradient, pooled graph, episodes that update the
+weights, measured reward through OpenVINO HETERO, the AUTO baselines and the table-3 ablations."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+from conftest import CORPUS
+from test_placement import EXAMPLE_PROFILES, branch_model
+
+from onnx_sched.cost import latency as lat
+from onnx_sched.importers.onnx import import_onnx
+from onnx_sched.models.inference import hsdag_net as hn
+from onnx_sched.models.inference.hsdag_features import N_NODE_FEATURES, colocate, feature_columns, node_features
+from onnx_sched.models.inference.hsdag_search import EpisodeSettings
+from onnx_sched.passes import PassContext, get_pass
+from onnx_sched.profiling import load_profiles
+
+
+@pytest.fixture(scope="module")
+def squeeze_problem() -> lat.PlacementProblem:
+    g = import_onnx(CORPUS / "onnx" / "light_squeezenet.onnx").graph
+    return lat.placement_problem(g, load_profiles(EXAMPLE_PROFILES), devices=["CPU", "GPU.1"])
+
+
+def cpu_twice_problem(graph) -> lat.PlacementProblem:  # noqa: ANN001
+    """The CPU and CPUB (the CPU plugin registered again) with the example CPU profile's rates."""
+    base = lat.placement_problem(graph, load_profiles(EXAMPLE_PROFILES), devices=["CPU", "GPU.1"])
+    t = np.repeat(base.op_time[:, :1], 2, axis=1)
+    return replace(base, device_names=("CPU", "CPUB"), op_time=t, device_kinds=("cpu", "cpu"), simulated=False)
+
+
+@pytest.mark.parametrize("first", [True, False])
+def test_numpy_gradient_matches_finite_differences(squeeze_problem, first: bool) -> None:
+    rng = np.random.default_rng(3)
+    p = {k: rng.standard_normal(v.shape) * 0.2 for k, v in hn.load_params().items()}  # unsaturated weights
+    g = squeeze_problem.graph
+    c = colocate(g)
+    rg = hn.round_graph(squeeze_problem, c.member, c.n, c.edges)
+    x = node_features(g, c, squeeze_problem.op_time, squeeze_problem.host).astype(np.float64)
+    inp = x if first else np.abs(rng.standard_normal((c.n, p["g1.W"].shape[0])))
+    cache = hn.forward(p, squeeze_problem, rg, inp, first, drop=0.2, rng=np.random.default_rng(1))
+    acts = rng.integers(0, 2, cache.logits.shape[0])
+    _, dl = hn.log_prob_grad(cache.logits, acts)
+    grads = hn.backward(p, rg, cache, dl, first)
+    force = (cache.gid, cache.partner)
+    for name in hn.PARAM_NAMES:
+        if not first and name.startswith("t"):
+            assert not grads[name].any()  # later rounds start from the state, not the input MLP
+            continue
+        for _ in range(3):
+            idx = tuple(int(rng.integers(0, s)) for s in p[name].shape)
+            old, eps = p[name][idx], 1e-6
+            p[name][idx] = old + eps
+            up = hn.log_prob_grad(hn.forward(p, squeeze_problem, rg, inp, first, force=force).logits, acts)[0]
+            p[name][idx] = old - eps
+            down = hn.log_prob_grad(hn.forward(p, squeeze_problem, rg, inp, first, force=force).logits, acts)[0]
+            p[name][idx] = old
+            assert grads[name][idx] == pytest.approx((up - down) / (2 * eps), rel=1e-4, abs=1e-7), name
+
+
+def test_pooled_graph_is_x_transpose_a_x(squeeze_problem) -> None:
+    g = squeeze_problem.graph
+    c = colocate(g)
+    rg = hn.round_graph(squeeze_problem, c.member, c.n, c.edges)
+    gid = np.arange(c.n) // 3
+    nxt = hn.pooled_graph(squeeze_problem, rg, gid)
+    x = np.zeros((c.n, gid.max() + 1))
+    x[np.arange(c.n), gid] = 1
+    a = np.zeros((c.n, c.n))
+    a[c.edges[:, 0], c.edges[:, 1]] = 1
+    ap = x.T @ a @ x
+    np.fill_diagonal(ap, 0)
+    assert {tuple(e) for e in nxt.edges.tolist()} == {tuple(e) for e in np.argwhere(ap > 0).tolist()}
+    assert (nxt.member == gid[c.member]).all()  # ops map through X
+    np.testing.assert_allclose(nxt.group_time.sum(axis=0), squeeze_problem.op_time.sum(axis=0))
+
+
+def test_episodes_update_the_weights_and_never_lose_to_a_single_device(squeeze_problem) -> None:
+    from onnx_sched.models.inference.hsdag_search import run_episodes
+
+    p = hn.load_params()
+    before = {k: v.copy() for k, v in p.items()}
+    res = run_episodes(squeeze_problem, p, EpisodeSettings(episodes=10, rounds=2), lambda pl, pred: pred,
+                       np.random.default_rng(0))
+    assert res.steps == 20 and res.updates == 1  # update_timestep 20
+    assert any(not np.array_equal(p[k], before[k]) for k in p)
+    g = squeeze_problem.graph
+    s = get_pass("hsdag", "latency")(g, PassContext(problem=squeeze_problem, options={"episodes": 5}))
+    singles = [get_pass(m, "latency")(g, PassContext(problem=squeeze_problem)).info["latency"] for m in ("cpu-only", "gpu-only")]
+    assert s.info["latency"] <= min(singles) + 1e-12 and s.info["weight_updates"] == 1
+
+
+def test_settings_and_reward_are_checked(squeeze_problem) -> None:
+    with pytest.raises(ValueError, match="dropout"):
+        EpisodeSettings(dropout=1.0)
+    with pytest.raises(ValueError, match="update_timestep"):
+        EpisodeSettings(update_timestep=0)
+    g = squeeze_problem.graph
+    with pytest.raises(ValueError, match="reward must be"):
+        get_pass("hsdag", "latency")(g, PassContext(problem=squeeze_problem, options={"reward": "wall"}))
+    with pytest.raises(ValueError, match="not OpenVINO devices"):
+        get_pass("hsdag", "latency")(g, PassContext(problem=squeeze_problem, options={"reward": "measured"}))
+
+
+def test_ablation_masks_zero_their_columns() -> None:
+    cols = feature_columns()
+    assert sorted(np.concatenate(list(cols.values())).tolist()) == list(range(48, 87))
+    assert N_NODE_FEATURES == 90
+
+
+def test_measured_reward_and_auto_run_on_openvino() -> None:
+    from onnx_sched.api import optimize_model
+
+    model = branch_model()
+    problem = cpu_twice_problem(import_onnx(model).graph)
+    opts = {"reward": "measured", "run_devices": "CPU,CPUB", "episodes": 2, "measure_budget": 2}
+    res = optimize_model(model, "latency", "hsdag", 30, options=opts, problem=problem)
+    d = res.report["details"]
+    assert d["measured_latency_s"] <= d["measured_best_single_s"]  # single devices are timed candidates
+    assert 2 <= d["measured_candidates"] <= 4 and d["run_devices"] == "CPU,CPUB"
+    for method, first in (("openvino-auto-cpu-first", "CPU"), ("openvino-auto-gpu-first", "CPUB")):
+        r = optimize_model(model, "latency", method, 30, options={"run_devices": "CPU,CPUB"}, problem=problem)
+        assert r.report["details"]["auto_target"].startswith(f"AUTO:{first},")
+        assert r.report["details"]["measured_latency_s"] > 0
+    with pytest.raises(ValueError, match="needs the imported model"):
+        get_pass("openvino-auto-cpu-first", "latency")(problem.graph, PassContext(problem=problem))
