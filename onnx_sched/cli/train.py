@@ -1,8 +1,9 @@
 """``onnx-sched train``: train a learned pass (needs the ``[train]`` extra, i.e. torch).
 
-Only ``peak-mem`` is trainable so far (Topoformer + REINFORCE on layered graphs,
-:mod:`onnx_sched.models.training.train_peakmem`).  torch is imported inside the command, so
-the CLI itself works without it.
+Sub-commands: ``peak-mem`` (Topoformer + REINFORCE on layered graphs,
+:mod:`onnx_sched.models.training.train_peakmem`) and ``regal`` (REGAL's BRKGA policy for
+``peak-mem-devices``, :mod:`onnx_sched.models.training.regal_train`).  torch is imported
+inside the commands, so the CLI itself works without it.
 
 Example::
 
@@ -16,7 +17,9 @@ Example::
     onnx-sched train peak-mem --out-dir runs/avg --init-from models/checkpoints/topoformer_peakmem.pt --lr 3e-5 \
         --batch-graphs 8 --ema-decay 0.995      # small steps, keep a moving average of the weights
 
-The shipped checkpoint's full recipe (REINFORCE, then imitation, then REINFORCE at
+    onnx-sched train regal --minutes 35 --export models/checkpoints/regal   # REGAL (paper 003)
+
+The shipped Topoformer checkpoint's full recipe (REINFORCE, then imitation, then REINFORCE at
 temperature 0.3, then low-learning-rate REINFORCE with a moving average) is in
 ``models/checkpoints/topoformer_peakmem.md``.
 """
@@ -28,8 +31,19 @@ import click
 from onnx_sched.errors import OnnxSchedError
 
 
-@click.command("train")
-@click.argument("objective", type=click.Choice(["peak-mem"]), default="peak-mem")
+def _need_torch() -> None:
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        raise OnnxSchedError("training needs torch: pip install 'onnx-sched[train]'") from None
+
+
+@click.group("train")
+def command() -> None:
+    """Train a learned pass (needs torch: the [train] extra)."""
+
+
+@command.command("peak-mem")
 @click.option("--out-dir", default="runs/peakmem", show_default=True, help="Checkpoint, log.jsonl and config go here.")
 @click.option("--variant", type=click.Choice(["paper000", "paper001", "rollout+lognorm"]), default="paper001", show_default=True,
               help="paper000: greedy-rollout baseline + standardised logits; paper001: cost standardisation + logit-norm penalty.")
@@ -70,13 +84,10 @@ from onnx_sched.errors import OnnxSchedError
 @click.option("--resume", is_flag=True, help="Continue from OUT_DIR/checkpoint.pt.")
 @click.option("--export", "export_stem", default=None, help="After training write STEM.onnx and STEM.pt (best validation weights).")
 @click.option("--export-only", is_flag=True, help="Skip training; export OUT_DIR/checkpoint.pt to --export.")
-def command(objective: str, out_dir: str, variant: str, encoder: str, resume: bool, export_stem: str | None,
-            export_only: bool, **overrides: object) -> None:
-    """Train the learned ordering policy for OBJECTIVE on synthetic layered graphs."""
-    try:
-        import torch  # noqa: F401
-    except ImportError:
-        raise OnnxSchedError("training needs torch: pip install 'onnx-sched[train]'") from None
+def peak_mem(out_dir: str, variant: str, encoder: str, resume: bool, export_stem: str | None,
+             export_only: bool, **overrides: object) -> None:
+    """Train the learned ordering policy for peak-mem on synthetic layered graphs."""
+    _need_torch()
     from pathlib import Path
 
     from onnx_sched.models.training.peakmem_export import export_checkpoint
@@ -97,3 +108,26 @@ def command(objective: str, out_dir: str, variant: str, encoder: str, resume: bo
     if export_stem:
         onnx_path, pt_path = export_checkpoint(ckpt, export_stem)
         click.echo(f"wrote {onnx_path} and {pt_path}")
+
+
+@command.command("regal")
+@click.option("--minutes", type=float, default=35.0, show_default=True, help="Training time after building the problems.")
+@click.option("--evaluations", type=int, default=5000, show_default=True, help="Evaluation budget of REGAL and of BRKGA (o_s).")
+@click.option("--synthetic", type=int, default=120, show_default=True, help="Synthetic training graphs (validation: a quarter).")
+@click.option("--copies", type=int, default=6, show_default=True, help="Noisy copies per training corpus model.")
+@click.option("--min-ops", type=int, default=50, show_default=True)
+@click.option("--max-ops", type=int, default=150, show_default=True)
+@click.option("--samples", type=int, default=4, show_default=True, help="Actions sampled per training step.")
+@click.option("--lr", type=float, default=1e-3, show_default=True)
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--threads", type=int, default=1, show_default=True, help="torch threads.")
+@click.option("--export", "export_stem", default="models/checkpoints/regal", show_default=True,
+              help="Write STEM.onnx, STEM.pt and STEM_train_log.json.")
+def regal(export_stem: str, **options: object) -> None:
+    """Train REGAL's policy (paper 003) with REINFORCE on 2-device problems."""
+    _need_torch()
+    from onnx_sched.models.training.regal_train import RegalTrainConfig, export, train
+
+    result = train(RegalTrainConfig(**options), echo=click.echo)
+    paths = export(result, export_stem)
+    click.echo("wrote " + ", ".join(str(p) for p in paths))

@@ -1,0 +1,200 @@
+"""REGAL (paper 003), inference: the policy network through ONNX Runtime, its actions
+dequantised into per-gene Beta distributions and elite biases, and BRKGA run with them.
+numpy + onnxruntime only.
+
+Actions (section 3.3, eq. 6; appendix A.2).  The network gives every op ``v``
+independent categorical distributions over ``k`` levels (``regal.onnx`` output
+``logits``, shape ``(n, heads, k)``), one pair (mean level ``m``, variance level ``v``)
+per gene group of the op, then one crossover level ``c``:
+
+* groups ``0 .. D-1``: the op's affinity gene for device ``d``;
+* group ``D``: the op's priority gene;
+* groups ``D+1 .. 2D``: the transfer genes of the tensors the op produces, to device ``d``;
+* head ``2 (2D + 1)``: the elite bias of all the op's genes.
+
+Dequantisation (A.2): ``mu = (m+1)/(k+1)``, ``sigma^2 = mu (1-mu) (v+1)/(k+1)``,
+``beta = mu (1-mu)^2 / sigma^2 - 1 + mu``, ``alpha = beta mu / (1-mu)``,
+``crossover = 0.5 (1 + c/k)``.  With ``k = 5`` the levels (2, 1, 2) are exactly standard
+BRKGA (Beta(1, 1), rho 0.7).  Transfer genes of graph inputs (no producer op) keep
+standard BRKGA's uniform distribution and rho 0.7.
+
+REGAL with ``K`` evaluations (A.1): the feature run (uniform BRKGA, at most 400
+evaluations, :mod:`onnx_sched.models.inference.regal_features`) then BRKGA with the
+predicted distributions for the other ``K - 400``, its first population seeded with the
+feature run's elites.  Inference takes the most likely level of every head (the mode
+action); ``sample=True`` draws one action from the policy instead.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from onnx_sched.brkga import BrkgaParams, BrkgaResult, GeneDistributions, brkga
+from onnx_sched.cost import device_memory as dm
+from onnx_sched.deadline import Deadline
+from onnx_sched.models import CHECKPOINTS
+from onnx_sched.models.inference.regal_features import FEATURE_EVALUATIONS, RegalInputs, fix_symmetry, prepare
+
+__all__ = [
+    "CHECKPOINT",
+    "LEVELS",
+    "RegalPolicy",
+    "RegalRun",
+    "dequantise_beta",
+    "dequantise_crossover",
+    "gene_distributions",
+    "load_policy",
+    "n_heads",
+    "run_regal",
+    "solve_with_actions",
+]
+
+CHECKPOINT = CHECKPOINTS / "regal.onnx"
+
+#: Quantisation levels k of every action head.
+LEVELS = 5
+
+
+def n_heads(n_devices: int) -> int:
+    """Categorical heads per op: (mean, variance) for 2D + 1 gene groups, plus the crossover."""
+    return 2 * (2 * n_devices + 1) + 1
+
+
+def dequantise_beta(m: np.ndarray, v: np.ndarray, k: int = LEVELS) -> tuple[np.ndarray, np.ndarray]:
+    """Levels (m, v) in 0..k-1 -> Beta (alpha, beta), paper 003 A.2.
+
+    >>> dequantise_beta(np.array([2]), np.array([1]))  # mean 1/2, variance 1/12: uniform
+    (array([1.]), array([1.]))
+    """
+    mu = (np.asarray(m, dtype=np.float64) + 1.0) / (k + 1.0)
+    var = mu * (1.0 - mu) * (np.asarray(v, dtype=np.float64) + 1.0) / (k + 1.0)
+    beta = mu * (1.0 - mu) ** 2 / var - 1.0 + mu
+    return beta * mu / (1.0 - mu), beta
+
+
+def dequantise_crossover(c: np.ndarray, k: int = LEVELS) -> np.ndarray:
+    """Level c in 0..k-1 -> elite bias ``0.5 (1 + c/k)`` (paper 003 A.2)."""
+    return 0.5 * (1.0 + np.asarray(c, dtype=np.float64) / k)
+
+
+def gene_distributions(problem: dm.DeviceMemoryProblem, actions: np.ndarray, symmetry_op: int | None,
+                       k: int = LEVELS) -> GeneDistributions:
+    """Per-gene Beta and elite bias of the chromosome from per-op levels ``actions`` (n, heads);
+    ``symmetry_op`` (if not None) pinned to device 0."""
+    n, nd = problem.graph.n_ops, problem.n_devices
+    actions = np.asarray(actions, dtype=np.int64)
+    if actions.shape != (n, n_heads(nd)):
+        raise ValueError(f"actions must be (ops, heads) = ({n}, {n_heads(nd)}), got {actions.shape}")
+    groups = 2 * nd + 1
+    alpha_g, beta_g = dequantise_beta(actions[:, 0:2 * groups:2], actions[:, 1:2 * groups:2], k)  # (n, groups)
+    rho_op = dequantise_crossover(actions[:, -1], k)
+    size = dm.chromosome_size(problem)
+    alpha, beta, rho = np.ones(size), np.ones(size), np.full(size, 0.7)
+    aff = slice(0, n * nd)
+    alpha[aff], beta[aff] = alpha_g[:, :nd].reshape(-1), beta_g[:, :nd].reshape(-1)
+    rho[aff] = np.repeat(rho_op, nd)
+    pri = slice(n * nd, n * nd + n)
+    alpha[pri], beta[pri], rho[pri] = alpha_g[:, nd], beta_g[:, nd], rho_op
+    slot = problem.transfer_slot
+    producer = np.asarray(problem.graph.tensor_producer, dtype=np.int64)
+    moved = np.flatnonzero((slot >= 0) & (producer >= 0))
+    genes = (n * nd + n + slot[moved] * nd)[:, None] + np.arange(nd)  # (tensors, D)
+    op = producer[moved]
+    alpha[genes], beta[genes] = alpha_g[op, nd + 1:], beta_g[op, nd + 1:]
+    rho[genes] = rho_op[op, None]
+    dist = GeneDistributions(alpha=alpha, beta=beta, rho=rho)
+    return dist if symmetry_op is None else fix_symmetry(problem, dist, symmetry_op)
+
+
+def solve_with_actions(problem: dm.DeviceMemoryProblem, inputs: RegalInputs, actions: np.ndarray, evaluations: int,
+                       seed: int, deadline: Deadline | None = None) -> BrkgaResult:
+    """BRKGA with the dequantised ``actions`` for what the feature run left of ``evaluations``,
+    seeded with the feature run's elites."""
+    params = BrkgaParams()
+    left = evaluations - inputs.warm.evaluations
+    if left < params.population:
+        raise ValueError(f"regal needs at least {FEATURE_EVALUATIONS + params.population} evaluations "
+                         f"({FEATURE_EVALUATIONS} for its features, then one population), got {evaluations}")
+    dist = gene_distributions(problem, actions, inputs.symmetry_op if inputs.pinned else None)
+    return brkga(lambda keys: dm.fitness(problem, dm.evaluate_keys(problem, keys)), dm.chromosome_size(problem),
+                 BrkgaParams(evaluations=left), dist, seed=seed, initial=inputs.warm.population[:params.elites],
+                 deadline=deadline)
+
+
+class RegalPolicy:
+    """The trained policy network, run with ONNX Runtime."""
+
+    def __init__(self, path: str | Path | None = None) -> None:
+        import onnxruntime as ort
+
+        path = CHECKPOINT if path is None else path
+        if not Path(path).is_file():
+            raise FileNotFoundError(f"REGAL checkpoint {path} missing: train it with "
+                                    "onnx-sched train regal (see models/checkpoints/regal.md)")
+        so = ort.SessionOptions()
+        so.log_severity_level = 3
+        so.intra_op_num_threads = 1
+        self.session = ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
+        meta = self.session.get_modelmeta().custom_metadata_map
+        self.devices = int(meta.get("devices", 2))
+        self.levels = int(meta.get("levels", LEVELS))
+
+    def logits(self, inputs: RegalInputs) -> np.ndarray:
+        """(n, heads, k) logits of the per-op categorical actions."""
+        (out,) = self.session.run(None, {"x": inputs.x, "edge_x": inputs.edge_x, "src": inputs.src, "dst": inputs.dst})
+        return out.astype(np.float64)
+
+    def actions(self, inputs: RegalInputs, rng: np.random.Generator | None = None) -> np.ndarray:
+        """Mode action (``rng`` None) or one action sampled from the policy, (n, heads) levels."""
+        logits = self.logits(inputs)
+        if rng is None:
+            return logits.argmax(axis=2)
+        p = np.exp(logits - logits.max(axis=2, keepdims=True))
+        cdf = np.cumsum(p / p.sum(axis=2, keepdims=True), axis=2)
+        return np.minimum((cdf < rng.random(cdf.shape[:2])[..., None]).sum(axis=2), cdf.shape[2] - 1)
+
+
+def load_policy(path: str | Path | None = None) -> RegalPolicy:
+    """The policy at ``path`` (default: the shipped checkpoint), loaded once per path; a missing
+    file is a one-line ``ValueError``."""
+    return _load_policy(str(CHECKPOINT if path is None else path))
+
+
+@lru_cache(maxsize=4)
+def _load_policy(path: str) -> RegalPolicy:
+    try:
+        return RegalPolicy(path)
+    except FileNotFoundError as exc:
+        raise ValueError(str(exc)) from None
+
+
+@dataclass(frozen=True)
+class RegalRun:
+    """REGAL's best chromosome and what it spent."""
+
+    best_keys: np.ndarray
+    best_fitness: float
+    evaluations: int
+    info: dict[str, Any]
+
+
+def run_regal(problem: dm.DeviceMemoryProblem, policy: RegalPolicy, evaluations: int = 5000, seed: int = 0,
+              sample: bool = False, deadline: Deadline | None = None, pin: bool = True) -> RegalRun:
+    """Features, one policy action, BRKGA with it: ``evaluations`` in all (paper 003, A.1);
+    ``pin``: hold the symmetry op on device 0 (see :func:`regal_features.prepare`)."""
+    if problem.n_devices != policy.devices:
+        raise ValueError(f"the REGAL checkpoint was trained for {policy.devices} devices, the problem has "
+                         f"{problem.n_devices}")
+    inputs = prepare(problem, seed, deadline, pin)
+    actions = policy.actions(inputs, np.random.default_rng(seed) if sample else None)
+    result = solve_with_actions(problem, inputs, actions, evaluations, seed, deadline)
+    best = result if result.best_fitness <= inputs.warm.best_fitness else inputs.warm
+    used = inputs.warm.evaluations + result.evaluations
+    return RegalRun(best_keys=best.best_keys, best_fitness=best.best_fitness, evaluations=used,
+                    info={"evaluations": used, "feature_evaluations": inputs.warm.evaluations,
+                          "generations": result.generations, "action": "sample" if sample else "mode", "pinned": pin})

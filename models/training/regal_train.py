@@ -1,0 +1,148 @@
+"""Train REGAL's policy (paper 003, section 3.4): REINFORCE as a contextual bandit (torch).
+
+Each step draws one training problem, samples ``samples`` actions from the policy
+(per-op levels, eq. 6), runs REGAL's BRKGA with each (feature run + ``evaluations``
+minus its cost, :func:`~onnx_sched.models.inference.regal.solve_with_actions`) and
+rewards ``r = -o_a / o_s``, ``o_s`` being standard BRKGA's objective on the same problem at
+the same budget (cached per problem).  The loss is eq. 8 with the learned baseline of
+eq. 9, ``-(r - b) log p(y|G) + (lambda / 2) (r - b)^2``; the advantage is divided by a
+running standard deviation of advantages (not in the paper: rewards differ by about
+1 % between actions, far below the scale Adam's step assumes).  Validation: the mode
+action on the validation problems, mean reward; the best weights are exported.
+
+    onnx-sched train regal --minutes 35 --export models/checkpoints/regal
+
+writes ``regal.onnx`` (policy, ONNX Runtime), ``regal.pt`` (policy + baseline state,
+config) and ``regal_train_log.json``.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from onnx_sched.models.inference.regal import solve_with_actions
+from onnx_sched.models.inference.regal_features import n_node_features
+from onnx_sched.models.training.regal_data import DEVICES, Instance, make_instances, split_graphs
+from onnx_sched.models.training.regal_net import BaselineNet, PolicyNet, export_policy
+
+__all__ = ["RegalTrainConfig", "export", "train"]
+
+
+@dataclass(frozen=True)
+class RegalTrainConfig:
+    """Everything a training run depends on."""
+
+    minutes: float = 35.0
+    evaluations: int = 5000
+    synthetic: int = 120  # training synthetic graphs (validation: a quarter)
+    copies: int = 6  # noisy copies per training / validation corpus model
+    min_ops: int = 50
+    max_ops: int = 150
+    samples: int = 4  # actions per step
+    lr: float = 1e-3
+    baseline_weight: float = 1.0  # lambda of eq. 9's loss
+    hidden: int = 32
+    rounds: int = 4
+    validate_every: int = 100
+    seed: int = 0
+    threads: int = 1
+
+
+def _tensors(inst: Instance) -> tuple[torch.Tensor, ...]:
+    i = inst.inputs
+    return tuple(torch.from_numpy(a) for a in (i.x, i.edge_x, i.src, i.dst))
+
+
+def validate(policy: PolicyNet, instances: list[Instance], evaluations: int) -> dict[str, float]:
+    """Mode action, seed 0: mean reward -o_a/o_s and the share of problems tied or beaten."""
+    rewards = []
+    with torch.no_grad():
+        for inst in instances:
+            actions = policy(*_tensors(inst)).argmax(dim=2).numpy()
+            o_a = solve_with_actions(inst.problem, inst.inputs, actions, evaluations, seed=0).best_fitness
+            rewards.append(-o_a / inst.standard)
+    r = np.array(rewards)
+    return {"reward": float(r.mean()), "ties_or_wins": float((r >= -1.0).mean())}
+
+
+def train(cfg: RegalTrainConfig, echo: Callable[[str], None] = print) -> dict[str, Any]:
+    """Build the problems, train for ``cfg.minutes``; returns policy + baseline (best validation) and the log."""
+    torch.set_num_threads(cfg.threads)
+    torch.manual_seed(cfg.seed)
+    rng = np.random.default_rng(cfg.seed)
+    start = time.time()
+    echo("building training problems (features + standard BRKGA per problem)")
+    train_set = make_instances(split_graphs("train", cfg.synthetic, cfg.copies, cfg.min_ops, cfg.max_ops, cfg.seed),
+                               cfg.evaluations, echo)
+    val_set = make_instances(split_graphs("validation", cfg.synthetic // 4, max(1, cfg.copies // 3), cfg.min_ops,
+                                          cfg.max_ops, cfg.seed), cfg.evaluations, echo)
+    prep_s = time.time() - start
+    echo(f"{len(train_set)} training, {len(val_set)} validation problems in {prep_s:.0f} s")
+    nf = n_node_features(len(DEVICES))
+    policy = PolicyNet(nf, len(DEVICES), cfg.hidden, cfg.rounds)
+    baseline = BaselineNet(nf, cfg.hidden, cfg.rounds)
+    opt = torch.optim.Adam(list(policy.parameters()) + list(baseline.parameters()), lr=cfg.lr)
+    best_val = validate(policy, val_set, cfg.evaluations)
+    best_state, best_step = copy.deepcopy(policy.state_dict()), 0
+    log: list[dict[str, Any]] = [{"step": 0, "validation": best_val}]
+    echo(f"step 0 validation reward {best_val['reward']:.4f} ties/wins {best_val['ties_or_wins']:.2f}")
+    adv_sq = 1e-4
+    step = 0
+    deadline = time.time() + cfg.minutes * 60
+    recent: list[float] = []
+    while time.time() < deadline:
+        inst = train_set[int(rng.integers(len(train_set)))]
+        tensors = _tensors(inst)
+        dist = torch.distributions.Categorical(logits=policy(*tensors))
+        actions = dist.sample((cfg.samples,))  # (S, n, heads)
+        logp = dist.log_prob(actions).sum(dim=(1, 2))
+        reward = torch.tensor([
+            -solve_with_actions(inst.problem, inst.inputs, a.numpy(), cfg.evaluations,
+                                seed=int(rng.integers(2**31))).best_fitness / inst.standard
+            for a in actions], dtype=torch.float32)
+        b = baseline(*tensors)
+        adv = (reward - b).detach()
+        adv_sq = 0.99 * adv_sq + 0.01 * float((adv**2).mean())
+        loss = -(adv / np.sqrt(adv_sq) * logp).mean() + cfg.baseline_weight / 2 * ((reward - b) ** 2).mean()
+        opt.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(list(policy.parameters()) + list(baseline.parameters()), 1.0)
+        opt.step()
+        step += 1
+        recent.append(float(reward.mean()))
+        if step % cfg.validate_every == 0:
+            val = validate(policy, val_set, cfg.evaluations)
+            if val["reward"] > best_val["reward"]:
+                best_val, best_state, best_step = val, copy.deepcopy(policy.state_dict()), step
+            log.append({"step": step, "minutes": (time.time() - start) / 60, "train_reward": float(np.mean(recent)),
+                        "baseline": float(b.detach()), "validation": val})
+            echo(f"step {step} {(time.time() - start) / 60:.1f} min train reward {np.mean(recent):.4f} "
+                 f"validation {val['reward']:.4f} ties/wins {val['ties_or_wins']:.2f} (best step {best_step})")
+            recent = []
+    policy.load_state_dict(best_state)
+    summary = {"config": asdict(cfg), "steps": step, "best_step": best_step, "best_validation": best_val,
+               "problems": {"train": len(train_set), "validation": len(val_set)}, "prep_seconds": prep_s,
+               "wall_minutes": (time.time() - start) / 60, "log": log}
+    return {"policy": policy, "baseline": baseline, "summary": summary}
+
+
+def export(result: dict[str, Any], stem: str | Path) -> tuple[Path, Path, Path]:
+    """Write STEM.onnx (policy), STEM.pt (both state dicts + config) and STEM_train_log.json."""
+    stem = Path(stem)
+    stem.parent.mkdir(parents=True, exist_ok=True)
+    onnx_path = export_policy(result["policy"], stem.with_suffix(".onnx"))
+    pt_path = stem.with_suffix(".pt")
+    torch.save({"policy": result["policy"].state_dict(), "baseline": result["baseline"].state_dict(),
+                "config": result["summary"]["config"]}, pt_path)
+    log_path = stem.parent / f"{stem.name}_train_log.json"
+    log_path.write_text(json.dumps(result["summary"], indent=1))
+    return onnx_path, pt_path, log_path

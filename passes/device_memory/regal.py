@@ -1,0 +1,36 @@
+"""``regal``: BRKGA with per-op distributions predicted by a trained graph network (paper 003, REGAL).
+
+The network (``models/checkpoints/regal.onnx``, ONNX Runtime, no torch) reads the op
+graph with node features from a 400-evaluation uniform BRKGA run and predicts, per op,
+Beta distributions for its affinity, priority and transfer genes and an elite bias
+(:mod:`onnx_sched.models.inference.regal`); BRKGA then spends the rest of the budget
+with them.  Option ``evaluations`` (default 5,000) is the whole budget, feature run
+included; ``sample`` (default false) draws the action from the policy instead of taking
+its mode; ``pin`` (default true, as trained and as in the paper) holds the op with the
+most memory on device 0 (symmetry breaking; ``pin=false`` lets BRKGA move it, which matters
+because the host is not interchangeable with the other devices).  The first population holds the host-only solution, so the result is never
+worse than it.  Fails with one line when the checkpoint is missing or was trained for
+another device count.
+"""
+
+from __future__ import annotations
+
+from onnx_sched.deadline import Deadline
+from onnx_sched.graph import Graph
+from onnx_sched.passes import PassContext, register
+from onnx_sched.passes.device_memory._common import problem_of, schedule_of_keys
+from onnx_sched.schedule import Schedule
+
+
+def _flag(ctx: PassContext, name: str, default: bool) -> bool:
+    return str(ctx.option(name, default)).lower() in ("1", "true", "yes")
+
+
+@register("regal", objective="peak-mem-devices")
+def run(graph: Graph, ctx: PassContext) -> Schedule:
+    from onnx_sched.models.inference.regal import load_policy, run_regal
+
+    problem = problem_of(graph, ctx)
+    result = run_regal(problem, load_policy(), int(ctx.option("evaluations", 5000)), seed=ctx.seed,
+                       sample=_flag(ctx, "sample", False), deadline=Deadline(ctx.time_limit), pin=_flag(ctx, "pin", True))
+    return schedule_of_keys(problem, result.best_keys, "regal", **result.info)

@@ -1,0 +1,97 @@
+"""REGAL (paper 003): features, action dequantisation, the ONNX policy, the ``regal`` pass."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from onnx_sched.cost import device_memory as dm
+from onnx_sched.graph import Graph
+from onnx_sched.models.inference import regal as rg
+from onnx_sched.models.inference.regal_features import n_node_features, prepare
+from onnx_sched.passes import PassContext, get_pass
+from onnx_sched.synth import generate
+
+
+def _problem(n: int = 24, seed: int = 3) -> tuple[Graph, dm.DeviceMemoryProblem]:
+    g = generate("er", n, seed)
+    return g, dm.DeviceMemoryProblem.build(g, ("CPU", "GPU"))
+
+
+def test_feature_shapes_and_scale() -> None:
+    g, p = _problem()
+    inp = prepare(p, seed=0)
+    assert inp.x.shape == (g.n_ops, n_node_features(2)) and inp.x.dtype == np.float32
+    ptr, _ = p.consumers
+    produced = np.asarray(g.tensor_producer) >= 0
+    assert len(inp.src) == len(inp.dst) == len(inp.edge_x) == int(np.diff(ptr)[produced].sum())
+    assert (g.tensor_producer[np.repeat(np.arange(g.n_tensors), np.diff(ptr))][
+        np.repeat(produced, np.diff(ptr))] == inp.src).all()
+    assert max(inp.x[:, :3].max(), inp.edge_x.max()) == pytest.approx(1.0)  # scaled by the graph's largest
+    np.testing.assert_allclose(inp.x[:, 3:5].sum(axis=1), 1.0, rtol=1e-6)  # expected placement sums to 1
+    assert inp.x[:, 6].sum() == 1.0 and inp.x[inp.symmetry_op, 6] == 1.0
+    assert inp.x[inp.symmetry_op, 3] == 1.0  # pinned to device 0 in every chromosome
+    assert inp.warm.evaluations <= 400
+
+
+def test_dequantisation_formulas() -> None:
+    alpha, beta = rg.dequantise_beta(np.array([2, 0, 4]), np.array([1, 0, 4]), k=5)
+    np.testing.assert_allclose([alpha[0], beta[0]], [1.0, 1.0])  # standard BRKGA: uniform
+    np.testing.assert_allclose([alpha[1], beta[1]], [5 / 6, 25 / 6])  # mu 1/6, var 5/216
+    mu, var = 5 / 6, 5 / 6 * 1 / 6 * 5 / 6  # m = 4, v = 4
+    np.testing.assert_allclose(alpha[2] / (alpha[2] + beta[2]), mu)
+    np.testing.assert_allclose(alpha[2] * beta[2] / ((alpha[2] + beta[2]) ** 2 * (alpha[2] + beta[2] + 1)), var)
+    np.testing.assert_allclose(rg.dequantise_crossover(np.array([0, 2, 4]), k=5), [0.5, 0.7, 0.9])
+
+
+def test_standard_action_is_standard_brkga_except_the_pinned_op() -> None:
+    g, p = _problem()
+    actions = np.tile([2, 1] * (2 * 2 + 1) + [2], (g.n_ops, 1))
+    d = rg.gene_distributions(p, actions, symmetry_op=5)
+    pinned = np.zeros(dm.chromosome_size(p), bool)
+    pinned[[10, 11]] = True
+    assert (d.alpha[~pinned] == 1).all() and (d.beta[~pinned] == 1).all() and (d.rho == 0.7).all()
+    assert d.alpha[10] > d.beta[10] and d.alpha[11] < d.beta[11]
+    with pytest.raises(ValueError, match="actions must be"):
+        rg.gene_distributions(p, actions[:, :-1], 0)
+
+
+def test_onnx_policy_matches_torch(tmp_path) -> None:
+    torch = pytest.importorskip("torch")
+    from onnx_sched.models.training.regal_net import PolicyNet, export_policy
+
+    _, p = _problem(30, 1)
+    inp = prepare(p, seed=0)
+    torch.manual_seed(0)
+    net = PolicyNet(n_node_features(2), 2, hidden=8, rounds=2)
+    for prm in net.parameters():  # away from the near-constant initial head
+        prm.data.normal_(0, 0.5)
+    policy = rg.RegalPolicy(export_policy(net, tmp_path / "regal.onnx"))
+    with torch.no_grad():
+        want = net(*(torch.from_numpy(a) for a in (inp.x, inp.edge_x, inp.src, inp.dst))).numpy()
+    got = policy.logits(inp)
+    assert got.shape == (p.graph.n_ops, rg.n_heads(2), rg.LEVELS)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+def test_pass_tiny_budget_never_worse_than_host_only() -> None:
+    if not rg.CHECKPOINT.is_file():
+        pytest.skip("no shipped REGAL checkpoint")
+    g, p = _problem(20, 7)
+    ctx = PassContext(time_limit=60.0, seed=0, options={"evaluations": 500}, problem=p)
+    s = get_pass("regal", "peak-mem-devices")(g, ctx)
+    got = dm.walk(p, s.steps).peak
+    host = dm.walk(p, [dm.Step("op", j, 0) for j in range(g.n_ops)]).peak
+    assert got <= host and s.info["evaluations"] <= 500
+    with pytest.raises(ValueError, match="at least 500 evaluations"):
+        get_pass("regal", "peak-mem-devices")(g, PassContext(options={"evaluations": 450}, problem=p))
+
+
+def test_missing_checkpoint_is_one_clear_line(monkeypatch, tmp_path) -> None:
+    from onnx_sched.passes.device_memory import regal as regal_pass
+
+    monkeypatch.setattr(rg, "CHECKPOINT", tmp_path / "absent.onnx")
+    g, p = _problem(10, 0)
+    with pytest.raises(ValueError, match="REGAL checkpoint .* missing") as err:
+        regal_pass.run(g, PassContext(problem=p))
+    assert "\n" not in str(err.value)
