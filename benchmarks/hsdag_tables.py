@@ -8,7 +8,9 @@ For each model (OpenVINO IR from the corpus):
 2. get each row's placement with the command printed next to it (``onnx-sched optimize ...``,
    run here through :func:`onnx_sched.optimize_model`, the same code): CPU-only, the second
    device only ("GPU-only"), OpenVINO's AUTO plugin with the CPU or the other device first
-   (real ``AUTO:`` runs), ``hsdag`` with ``reward=measured`` and its three table-3 ablations;
+   (real ``AUTO:`` runs), the learned baselines ``placeto`` and ``rnn-placer`` (Placeto and the
+   seq2seq LSTM placer of section 3.3), ``hsdag``, each with ``reward=measured``, and hsdag's three
+   table-3 ablations (``--rows`` keeps a subset; CPU-only is always kept, it is the reference);
 3. time every row again, interleaved: ``--rounds`` rounds, each timing every row once with paper
    004's protocol (10 runs, mean of the last 5) in a rotated order; a row's number is the median
    over rounds.  The machine is shared, so the interleaving matters more than the run count.
@@ -16,6 +18,7 @@ For each model (OpenVINO IR from the corpus):
 Prints the tables and writes JSON (``--out``).
 
     python benchmarks/hsdag_tables.py --models resnet50,bert_base,light_inception_v2 --out benchmarks/hsdag_tables.json
+    python benchmarks/hsdag_tables.py --rows cpu-only,single:1,placeto,rnn-placer --out benchmarks/placers_tables.json
 """
 
 from __future__ import annotations
@@ -55,8 +58,9 @@ def command(model: Path, method: str, profile: Path, time_limit: float, options:
             f"--profiles {profile} --time-limit {time_limit:g}{opts}")
 
 
-def rows_for(model: Path, profile: Path, hsdag_limit: float, ablation_limit: float, skip_ablations: bool) -> list[dict]:
-    """Each row's placement (and what its pass reported)."""
+def rows_for(model: Path, profile: Path, hsdag_limit: float, ablation_limit: float, skip_ablations: bool,
+             learned_limit: float = 60.0, only: tuple[str, ...] = ()) -> list[dict]:
+    """Each row's placement (and what its pass reported); ``only``: the methods to keep (CPU-only always)."""
     from onnx_sched.api import optimize_model
 
     rows = []
@@ -65,12 +69,17 @@ def rows_for(model: Path, profile: Path, hsdag_limit: float, ablation_limit: flo
         ("GPU-only (2nd device: CPUB)", "single:1", 10, {}),
         ("OpenVINO-CPU (AUTO, CPU first)", "openvino-auto-cpu-first", 30, {"run_devices": RUN_DEVICES}),
         ("OpenVINO-GPU (AUTO, CPUB first)", "openvino-auto-gpu-first", 30, {"run_devices": RUN_DEVICES}),
+        ("Placeto", "placeto", learned_limit, {"reward": "measured", "run_devices": RUN_DEVICES, "measure_budget": 4}),
+        ("RNN-based (seq2seq LSTM)", "rnn-placer", learned_limit,
+         {"reward": "measured", "run_devices": RUN_DEVICES, "measure_budget": 4}),
         ("HSDAG", "hsdag", hsdag_limit, {"reward": "measured", "run_devices": RUN_DEVICES}),
     ]
     if not skip_ablations:
         for label, m in (("w/o output shape", "hsdag-no-shape"), ("w/o node ID", "hsdag-no-node-id"),
                          ("w/o graph structural features", "hsdag-no-structural")):
             plan.append((label, m, ablation_limit, {"reward": "measured", "run_devices": RUN_DEVICES, "measure_budget": 4}))
+    if only:
+        plan = [row for row in plan if row[1] in only or row[1] == "cpu-only"]
     for label, method, limit, options in plan:
         t0 = time.perf_counter()
         if method == "single:1":
@@ -147,6 +156,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--hsdag-time-limit", type=float, default=90.0)
     ap.add_argument("--ablation-time-limit", type=float, default=40.0)
     ap.add_argument("--skip-ablations", action="store_true")
+    ap.add_argument("--learned-time-limit", type=float, default=60.0, help="placeto and rnn-placer rows")
+    ap.add_argument("--rows", default="", help="comma list of row methods to keep (single:1 = GPU-only); default all")
     args = ap.parse_args(argv)
     args.work.mkdir(parents=True, exist_ok=True)
     from onnx_sched.devices import list_devices
@@ -157,7 +168,9 @@ def main(argv: list[str] | None = None) -> int:
         model = CORPUS / f"{name}.xml"
         print(f"{name}: profiling", flush=True)
         profile = two_device_profile(model, args.work)
-        rows = rows_for(model, profile, args.hsdag_time_limit, args.ablation_time_limit, args.skip_ablations)
+        only = tuple(r for r in args.rows.split(",") if r)
+        rows = rows_for(model, profile, args.hsdag_time_limit, args.ablation_time_limit, args.skip_ablations,
+                        args.learned_time_limit, only)
         interleaved(model, rows, args.rounds)
         print(table(name, rows))
         result["models"][name] = [{k: (v.tolist() if isinstance(v, np.ndarray) else v) for k, v in r.items()

@@ -1,0 +1,106 @@
+"""Placeto (paper 004's section 3.3 baseline) as the ``latency`` pass ``placeto``, and what it shares with ``rnn-placer``.
+
+Placeto places node by node with HSDAG's encoder, the current placement part of the node
+features, trained on this graph by REINFORCE
+(:mod:`~onnx_sched.models.inference.placeto_search`, numpy, no torch).  The reward is
+HSDAG's: ``1 / latency``, modelled by default or measured on OpenVINO with
+``--option reward=measured`` (the same :class:`~onnx_sched.passes.placement._measured.MeasuredLatency`
+as ``hsdag``: HETERO runs, paper 004's protocol, pre-filtered by the latency model).  The
+single-device placements are candidates too (timed first under ``reward=measured``), so the
+choice is never worse than the best single device under the latency that judged it.
+
+Options (``--option KEY=VALUE``): ``episodes`` (100), ``batch`` (4 episodes per weight
+update), ``lr`` (1e-2), ``reward`` (``model`` | ``measured``)
+and, with ``measured``, ``run_devices`` (e.g. ``CPU,CPUB``), ``measure_budget`` (8) and
+``margin`` (0.10) as for ``hsdag``.  Deterministic for a seed; the clock is checked before
+every episode (the first always runs).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from onnx_sched.cost import latency as lat
+from onnx_sched.graph import Graph
+from onnx_sched.passes import PassContext, register
+from onnx_sched.passes.placement._common import make_placement_schedule, problem_of
+from onnx_sched.passes.placement.single import single_device
+from onnx_sched.schedule import Schedule
+
+__all__ = ["run_learned_placer"]
+
+
+def run_learned_placer(graph: Graph, ctx: PassContext, method: str, make_policy: Callable[[lat.PlacementProblem], Any],
+                       lr: float) -> Schedule:
+    """Train ``make_policy(problem)`` on this graph with REINFORCE and return the best candidate (module docstring)."""
+    from onnx_sched.jit import work_clock
+    from onnx_sched.models.inference.placeto_search import ReinforceSettings, reinforce
+
+    t0 = work_clock()
+    problem = problem_of(graph, ctx)
+    settings = ReinforceSettings(episodes=int(ctx.option("episodes", 100)), batch=int(ctx.option("batch", 4)),
+                                 lr=float(ctx.option("lr", lr)))
+    reward = str(ctx.option("reward", "model"))
+    if reward not in ("model", "measured"):
+        raise ValueError(f"{method}: reward must be 'model' or 'measured', got {reward!r}")
+    singles = [single_device(problem, d) for d in range(problem.n_devices)]
+    measured = _measured_reward(problem, ctx, singles) if reward == "measured" else None
+    latency_of: Callable[[np.ndarray, float], float] = measured if measured is not None else _predicted
+    policy = make_policy(problem)
+    left = None if ctx.time_limit is None else max(0.0, ctx.time_limit - (work_clock() - t0))  # features, timed singles
+    res = reinforce(problem, policy, settings, latency_of, np.random.default_rng(ctx.seed), time_limit=left)
+    info: dict[str, Any] = {"reward": reward, "episodes_run": res.episodes_run, "weight_updates": res.updates,
+                            "candidates": len(res.candidates) + len(singles), "seed": ctx.seed,
+                            # mean judged latency of the first / last batch of sampled episodes: did it learn?
+                            "episode_latency_first": float(np.mean(res.history[:settings.batch])),
+                            "episode_latency_last": float(np.mean(res.history[-settings.batch:]))}
+    if measured is not None:
+        placement, predicted, seconds = measured.best()
+        info.update(measured_latency_s=seconds, measured_best_single_s=min(measured.measure(p) for p in singles),
+                    measured_candidates=len(measured.timed), measure_seconds=measured.seconds,
+                    run_devices=",".join(measured.timer.devices), predicted_latency_s=predicted)
+        return make_placement_schedule(problem, placement, method, **info)
+    pool = [*res.candidates.values()] + [(p, float(lat.evaluate(problem, p))) for p in singles]
+    placement, value = min(pool, key=lambda t: t[1])
+    return make_placement_schedule(problem, placement, method, predicted_latency_s=value, **info)
+
+
+def _predicted(placement: np.ndarray, predicted: float) -> float:
+    return predicted
+
+
+def _measured_reward(problem: lat.PlacementProblem, ctx: PassContext, singles: list[np.ndarray]) -> Any:
+    """The :class:`~onnx_sched.passes.placement._measured.MeasuredLatency` of ``reward=measured``, the
+    single-device placements timed first (so the choice is never slower than the best of them);
+    ``None`` on the objective's warm-up instance (no model to run).  The same steps as ``hsdag``'s
+    (``_hsdag_run.run_hsdag``); one helper in ``_measured.py`` could serve both."""
+    if ctx.option("warm_up", False):
+        return None
+    from onnx_sched.devices import openvino_core
+    from onnx_sched.passes.placement._measured import MeasuredLatency, run_devices_for
+
+    devices = run_devices_for(problem, ctx.option("run_devices", None), list(openvino_core().available_devices))
+    measured = MeasuredLatency(problem, ctx.source, devices, budget=int(ctx.option("measure_budget", 8)),
+                               margin=float(ctx.option("margin", 0.10)), seed=ctx.seed)
+    for p in singles:
+        measured.measure(p)
+    return measured
+
+
+def _placeto_policy(problem: lat.PlacementProblem) -> Any:
+    from onnx_sched.models.inference.hsdag_net import load_params
+    from onnx_sched.models.inference.placeto_search import PlacetoPolicy
+
+    try:
+        params = load_params()
+    except FileNotFoundError as exc:
+        raise ValueError(str(exc)) from None
+    return PlacetoPolicy(problem, params)
+
+
+@register("placeto", objective="latency")
+def run(graph: Graph, ctx: PassContext) -> Schedule:
+    return run_learned_placer(graph, ctx, "placeto", _placeto_policy, lr=1e-2)
