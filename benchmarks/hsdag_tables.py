@@ -19,6 +19,7 @@ Prints the tables and writes JSON (``--out``).
 
     python benchmarks/hsdag_tables.py --models resnet50,bert_base,light_inception_v2 --out benchmarks/hsdag_tables.json
     python benchmarks/hsdag_tables.py --rows cpu-only,single:1,placeto,rnn-placer --out benchmarks/placers_tables.json
+    python benchmarks/hsdag_tables.py --models examples/inception_v3.xml --out /tmp/inception_v3_tables.json
 """
 
 from __future__ import annotations
@@ -37,6 +38,14 @@ ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT.parent / "shared" / "corpus" / "openvino"
 RUN_DEVICES = "CPU,CPUB"
 HSDAG_ROWS = ("hsdag", "hsdag-no-shape", "hsdag-no-node-id", "hsdag-no-structural")
+
+
+def model_path(entry: str) -> tuple[Path, str]:
+    """``--models`` entry -> (IR path, name): a corpus name (``CORPUS/<name>.xml``) or an explicit ``.xml`` path."""
+    if entry.endswith(".xml"):
+        path = Path(entry).expanduser().resolve()
+        return path, path.stem
+    return CORPUS / f"{entry}.xml", entry
 
 
 def two_device_profile(model: Path, out_dir: Path) -> Path:
@@ -149,7 +158,8 @@ def table(name: str, rows: list[dict], labels: tuple[str, ...] | None = None) ->
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--models", default="resnet50,bert_base,light_inception_v2")
+    ap.add_argument("--models", default="resnet50,bert_base,light_inception_v2",
+                    help="comma list of corpus names (CORPUS/<name>.xml) or explicit OpenVINO IR paths ending in .xml")
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "hsdag_tables.json")
     ap.add_argument("--work", type=Path, default=Path("/tmp/hsdag_tables"))
     ap.add_argument("--rounds", type=int, default=3)
@@ -164,8 +174,8 @@ def main(argv: list[str] | None = None) -> int:
 
     result: dict[str, Any] = {"command": "python benchmarks/hsdag_tables.py " + " ".join(argv or sys.argv[1:]),
                               "devices": [d.to_dict() for d in list_devices()], "models": {}}
-    for name in args.models.split(","):
-        model = CORPUS / f"{name}.xml"
+    for entry in args.models.split(","):
+        model, name = model_path(entry)
         print(f"{name}: profiling", flush=True)
         profile = two_device_profile(model, args.work)
         only = tuple(r for r in args.rows.split(",") if r)
