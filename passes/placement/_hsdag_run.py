@@ -16,10 +16,15 @@ from typing import Any
 
 import numpy as np
 
-from onnx_sched.cost import latency as lat
 from onnx_sched.graph import Graph
 from onnx_sched.passes import PassContext
-from onnx_sched.passes.placement._common import make_placement_schedule, problem_of
+from onnx_sched.passes.placement._common import problem_of
+from onnx_sched.passes.placement._measured import (
+    choose_placement,
+    measured_reward,
+    predicted_latency,
+    reward_option,
+)
 from onnx_sched.passes.placement.single import single_device
 from onnx_sched.schedule import Schedule
 
@@ -67,38 +72,15 @@ def run_hsdag(graph: Graph, ctx: PassContext, method: str, ablate: tuple[str, ..
 
     problem = problem_of(graph, ctx)
     settings = settings_of(ctx)
-    reward = str(ctx.option("reward", "model"))
-    if reward not in ("model", "measured"):
-        raise ValueError(f"{method}: reward must be 'model' or 'measured', got {reward!r}")
+    reward = reward_option(ctx, method)
     params = _params()
     singles = [single_device(problem, d) for d in range(problem.n_devices)]
-    measured = None
-    if reward == "measured" and not ctx.option("warm_up", False):  # the warm-up instance has no model to run
-        from onnx_sched.devices import openvino_core
-        from onnx_sched.passes.placement._measured import MeasuredLatency, run_devices_for
-
-        devices = run_devices_for(problem, ctx.option("run_devices", None), list(openvino_core().available_devices))
-        measured = MeasuredLatency(problem, ctx.source, devices, budget=int(ctx.option("measure_budget", 8)),
-                                   margin=float(ctx.option("margin", 0.10)), seed=ctx.seed)
-        for p in singles:  # always timed, first: the choice is never slower than the best single device
-            measured.measure(p)
-        latency_of = measured
-    else:
-        def latency_of(placement: np.ndarray, predicted: float) -> float:
-            return predicted
+    measured = measured_reward(problem, ctx, singles) if reward == "measured" else None
+    latency_of = measured if measured is not None else predicted_latency
     res = run_episodes(problem, params, settings, latency_of, np.random.default_rng(ctx.seed),
                        time_limit=ctx.time_limit, mask=_mask(ablate))
     info: dict[str, Any] = {"reward": reward, "episodes_run": res.episodes_run, "steps": res.steps,
                             "weight_updates": res.updates, "candidates": len(res.candidates) + len(singles),
                             "groups_round0": res.groups_per_round[0] if res.groups_per_round else 0.0,
                             "ablated": ",".join(ablate)}
-    if measured is not None:
-        placement, predicted, seconds = measured.best()
-        best_single = min(measured.measure(p) for p in singles)
-        info.update(measured_latency_s=seconds, measured_best_single_s=best_single, measured_candidates=len(measured.timed),
-                    measure_seconds=measured.seconds, run_devices=",".join(measured.timer.devices),
-                    predicted_latency_s=predicted)
-        return make_placement_schedule(problem, placement, method, **info)
-    pool = [(p, v) for p, v in res.candidates.values()] + [(p, float(lat.evaluate(problem, p))) for p in singles]
-    placement, value = min(pool, key=lambda t: t[1])
-    return make_placement_schedule(problem, placement, method, predicted_latency_s=value, **info)
+    return choose_placement(problem, method, measured, list(res.candidates.values()), singles, info)

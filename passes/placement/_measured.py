@@ -20,8 +20,56 @@ import numpy as np
 
 from onnx_sched.cost import latency as lat
 from onnx_sched.jit import work_clock
+from onnx_sched.passes.placement._common import make_placement_schedule
+from onnx_sched.schedule import Schedule
 
-__all__ = ["MeasuredLatency", "run_devices_for"]
+__all__ = ["MeasuredLatency", "choose_placement", "measured_reward", "predicted_latency", "reward_option",
+           "run_devices_for"]
+
+
+def predicted_latency(placement: np.ndarray, predicted: float) -> float:
+    """The ``reward=model`` judge: a placement's latency is the model's prediction."""
+    return predicted
+
+
+def reward_option(ctx: Any, method: str) -> str:
+    """The ``reward`` pass option: ``model`` (default) or ``measured``; ``ValueError`` otherwise."""
+    reward = str(ctx.option("reward", "model"))
+    if reward not in ("model", "measured"):
+        raise ValueError(f"{method}: reward must be 'model' or 'measured', got {reward!r}")
+    return reward
+
+
+def measured_reward(problem: lat.PlacementProblem, ctx: Any, singles: list[np.ndarray]) -> MeasuredLatency | None:
+    """The :class:`MeasuredLatency` of ``reward=measured`` with the single-device placements timed first
+    (so the choice is never slower than the best of them); ``None`` on the objective's warm-up instance,
+    which has no model to run."""
+    if ctx.option("warm_up", False):
+        return None
+    from onnx_sched.devices import openvino_core
+
+    devices = run_devices_for(problem, ctx.option("run_devices", None), list(openvino_core().available_devices))
+    measured = MeasuredLatency(problem, ctx.source, devices, budget=int(ctx.option("measure_budget", 8)),
+                               margin=float(ctx.option("margin", 0.10)), seed=ctx.seed)
+    for p in singles:
+        measured.measure(p)
+    return measured
+
+
+def choose_placement(problem: lat.PlacementProblem, method: str, measured: MeasuredLatency | None,
+                     candidates: list[tuple[np.ndarray, float]], singles: list[np.ndarray],
+                     info: dict[str, Any]) -> Schedule:
+    """The fastest timed placement (``measured``), else the best predicted of ``candidates``
+    (placement, predicted latency) and ``singles``; ``info`` goes into the schedule."""
+    if measured is not None:
+        placement, predicted, seconds = measured.best()
+        info.update(measured_latency_s=seconds, measured_best_single_s=min(measured.measure(p) for p in singles),
+                    measured_candidates=len(measured.timed), measure_seconds=measured.seconds,
+                    run_devices=",".join(measured.timer.devices), predicted_latency_s=predicted)
+        return make_placement_schedule(problem, placement, method, **info)
+    pool = [*candidates, *((p, float(lat.evaluate(problem, p))) for p in singles)]
+    placement, value = min(pool, key=lambda t: t[1])
+    return make_placement_schedule(problem, placement, method, predicted_latency_s=value, **info)
 
 
 def run_devices_for(problem: lat.PlacementProblem, option: Any, available: list[str]) -> list[str]:

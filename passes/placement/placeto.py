@@ -26,7 +26,13 @@ import numpy as np
 from onnx_sched.cost import latency as lat
 from onnx_sched.graph import Graph
 from onnx_sched.passes import PassContext, register
-from onnx_sched.passes.placement._common import make_placement_schedule, problem_of
+from onnx_sched.passes.placement._common import problem_of
+from onnx_sched.passes.placement._measured import (
+    choose_placement,
+    measured_reward,
+    predicted_latency,
+    reward_option,
+)
 from onnx_sched.passes.placement.single import single_device
 from onnx_sched.schedule import Schedule
 
@@ -43,12 +49,10 @@ def run_learned_placer(graph: Graph, ctx: PassContext, method: str, make_policy:
     problem = problem_of(graph, ctx)
     settings = ReinforceSettings(episodes=int(ctx.option("episodes", 100)), batch=int(ctx.option("batch", 4)),
                                  lr=float(ctx.option("lr", lr)))
-    reward = str(ctx.option("reward", "model"))
-    if reward not in ("model", "measured"):
-        raise ValueError(f"{method}: reward must be 'model' or 'measured', got {reward!r}")
+    reward = reward_option(ctx, method)
     singles = [single_device(problem, d) for d in range(problem.n_devices)]
-    measured = _measured_reward(problem, ctx, singles) if reward == "measured" else None
-    latency_of: Callable[[np.ndarray, float], float] = measured if measured is not None else _predicted
+    measured = measured_reward(problem, ctx, singles) if reward == "measured" else None
+    latency_of: Callable[[np.ndarray, float], float] = measured if measured is not None else predicted_latency
     policy = make_policy(problem)
     left = None if ctx.time_limit is None else max(0.0, ctx.time_limit - (work_clock() - t0))  # features, timed singles
     res = reinforce(problem, policy, settings, latency_of, np.random.default_rng(ctx.seed), time_limit=left)
@@ -57,37 +61,7 @@ def run_learned_placer(graph: Graph, ctx: PassContext, method: str, make_policy:
                             # mean judged latency of the first / last batch of sampled episodes: did it learn?
                             "episode_latency_first": float(np.mean(res.history[:settings.batch])),
                             "episode_latency_last": float(np.mean(res.history[-settings.batch:]))}
-    if measured is not None:
-        placement, predicted, seconds = measured.best()
-        info.update(measured_latency_s=seconds, measured_best_single_s=min(measured.measure(p) for p in singles),
-                    measured_candidates=len(measured.timed), measure_seconds=measured.seconds,
-                    run_devices=",".join(measured.timer.devices), predicted_latency_s=predicted)
-        return make_placement_schedule(problem, placement, method, **info)
-    pool = [*res.candidates.values()] + [(p, float(lat.evaluate(problem, p))) for p in singles]
-    placement, value = min(pool, key=lambda t: t[1])
-    return make_placement_schedule(problem, placement, method, predicted_latency_s=value, **info)
-
-
-def _predicted(placement: np.ndarray, predicted: float) -> float:
-    return predicted
-
-
-def _measured_reward(problem: lat.PlacementProblem, ctx: PassContext, singles: list[np.ndarray]) -> Any:
-    """The :class:`~onnx_sched.passes.placement._measured.MeasuredLatency` of ``reward=measured``, the
-    single-device placements timed first (so the choice is never slower than the best of them);
-    ``None`` on the objective's warm-up instance (no model to run).  The same steps as ``hsdag``'s
-    (``_hsdag_run.run_hsdag``); one helper in ``_measured.py`` could serve both."""
-    if ctx.option("warm_up", False):
-        return None
-    from onnx_sched.devices import openvino_core
-    from onnx_sched.passes.placement._measured import MeasuredLatency, run_devices_for
-
-    devices = run_devices_for(problem, ctx.option("run_devices", None), list(openvino_core().available_devices))
-    measured = MeasuredLatency(problem, ctx.source, devices, budget=int(ctx.option("measure_budget", 8)),
-                               margin=float(ctx.option("margin", 0.10)), seed=ctx.seed)
-    for p in singles:
-        measured.measure(p)
-    return measured
+    return choose_placement(problem, method, measured, list(res.candidates.values()), singles, info)
 
 
 def _placeto_policy(problem: lat.PlacementProblem) -> Any:
