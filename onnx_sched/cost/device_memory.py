@@ -67,7 +67,9 @@ __all__ = [
     "evaluate_keys",
     "fitness",
     "lower_bound",
+    "op_order",
     "parse_memory_limits",
+    "placement_of",
     "walk",
 ]
 
@@ -437,6 +439,20 @@ def _decode_arrays(problem: DeviceMemoryProblem, placement: np.ndarray, op_prio:
                  for s in range(steps))
 
 
+def op_order(steps: Sequence[Step]) -> np.ndarray:
+    """The op ids of ``steps`` in execution order (transfers left out)."""
+    return np.array([s.item for s in steps if s.kind == "op"], dtype=np.int64)
+
+
+def placement_of(n_ops: int, steps: Sequence[Step]) -> np.ndarray:
+    """The device of each of ``n_ops`` ops as ``steps`` run them (0 for an op they leave out)."""
+    placement = np.zeros(n_ops, dtype=np.int64)
+    for s in steps:
+        if s.kind == "op":
+            placement[s.item] = s.device
+    return placement
+
+
 def walk(problem: DeviceMemoryProblem, steps: Sequence[Step]) -> Walk:
     """Per-device peaks of ``steps``; ``ValueError`` names the first invalid step (an input
     not on the op's device, an op missing or run twice, a transfer from a device without the tensor)."""
@@ -444,10 +460,7 @@ def walk(problem: DeviceMemoryProblem, steps: Sequence[Step]) -> Walk:
     ops = [s.item for s in steps if s.kind == "op"]
     if sorted(ops) != list(range(n)):
         raise ValueError(f"a schedule must run each of the {n} ops exactly once, got {len(ops)} op steps")
-    placement = np.zeros(n, dtype=np.int64)
-    for s in steps:
-        if s.kind == "op":
-            placement[s.item] = s.device
+    placement = placement_of(n, steps)
     kind = np.array([OP if s.kind == "op" else TRANSFER for s in steps], dtype=np.int64)
     item = np.array([s.item for s in steps], dtype=np.int64)
     dev = np.array([s.device for s in steps], dtype=np.int64)

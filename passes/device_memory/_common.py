@@ -47,11 +47,7 @@ def keys_for(problem: dm.DeviceMemoryProblem, placement: np.ndarray, order: np.n
 def make_schedule(problem: dm.DeviceMemoryProblem, steps: Sequence[dm.Step], method: str, **info: Any) -> Schedule:
     """Wrap steps: walk them (validating), store per-device peaks in ``info``."""
     result = dm.walk(problem, steps)
-    order = np.array([s.item for s in steps if s.kind == "op"], dtype=np.int64)
-    placement = np.zeros(problem.graph.n_ops, dtype=np.int64)
-    for s in steps:
-        if s.kind == "op":
-            placement[s.item] = s.device
+    order, placement = dm.op_order(steps), dm.placement_of(problem.graph.n_ops, steps)
     meta = {"per_device_peak": {d: int(v) for d, v in zip(problem.devices, result.per_device_peak)},
             "transfers": sum(s.kind == "transfer" for s in steps), **info}
     return Schedule(order=order, method=method, placement=placement, steps=tuple(steps), info=meta)

@@ -21,7 +21,7 @@ from onnx_sched.graph import Graph
 from onnx_sched.passes import PassContext, register
 from onnx_sched.passes.device_memory import brkga as brkga_pass
 from onnx_sched.passes.device_memory import cpsat
-from onnx_sched.passes.device_memory._common import make_schedule, problem_of, schedule_of_keys
+from onnx_sched.passes.device_memory._common import problem_of, schedule_of_keys
 from onnx_sched.passes.device_memory.local_search import climb, start_keys
 from onnx_sched.schedule import Schedule
 
@@ -38,13 +38,9 @@ def run(graph: Graph, ctx: PassContext) -> Schedule:
     result = brkga_pass.solve(problem, params, seed=ctx.seed, initial=seeds, fewer_transfers=True,
                               deadline=Deadline(max(clock.left(), 0.0) * BRKGA_SHARE))
     if graph.n_ops <= int(ctx.option("cpsat_max_ops", cpsat.DEFAULT_MAX_OPS)):
-        best = schedule_of_keys(problem, result.best_keys, "auto")
-        steps, bound, status = cpsat.solve(problem, best.steps, time_limit=max(clock.left(), 0.01), seed=ctx.seed)
-        if steps is None or dm.walk(problem, steps).peak > dm.walk(problem, best.steps).peak:
-            steps = best.steps
-        lower = max(bound, dm.lower_bound(problem))
-        schedule = make_schedule(problem, steps, "auto", evaluations=result.evaluations, cpsat_status=status)
-        return schedule.with_(optimal=dm.walk(problem, steps).peak <= lower, lower_bound=float(lower))
+        _, best = dm.decode_keys(problem, result.best_keys)
+        return cpsat.improve(problem, best, "auto", time_limit=clock.left(), seed=ctx.seed,
+                             evaluations=result.evaluations)
     keys, _, climbed = climb(problem, result.best_keys, 10**9, 50, np.random.default_rng(ctx.seed), clock,
                              fewer_transfers=True)
     return schedule_of_keys(problem, keys, "auto", evaluations=result.evaluations + climbed,

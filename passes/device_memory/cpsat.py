@@ -36,7 +36,7 @@ from onnx_sched.passes.device_memory import partition_dfs
 from onnx_sched.passes.device_memory._common import make_schedule, problem_of
 from onnx_sched.schedule import Schedule
 
-__all__ = ["run", "solve"]
+__all__ = ["improve", "run", "solve"]
 
 DEFAULT_MAX_OPS = 60
 
@@ -187,6 +187,21 @@ def _add_hint(m, problem: dm.DeviceMemoryProblem, hint: tuple[dm.Step, ...], x, 
             m.AddHint(tpos[s.item, s.device], k)
 
 
+def improve(problem: dm.DeviceMemoryProblem, hint: tuple[dm.Step, ...], method: str, *, time_limit: float,
+            seed: int = 0, workers: int = 1, **info: object) -> Schedule:
+    """CP-SAT hinted with ``hint``: its schedule if no worse than the hint, else the hint; ``optimal``
+    when the peak meets CP-SAT's bound (valid whatever its status) or the problem's lower bound.
+    ``info`` gains the solver ``status``, its ``model_bound`` and the ``hint_peak``."""
+    steps, bound, status = solve(problem, hint, time_limit=max(time_limit, 0.01), seed=seed, workers=workers)
+    hint_peak = dm.walk(problem, hint).peak
+    if steps is None or dm.walk(problem, steps).peak > hint_peak:
+        steps = hint
+    schedule = make_schedule(problem, steps, method, status=status, model_bound=bound, hint_peak=hint_peak, **info)
+    lower = max(bound, dm.lower_bound(problem))
+    peak = max(schedule.info["per_device_peak"].values())
+    return schedule.with_(optimal=peak <= lower, lower_bound=float(lower))
+
+
 @register("cpsat", objective="peak-mem-devices")
 def run(graph: Graph, ctx: PassContext) -> Schedule:
     problem = problem_of(graph, ctx)
@@ -196,11 +211,5 @@ def run(graph: Graph, ctx: PassContext) -> Schedule:
     if graph.n_ops > max_ops:
         return make_schedule(problem, hint, "cpsat",
                              note=f"graph has {graph.n_ops} ops > max_ops={max_ops}: CP-SAT not run, returned the hint")
-    steps, bound, status = solve(problem, hint, time_limit=max(clock.left(), 0.01), seed=ctx.seed,
-                                 workers=int(ctx.option("workers", 1)))
-    hint_peak = dm.walk(problem, hint).peak
-    if steps is None or dm.walk(problem, steps).peak > hint_peak:
-        steps = hint
-    schedule = make_schedule(problem, steps, "cpsat", status=status, model_bound=bound, hint_peak=hint_peak)
-    lower = max(bound, dm.lower_bound(problem))  # CP-SAT's best bound is valid whatever its status
-    return schedule.with_(optimal=dm.walk(problem, steps).peak <= lower, lower_bound=float(lower))
+    return improve(problem, hint, "cpsat", time_limit=clock.left(), seed=ctx.seed,
+                   workers=int(ctx.option("workers", 1)))

@@ -28,11 +28,7 @@ def start_keys(problem: dm.DeviceMemoryProblem, seed: int) -> np.ndarray:
     n = problem.graph.n_ops
     rows = [keys_for(problem, np.zeros(n, dtype=np.int64), np.arange(n))]
     for steps in partition_dfs.candidates(problem, seed).values():
-        placement = np.zeros(n, dtype=np.int64)
-        for s in steps:
-            if s.kind == "op":
-                placement[s.item] = s.device
-        rows.append(keys_for(problem, placement, np.array([s.item for s in steps if s.kind == "op"])))
+        rows.append(keys_for(problem, dm.placement_of(n, steps), dm.op_order(steps)))
     return np.stack(rows)
 
 
