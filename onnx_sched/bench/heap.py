@@ -163,10 +163,13 @@ def heap_fields(run: Callable[[], Any], warmup: int, setup: Callable[[], Any] | 
     """
     import memray
 
-    if setup is not None:
-        _, first = trace_heap(lambda: (setup(), [run() for _ in range(max(warmup, 1))]))
-    else:
-        _, first = trace_heap(lambda: [run() for _ in range(max(warmup, 1))])
+    def first_runs() -> None:
+        if setup is not None:
+            setup()
+        for _ in range(max(warmup, 1)):
+            run()
+
+    _, first = trace_heap(first_runs)
     _, last = trace_heap(run)
     return {
         "heap_tracker": f"{HEAP_TRACKER} {memray.__version__}",
