@@ -8,6 +8,7 @@ import pytest
 from conftest import CORPUS
 
 from onnx_sched.brkga import BrkgaParams, brkga
+from onnx_sched.cli.optimize import parse_memory_limits
 from onnx_sched.cost import device_memory as dm
 from onnx_sched.cost.memory import peak_memory
 from onnx_sched.graph import Graph
@@ -95,9 +96,9 @@ def test_memory_limits_make_overflows_infeasible() -> None:
     assert fit[0] > fit[1]  # 2 B over the GPU's 10 B ranks below every feasible solution
     with pytest.raises(ValueError, match="unknown device 'NPU'"):
         dm.DeviceMemoryProblem.build(chain(), ("CPU", "GPU"), {"NPU": 1})
-    assert dm.parse_memory_limits(["GPU=4GiB"]) == {"GPU": 4 * 2**30}
+    assert parse_memory_limits(["GPU=4GiB"]) == {"GPU": 4 * 2**30}
     with pytest.raises(ValueError, match="DEVICE=SIZE"):
-        dm.parse_memory_limits(["GPU:4GiB"])
+        parse_memory_limits(["GPU:4GiB"])
 
 
 def test_brkga_is_deterministic_by_seed_and_keeps_its_budget() -> None:

@@ -8,6 +8,7 @@ OpenVINO plans its own op order.
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 
 import click
@@ -91,7 +92,6 @@ def command(model: Path, output: Path, objective: str, method: str, time_limit: 
     if plot_path is not None and not get_objective(objective).plots:
         raise ValueError(f"--plot: objective {objective!r} has no plot (peak-mem: memory over steps; makespan: Gantt)")
     shapes, dim_values = parse_input_shapes(input_shapes), parse_dims(dims)
-    from onnx_sched.cost.device_memory import parse_memory_limits
     with tempfile.TemporaryDirectory(prefix="onnx_sched_") as tmp:
         source = model
         if ort_graph is not None:
@@ -120,6 +120,27 @@ def parse_pass_options(items: tuple[str, ...]) -> dict[str, object]:
             except ValueError:
                 continue
         out[key.strip()] = value
+    return out
+
+
+def parse_memory_limits(specs: Sequence[str]) -> dict[str, int]:
+    """``["GPU=4GiB", "NPU=512MB"]`` -> bytes per device name.
+
+    >>> parse_memory_limits(["GPU=4GiB", "NPU=1.5MB", "CPU=1000"])
+    {'GPU': 4294967296, 'NPU': 1500000, 'CPU': 1000}
+    """
+    units = {"": 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "KIB": 2**10, "MIB": 2**20, "GIB": 2**30}
+    out: dict[str, int] = {}
+    for spec in specs:
+        name, sep, value = spec.partition("=")
+        number = value.strip().upper().rstrip("BIKMG")
+        unit = value.strip().upper()[len(number):]
+        try:
+            out[name.strip()] = int(float(number) * units[unit])
+        except (KeyError, ValueError):
+            raise ValueError(f"--memory-limit expects DEVICE=SIZE (e.g. GPU=4GiB), got {spec!r}") from None
+        if not sep or not name.strip():
+            raise ValueError(f"--memory-limit expects DEVICE=SIZE (e.g. GPU=4GiB), got {spec!r}")
     return out
 
 

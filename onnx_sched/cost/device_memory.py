@@ -68,7 +68,6 @@ __all__ = [
     "fitness",
     "lower_bound",
     "op_order",
-    "parse_memory_limits",
     "placement_of",
     "walk",
 ]
@@ -162,27 +161,6 @@ def chromosome_size(problem: DeviceMemoryProblem) -> int:
     """|N| x |D| affinities + |N| op priorities + |T| x |D| transfer priorities (paper 003, 3.2.1)."""
     n, d = problem.graph.n_ops, problem.n_devices
     return n * d + n + problem.n_transfer_slots * d
-
-
-def parse_memory_limits(specs: Sequence[str]) -> dict[str, int]:
-    """``["GPU=4GiB", "NPU=512MB"]`` -> bytes per device name.
-
-    >>> parse_memory_limits(["GPU=4GiB", "NPU=1.5MB", "CPU=1000"])
-    {'GPU': 4294967296, 'NPU': 1500000, 'CPU': 1000}
-    """
-    units = {"": 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "KIB": 2**10, "MIB": 2**20, "GIB": 2**30}
-    out: dict[str, int] = {}
-    for spec in specs:
-        name, sep, value = spec.partition("=")
-        number = value.strip().upper().rstrip("BIKMG")
-        unit = value.strip().upper()[len(number):]
-        try:
-            out[name.strip()] = int(float(number) * units[unit])
-        except (KeyError, ValueError):
-            raise ValueError(f"--memory-limit expects DEVICE=SIZE (e.g. GPU=4GiB), got {spec!r}") from None
-        if not sep or not name.strip():
-            raise ValueError(f"--memory-limit expects DEVICE=SIZE (e.g. GPU=4GiB), got {spec!r}")
-    return out
 
 
 # ----------------------------------------------------------------------------- kernels
