@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -53,6 +54,17 @@ class BrkgaParams:
     @property
     def mutants(self) -> int:
         return self.population - self.elites - self.children
+
+    def with_options(self, option: Callable[[str, Any], Any]) -> BrkgaParams:
+        """These parameters with a pass's options (``population``, ``elites``, ``children``,
+        ``elite_bias``, ``evaluations``) where given; ``option`` is ``PassContext.option``."""
+        return BrkgaParams(
+            population=int(option("population", self.population)),
+            elites=int(option("elites", self.elites)),
+            children=int(option("children", self.children)),
+            elite_bias=float(option("elite_bias", self.elite_bias)),
+            evaluations=int(option("evaluations", self.evaluations)),
+        )
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Link", "Machines", "Unit", "load_machines", "machines_from_dict", "machine_types"]
+__all__ = ["Link", "Machines", "Unit", "identical_devices", "load_machines", "machines_from_dict", "machine_types"]
 
 
 @dataclass(frozen=True)
@@ -111,6 +111,17 @@ def machine_types(capacities: tuple[int, ...] | list[int], name: str = "types") 
     if not units:
         raise ValueError("machine_types: need at least one machine type")
     return Machines(kind="types", units=tuple(units), name=name)
+
+
+def identical_devices(count: int, name: str = "devices") -> Machines:
+    """``count`` identical devices ``D0``, ``D1`` ... whose links move data for free (paper 002's proxy:
+    homogeneous devices, zero latency, infinite bandwidth)."""
+    if int(count) != count or count < 1:
+        raise ValueError(f"identical_devices: need a positive device count, got {count!r}")
+    units = tuple(Unit(f"D{i}") for i in range(count))
+    free = Link(latency=0.0, bandwidth=math.inf)
+    links = {(i, j): free for i in range(count) for j in range(count) if i != j}
+    return Machines(kind="devices", units=units, links=links, name=name)
 
 
 def _num(where: str, obj: Mapping[str, Any], key: str, *, required: bool, positive: bool = True,

@@ -60,6 +60,14 @@ def render(table: ReportTable) -> Table:
 @click.option("--ort-graph", type=click.Choice(["basic", "extended", "all"]), default=None,
               help="Reorder the graph ONNX Runtime executes after its rewrites at this level; run the result "
                    "with graph optimizations off and PRIORITY_BASED execution order.")
+@click.option("--candidates", type=int, default=None,
+              help="makespan: generate this many candidate schedules (gflownet, brkga, learned), keep the proxy's "
+                   "--top-k, choose on --target (paper 002).")
+@click.option("--top-k", "top_k", type=int, default=None, help="Candidates evaluated on the target (default 100).")
+@click.option("--target", type=click.Choice(["proxy", "noisy", "bandwidth", "latency", "measured"]), default=None,
+              help="makespan: what chooses among candidates and scores the result: the cost model (proxy), a "
+                   "target model, or real split-executor runs (measured). Default proxy.")
+@click.option("--temperature", type=float, default=None, help="gflownet: sampling temperature sigma (default 0.005).")
 @report_option()
 @click.option("--plot", "plot_path", type=click.Path(path_type=Path), default=None,
               help="Draw memory over steps (peak-mem) or a Gantt chart (makespan) to a PNG.")
@@ -69,7 +77,8 @@ def command(model: Path, output: Path, objective: str, method: str, time_limit: 
             memory_limits: tuple[str, ...], latency_mode: str,
             ort_graph: str | None, report_path: Path | None,
             plot_path: Path | None, input_shapes: tuple[str, ...], dims: tuple[str, ...],
-            pass_options: tuple[str, ...] = ()) -> None:
+            pass_options: tuple[str, ...] = (), candidates: int | None = None, top_k: int | None = None,
+            target: str | None = None, temperature: float | None = None) -> None:
     """Reorder MODEL's operators for OBJECTIVE and write the result to -o.
 
     MODEL is an ONNX file or an OpenVINO IR .xml (with its .bin); the output has the
@@ -102,7 +111,10 @@ def command(model: Path, output: Path, objective: str, method: str, time_limit: 
             source = ort_optimized_model(model, Path(tmp) / model.name, level=ort_graph)
         _optimize(source, model, output, objective, method, clock, inplace, seed, beam, samples, machines,
                   report_path, plot_path, shapes, dim_values, profiles, latency_mode, devices,
-                  parse_pass_options(pass_options), parse_memory_limits(memory_limits))
+                  {**parse_pass_options(pass_options),
+                   **{k: v for k, v in (("candidates", candidates), ("top_k", top_k), ("target", target),
+                                        ("temperature", temperature)) if v is not None}},
+                  parse_memory_limits(memory_limits))
 
 
 def parse_pass_options(items: tuple[str, ...]) -> dict[str, object]:

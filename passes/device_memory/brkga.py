@@ -25,13 +25,7 @@ __all__ = ["params_from", "run", "solve"]
 
 def params_from(ctx: PassContext, base: BrkgaParams = BrkgaParams()) -> BrkgaParams:
     """BRKGA parameters from the pass options, ``base`` (paper 003's values) where not given."""
-    return BrkgaParams(
-        population=int(ctx.option("population", base.population)),
-        elites=int(ctx.option("elites", base.elites)),
-        children=int(ctx.option("children", base.children)),
-        elite_bias=float(ctx.option("elite_bias", base.elite_bias)),
-        evaluations=int(ctx.option("evaluations", base.evaluations)),
-    )
+    return base.with_options(ctx.option)
 
 
 def solve(problem: dm.DeviceMemoryProblem, params: BrkgaParams, *, seed: int, deadline: Deadline | None = None,

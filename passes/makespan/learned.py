@@ -15,6 +15,11 @@ the network's own result is visible, ``info`` always reports ``learned_makespan`
 (the best of greedy and the samples, without list-cp) beside ``list_cp_makespan``;
 option ``list_cp=0`` drops the candidate (``--option list_cp=0``).
 
+With ``candidates`` (``--candidates K``) it is paper 002's "one-shot priority
+sampler" candidate generator instead: greedy + ``K - 1`` samples, each list
+scheduled, filtered by the proxy and chosen on ``--target``
+(:mod:`._candidates`).
+
 Options: ``samples`` (default 256), ``list_cp`` (default 1: list-cp is a candidate),
 ``model`` (ONNX path; default the shipped ``models/checkpoints/sampler_makespan.onnx``).  The model was trained on machine-type
 problems with capacities (1, 1, 4); on device problems it still gives a valid
@@ -34,6 +39,7 @@ from onnx_sched.graph import Graph
 from onnx_sched.models.inference.makespan_features import makespan_encoder_inputs, prior_logits
 from onnx_sched.models.inference.topoformer_onnx import PriorityModel
 from onnx_sched.passes import PassContext, register
+from onnx_sched.passes.makespan._candidates import chains_from_priorities, select
 from onnx_sched.passes.makespan._priorities import cp_priority, gumbel_priorities
 from onnx_sched.schedule import Schedule
 
@@ -80,6 +86,11 @@ def run(graph: Graph, ctx: PassContext) -> Schedule:
     if samples:
         cands.append(gumbel_priorities(y, ctx.rng(), samples))
     pr = np.vstack(cands)
+    if ctx.options.get("candidates") is not None:  # paper 002's pipeline: samples filtered by the proxy, chosen on the target
+        count = int(ctx.options["candidates"])
+        pr = np.vstack([y[None, :], gumbel_priorities(y, ctx.rng(), max(count - 1, 0))])
+        return select(problem, chains_from_priorities(problem, pr), ctx, "learned", model=model.path,
+                      seconds=round(time.perf_counter() - t0, 4))
     spans = ms.list_makespans(problem, pr)
     learned_only = np.array(spans, dtype=np.float64)
     learned_only[1] = np.inf  # row 1 is list-cp

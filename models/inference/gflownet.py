@@ -1,0 +1,180 @@
+"""Sampling schedules from the GFlowNet forward policy (paper 002, 2.3 and 3) -- numpy + ONNX Runtime.
+
+:func:`sample_trajectories` rolls out ``count`` trajectories of the
+:class:`~onnx_sched.models.inference.gflownet_env.ScheduleEnv` in batches: at
+every step the policy scores all (op, lane) actions, invalid ones are masked,
+and one action per trajectory is drawn (Gumbel-max, so sampling is exact).  The
+policy is any ``step_fn(node, pair, mask) -> (B, n, L)`` logits for one temperature
+(entries of masked actions are ignored):
+the exported ONNX network at optimize time (:meth:`GFlowNetModel.step_fn`: the
+encoder once, the head per step), the torch network during training, or
+:func:`uniform_logits`.  It returns the finished chain schedules with
+their proxy speedups and, for training, per trajectory ``sum log P_F`` and
+``sum log P_B`` and (``record=True``) the observed states and actions.
+
+Sampling costs one encoder pass per problem and temperature and ``n`` head
+passes per batch; ``deadline`` stops between batches (at least one batch always
+completes).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from onnx_sched.cost import makespan as ms
+from onnx_sched.cost.makespan.chains import Chains
+from onnx_sched.models.inference.features import relation_matrix
+from onnx_sched.models.inference.gflownet_env import ScheduleEnv, env_arrays
+from onnx_sched.models.inference.topoformer_onnx import CheckpointMissingError
+
+__all__ = ["DEFAULT_CHECKPOINT", "GFlowNetModel", "Rollouts", "StepFn", "head_path", "masked_log_softmax", "ready_rows",
+           "sample_trajectories", "scatter_logits", "uniform_logits"]
+
+StepFn = Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]
+
+
+def head_path(path: str | os.PathLike[str]) -> str:
+    """Where the head of the encoder export at ``path`` lives: ``x.onnx`` -> ``x_head.onnx``."""
+    p = os.fspath(path)
+    return p[:-5] + "_head.onnx" if p.endswith(".onnx") else p + "_head.onnx"
+
+
+def _default_checkpoint() -> Path:
+    from onnx_sched.models import CHECKPOINTS
+
+    return CHECKPOINTS / "gflownet_makespan.onnx"
+
+
+DEFAULT_CHECKPOINT = _default_checkpoint()
+
+
+@dataclass(frozen=True, eq=False)
+class Rollouts:
+    """Finished trajectories: chains, proxy speedups, ``sum log P_F``, ``sum log P_B`` and, if recorded,
+    per step the states (``node``, ``pair``, ``mask``) and the flat actions taken."""
+
+    chains: Chains
+    speedup: np.ndarray
+    log_pf: np.ndarray
+    log_pb: np.ndarray
+    steps: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = field(default_factory=list)
+
+
+def masked_log_softmax(logits: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """Row-wise log-softmax of ``(B, A)`` logits over the valid actions (``-inf`` elsewhere)."""
+    z = np.where(mask, logits.astype(np.float64), -np.inf)
+    top = z.max(axis=1, keepdims=True)
+    return z - top - np.log(np.exp(z - top).sum(axis=1, keepdims=True))
+
+
+def ready_rows(mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(state, op)`` index pairs of the ops with at least one valid action: the only rows a policy scores."""
+    return np.nonzero(mask.any(axis=-1))
+
+
+def scatter_logits(mask: np.ndarray, rows: tuple[np.ndarray, np.ndarray], scores: np.ndarray) -> np.ndarray:
+    """``(B, n, L)`` logits: ``scores`` (K, L) at the ready rows, ``-inf`` elsewhere."""
+    out = np.full(mask.shape, -np.inf, np.float32)
+    out[rows] = scores
+    return out
+
+
+def uniform_logits(node: np.ndarray, pair: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """The uniform policy (every valid action equally likely)."""
+    return np.zeros(pair.shape[:3], np.float32)
+
+
+def sample_trajectories(problem: ms.MakespanProblem, step_fn: StepFn, count: int, *, batch: int = 100, seed: int = 0, record: bool = False, deadline: Any = None) -> Rollouts:
+    """Roll out up to ``count`` trajectories (see module docstring)."""
+    rng = np.random.default_rng(seed)
+    arrays = env_arrays(problem)
+    parts, spd, lpf, lpb, steps = [], [], [], [], []
+    done = 0
+    while done < count:
+        b = min(batch, count - done)
+        env = ScheduleEnv(problem, b, arrays)
+        log_pf, log_pb = np.zeros(b), np.zeros(b)
+        while not env.done:
+            node, pair, mask = env.observe()
+            flat_mask = mask.reshape(b, -1)
+            logp = masked_log_softmax(np.asarray(step_fn(node, pair, mask)).reshape(b, -1), flat_mask)
+            action = np.argmax(logp + rng.gumbel(size=logp.shape), axis=1)
+            log_pf += logp[np.arange(b), action]
+            if record:
+                steps.append((node, pair, mask, action))
+            log_pb += env.step(action)
+        parts.append(env.chains())
+        spd.append(env.speedups())
+        lpf.append(log_pf)
+        lpb.append(log_pb)
+        done += b
+        if deadline is not None and deadline.expired():
+            break
+    return Rollouts(Chains.concat(parts), np.concatenate(spd), np.concatenate(lpf), np.concatenate(lpb), steps)
+
+
+@dataclass(frozen=True, eq=False)
+class GFlowNetModel:
+    """An ONNX Runtime session of an exported GFlowNet forward policy."""
+
+    path: str
+    encoder: Any
+    head: Any
+    metadata: dict[str, str]
+
+    @staticmethod
+    def load(path: str | os.PathLike[str] | None = None) -> GFlowNetModel:
+        p = Path(path or DEFAULT_CHECKPOINT).resolve()
+        if not p.is_file():
+            raise CheckpointMissingError(
+                f"GFlowNet checkpoint {str(p)!r} not found; train one with 'onnx-sched train gflownet' "
+                "(needs the [train] extra) or use another --method")
+        return _load(str(p), p.stat().st_mtime_ns)
+
+    @property
+    def config(self) -> dict[str, Any]:
+        return json.loads(self.metadata["onnx_sched.encoder_config"])
+
+    def step_fn(self, problem: ms.MakespanProblem, log_sigma: float) -> StepFn:
+        """The policy on ``problem`` at temperature ``exp(log_sigma)`` for :func:`sample_trajectories`."""
+        static = env_arrays(problem).static
+        rel = relation_matrix(problem.graph)
+        h, e = self.encoder.run(["h", "e"], {"x": static, "rel": rel,
+                                             "log_sigma": np.full((1, 1), log_sigma, np.float32)})
+
+        def run(node: np.ndarray, pair: np.ndarray, mask: np.ndarray) -> np.ndarray:
+            rows = ready_rows(mask)
+            (scores,) = self.head.run(["logits"], {"h": h[rows[1]], "e": e, "node": node[rows], "pair": pair[rows]})
+            return scatter_logits(mask, rows, scores)
+
+        return run
+
+
+@lru_cache(maxsize=4)
+def _load(path: str, _mtime: int) -> GFlowNetModel:
+    import onnx
+    import onnxruntime as ort
+
+    proto = onnx.load(path)
+    meta = {p.key: p.value for p in proto.metadata_props}
+    if meta.get("onnx_sched.objective") != "gflownet":
+        raise ValueError(f"{path!r} is not a GFlowNet policy export (metadata onnx_sched.objective != 'gflownet')")
+    if not os.path.isfile(head_path(path)):
+        raise CheckpointMissingError(f"GFlowNet head {head_path(path)!r} (beside the encoder) not found")
+    opts = ort.SessionOptions()
+    opts.log_severity_level = 3
+    opts.intra_op_num_threads = 1
+    opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
+
+    def session(p: str) -> Any:
+        return ort.InferenceSession(p, opts, providers=["CPUExecutionProvider"])
+
+    return GFlowNetModel(path=path, encoder=session(path), head=session(head_path(path)), metadata=meta)

@@ -1,0 +1,149 @@
+"""Generate, filter by the proxy, choose on the target: paper 002's pipeline (Figure 1) for every makespan method.
+
+A candidate generator (the GFlowNet, BRKGA's final population, the learned
+priority sampler, ...) hands its chain schedules to :func:`select`, which
+
+1. times them all on the proxy (the problem itself; eq. 2-3), drops duplicates
+   and keeps the ``top_k`` fastest;
+2. times those on the *target* (``--target``): ``proxy``, a pure target model of
+   :mod:`onnx_sched.cost.makespan.targets` (``noisy``, ``bandwidth``,
+   ``latency``) or ``measured`` (real runs, :mod:`._measured_target`);
+3. returns the best on the target (ties: the better proxy makespan) as a
+   validated :class:`Schedule` whose ``info`` has the report's ``target``
+   (``model``, ``speedup``, ``proxy_best_speedup``), ``diversity`` (GED, d_inv,
+   d_sen over the top k, paper 002 E.2) and ``candidates`` (top k with proxy and
+   target speedups).
+
+Single-schedule methods are evaluated on the target by the objective
+(:func:`target_report`), so ``--target`` works with every method.  Options:
+``candidates`` (how many to generate, default 1000), ``top_k`` (100),
+``target`` (``proxy``), ``temperature`` (GFlowNet sigma, 0.005), ``target_seed``
+(the noisy target's draw, 0), ``repeats`` (measured target, 10).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from onnx_sched.cost import makespan as ms
+from onnx_sched.cost.makespan.chains import Chains, chain_schedule, chain_times, chains_of, lanes_of
+from onnx_sched.cost.makespan.diversity import diversity
+from onnx_sched.cost.makespan.targets import MODEL_TARGETS, target_model
+from onnx_sched.passes import PassContext
+from onnx_sched.schedule import Schedule
+
+__all__ = ["CandidateOptions", "chains_from_priorities", "select", "target_makespan", "target_report",
+           "target_speedups"]
+
+TARGETS = (*MODEL_TARGETS, "measured")
+
+
+@dataclass(frozen=True)
+class CandidateOptions:
+    """The candidate pipeline's options (see module docstring)."""
+
+    count: int = 1000
+    top_k: int = 100
+    target: str = "proxy"
+    temperature: float = 0.005
+    target_seed: int = 0
+    repeats: int = 10
+
+    def __post_init__(self) -> None:
+        if self.count < 1 or self.top_k < 1:
+            raise ValueError(f"candidates and top_k must be >= 1, got {self.count} and {self.top_k}")
+        if self.target not in TARGETS:
+            raise ValueError(f"unknown --target {self.target!r}; choose from {', '.join(TARGETS)}")
+        if not self.temperature > 0:
+            raise ValueError(f"--temperature must be > 0, got {self.temperature}")
+
+    @staticmethod
+    def of(ctx: PassContext) -> CandidateOptions:
+        return CandidateOptions(
+            count=int(ctx.option("candidates", 1000)), top_k=int(ctx.option("top_k", 100)),
+            target=str(ctx.option("target", "proxy")), temperature=float(ctx.option("temperature", 0.005)),
+            target_seed=int(ctx.option("target_seed", 0)), repeats=int(ctx.option("repeats", 10)))
+
+
+def chains_from_priorities(problem: ms.MakespanProblem, priorities: np.ndarray) -> Chains:
+    """The chain schedule list scheduling makes of each priority vector (rows of ``priorities``)."""
+    parts = []
+    for prio in np.atleast_2d(priorities):
+        start, place, _ = ms.run_list(problem, prio)
+        parts.append(chains_of(problem, Schedule(order=np.argsort(start, kind="stable"), method="list",
+                                                 placement=place, start=start)))
+    return Chains.concat(parts)
+
+
+def _unique(chains: Chains) -> np.ndarray:
+    """Indices of the first occurrence of each distinct chain schedule (same lanes, same per-lane order)."""
+    seen: dict[bytes, int] = {}
+    for k in range(len(chains)):
+        lane, order = chains.lane[k], chains.order[k]
+        per_lane = order[np.argsort(lane[order], kind="stable")]
+        seen.setdefault(lane.tobytes() + per_lane.tobytes(), k)
+    return np.fromiter(seen.values(), dtype=np.int64)
+
+
+def target_speedups(problem: ms.MakespanProblem, chains: Chains, opts: CandidateOptions,
+                    ctx: PassContext) -> np.ndarray:
+    """Speedup of each chain schedule on the target (``total work / makespan``; measured: single / split)."""
+    if opts.target == "measured":
+        from onnx_sched.passes.makespan._measured_target import measured_speedups
+
+        return measured_speedups(problem, chains, ctx, opts.repeats)
+    target = target_model(opts.target, opts.target_seed).problem(problem)
+    _, makespans = chain_times(target, chains, check=False)
+    return target.total_work() / np.maximum(makespans, 1e-300)
+
+
+def select(problem: ms.MakespanProblem, chains: Chains, ctx: PassContext, method: str, **info: Any) -> Schedule:
+    """Filter ``chains`` by the proxy, choose on the target (see module docstring)."""
+    opts = CandidateOptions.of(ctx)
+    generated = len(chains)
+    chains = chains.take(_unique(chains))
+    start, makespans = chain_times(problem, chains)
+    rank = np.lexsort((np.arange(len(chains)), makespans))[: opts.top_k]
+    top, top_start = chains.take(rank), start[rank]
+    work = problem.total_work()
+    proxy = work / np.maximum(makespans[rank], 1e-300)
+    if opts.target == "measured" and ctx.options.get("warm_up"):
+        target = proxy.copy()
+    else:
+        target = target_speedups(problem, top, opts, ctx)
+    best = int(np.lexsort((-proxy, -target))[0])
+    report = {
+        "target": {"model": opts.target, "speedup": float(target[best]), "proxy_best_speedup": float(target[0])},
+        "diversity": diversity(top, top_start, top.lane, lanes_of(problem).n),
+        "candidates": [{"proxy_speedup": float(p), "target_speedup": float(t)} for p, t in zip(proxy, target)],
+        "candidates_generated": generated, "candidates_unique": len(chains),
+    }
+    return chain_schedule(problem, top.lane[best], top.order[best], method, **report, **info)
+
+
+def target_makespan(problem: ms.MakespanProblem, schedule: Schedule, ctx: PassContext) -> float:
+    """The schedule's makespan on the context's target (a measured target reuses ``info["target"]``)."""
+    opts = CandidateOptions.of(ctx)
+    if opts.target == "proxy":
+        return float(ms.evaluate(problem, schedule).makespan)
+    speedup = target_report(problem, schedule, ctx)["speedup"]
+    if opts.target == "measured":
+        return 1.0 / speedup  # seconds are not comparable across calls; the inverse speedup is
+    return target_model(opts.target, opts.target_seed).problem(problem).total_work() / speedup
+
+
+def target_report(problem: ms.MakespanProblem, schedule: Schedule, ctx: PassContext) -> dict[str, Any]:
+    """``{"model", "speedup", "proxy_best_speedup"}`` of any schedule (a candidate pass's own, if it has one)."""
+    opts = CandidateOptions.of(ctx)
+    known = schedule.info.get("target")
+    if isinstance(known, dict) and known.get("model") == opts.target:
+        return dict(known)
+    chains = chains_of(problem, schedule)
+    if opts.target == "measured" and ctx.options.get("warm_up"):
+        value = float(ms.evaluate(problem, schedule).speedup)
+    else:
+        value = float(target_speedups(problem, chains, opts, ctx)[0])
+    return {"model": opts.target, "speedup": value, "proxy_best_speedup": value}

@@ -1,0 +1,82 @@
+"""``brkga`` for makespan: BRKGA over lanes and priorities, paper 002's BRKGA candidate sampler (section 5, E.1).
+
+Chromosome = |N| x |L| lane affinities + |N| op priorities (paper 003's encoding
+without transfer genes: transfers are implied by the lanes).  Decoding: each op
+on its highest-affinity lane among those whose unit can run it, ops in a
+priority-tie-broken topological order (higher priority first); the chain
+schedule is timed on the proxy (:mod:`onnx_sched.cost.makespan.chains`).
+Standard BRKGA (:mod:`onnx_sched.brkga`): pi = 100, pi_e = 10, pi_c = 80,
+rho = 0.7, 5,000 evaluations or the time limit.  As in paper 002, the final
+population (best first) is the candidate set for ``--target``.
+Options: ``evaluations``, ``population``, ``elites``, ``children``, ``elite_bias``,
+and the candidate options of :mod:`._candidates` (``top_k``, ``target``).
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+from onnx_sched.brkga import BrkgaParams, brkga
+from onnx_sched.cost import makespan as ms
+from onnx_sched.cost.makespan.chains import Chains, chain_times, lanes_of
+from onnx_sched.dag_kernels import heap_pop, heap_push
+from onnx_sched.deadline import Deadline
+from onnx_sched.graph import Graph
+from onnx_sched.passes import PassContext, register
+from onnx_sched.passes.makespan._candidates import select
+from onnx_sched.schedule import Schedule
+
+__all__ = ["decode", "run"]
+
+
+@numba.njit(cache=True)
+def _priority_orders(prio, indeg0, succ_ptr, succ_idx):  # noqa: ANN001, ANN202
+    """Per row of ``prio``: Kahn's order taking the ready op of highest priority first."""
+    k_count, n = prio.shape
+    orders = np.empty((k_count, n), np.int64)
+    hf = np.empty(n)
+    hv = np.empty(n, np.int64)
+    indeg = np.empty(n, np.int64)
+    for k in range(k_count):
+        indeg[:] = indeg0
+        nh = 0
+        for v in range(n):
+            if indeg[v] == 0:
+                nh = heap_push(hf, hv, nh, -prio[k, v], v)
+        for i in range(n):
+            v, nh = heap_pop(hf, hv, nh)
+            orders[k, i] = v
+            for e in range(succ_ptr[v], succ_ptr[v + 1]):
+                w = succ_idx[e]
+                indeg[w] -= 1
+                if indeg[w] == 0:
+                    nh = heap_push(hf, hv, nh, -prio[k, w], w)
+    return orders
+
+
+def decode(problem: ms.MakespanProblem, keys: np.ndarray) -> Chains:
+    """Chromosomes ``(K, n * L + n)`` -> chain schedules (see module docstring)."""
+    n, lanes = problem.n_ops, lanes_of(problem)
+    keys = np.atleast_2d(keys)
+    affinity = keys[:, : n * lanes.n].reshape(len(keys), n, lanes.n)
+    allowed = problem.allowed[:, lanes.unit]
+    lane = np.argmax(np.where(allowed[None], affinity, -1.0), axis=2)
+    g = problem.graph
+    order = _priority_orders(np.ascontiguousarray(keys[:, n * lanes.n:]), g.op_preds.lengths().astype(np.int64),
+                             g.op_succs.indptr.astype(np.int64), g.op_succs.indices.astype(np.int64))
+    return Chains(lane, order)
+
+
+@register("brkga", objective="makespan")
+def run(graph: Graph, ctx: PassContext) -> Schedule:
+    problem = ms.problem_of(graph, ctx)
+    params = BrkgaParams().with_options(ctx.option)
+    n_genes = problem.n_ops * (lanes_of(problem).n + 1)
+
+    def fitness(keys: np.ndarray) -> np.ndarray:
+        return chain_times(problem, decode(problem, keys), check=False)[1]
+
+    result = brkga(fitness, n_genes, params, seed=ctx.seed, deadline=Deadline(ctx.time_limit))
+    return select(problem, decode(problem, result.population), ctx, "brkga", evaluations=result.evaluations,
+                  generations=result.generations)

@@ -1,0 +1,39 @@
+"""``gflownet``: diverse candidate schedules from the conditional GFlowNet, chosen on the target (paper 002).
+
+The shipped policy (``models/checkpoints/gflownet_makespan.onnx`` + ``_head.onnx``,
+run by ONNX Runtime; no torch) samples ``candidates`` schedules at temperature
+``temperature`` (default 0.005, the paper's inference value), one valid
+(op, lane) action at a time (:mod:`onnx_sched.models.inference.gflownet`); the
+proxy keeps the ``top_k`` and the target chooses (:mod:`._candidates`).  Sampling
+stops early at the time limit (at least one batch of 100 is always sampled;
+``info["candidates_generated"]`` says how many were).
+Options: ``candidates``, ``top_k``, ``target``, ``temperature``, ``model`` (ONNX path).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+from onnx_sched.cost import makespan as ms
+from onnx_sched.deadline import Deadline
+from onnx_sched.graph import Graph
+from onnx_sched.models.inference.gflownet import GFlowNetModel, sample_trajectories
+from onnx_sched.passes import PassContext, register
+from onnx_sched.passes.makespan._candidates import CandidateOptions, select
+from onnx_sched.schedule import Schedule
+
+__all__ = ["run"]
+
+
+@register("gflownet", objective="makespan")
+def run(graph: Graph, ctx: PassContext) -> Schedule:
+    problem = ms.problem_of(graph, ctx)
+    opts = CandidateOptions.of(ctx)
+    t0 = time.perf_counter()
+    model = GFlowNetModel.load(ctx.option("model", None))
+    step = model.step_fn(problem, math.log(opts.temperature))
+    rollouts = sample_trajectories(problem, step, opts.count, batch=min(100, opts.count), seed=ctx.seed,
+                                   deadline=Deadline(ctx.time_limit))
+    return select(problem, rollouts.chains, ctx, "gflownet", temperature=opts.temperature,
+                  sample_s=round(time.perf_counter() - t0, 4), model=model.path)

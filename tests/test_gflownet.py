@@ -1,0 +1,205 @@
+"""Paper 002: chain schedules, target models, diversity metrics, the GFlowNet sampler and loss, candidate selection."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from onnx_sched.cost import makespan as ms
+from onnx_sched.cost.makespan.chains import Chains, chain_schedule, chain_times, chains_of, lanes_of
+from onnx_sched.cost.makespan.diversity import chain_edges, diversity
+from onnx_sched.cost.makespan.targets import speedups, target_model
+from onnx_sched.graph import Graph
+from onnx_sched.machines import identical_devices, machines_from_dict
+from onnx_sched.models.inference.gflownet import sample_trajectories, uniform_logits
+from onnx_sched.models.inference.gflownet_env import ScheduleEnv
+from onnx_sched.passes import PassContext, get_pass
+from onnx_sched.synth import generate
+
+
+def _problem(family: str = "er", n: int = 30, seed: int = 1, lanes: int = 3) -> ms.MakespanProblem:
+    g = generate(family, n, seed)
+    return ms.makespan_problem(g, identical_devices(lanes), np.random.default_rng(seed).uniform(0, 1, g.n_ops))
+
+
+def _diamond(durations=(1.0, 2.0, 3.0, 1.0)) -> ms.MakespanProblem:
+    g = Graph.from_edges(4, [(0, 1), (0, 2), (1, 3), (2, 3)], output_bytes=[100, 100, 100, 100])
+    return ms.makespan_problem(g, identical_devices(2), np.asarray(durations))
+
+
+def test_chain_times_follow_eq2_on_a_diamond() -> None:
+    p = _diamond()
+    # both branches on their own device, then both on device 0 (branch 2 first)
+    start, span = chain_times(p, Chains([[0, 0, 1, 0], [0, 0, 0, 0]], [[0, 1, 2, 3], [0, 2, 1, 3]]))
+    assert start[0].tolist() == [0.0, 1.0, 1.0, 4.0] and span[0] == 5.0
+    assert start[1].tolist() == [0.0, 4.0, 1.0, 6.0] and span[1] == 7.0
+
+
+def test_chain_times_reject_invalid_chains() -> None:
+    p = _diamond()
+    with pytest.raises(ValueError, match="predecessors"):
+        chain_times(p, Chains([[0, 0, 0, 0]], [[1, 0, 2, 3]]))
+    with pytest.raises(ValueError, match="lane outside"):
+        chain_times(p, Chains([[0, 0, 5, 0]], [[0, 1, 2, 3]]))
+
+
+def test_chains_of_a_list_schedule_time_the_same() -> None:
+    p = _problem()
+    sched = get_pass("list-cp", "makespan")(p.graph, PassContext(problem=p))
+    start, span = chain_times(p, chains_of(p, sched))
+    assert span[0] == pytest.approx(ms.evaluate(p, sched).makespan)
+    assert (start[0] <= np.asarray(sched.start) + 1e-9).all()
+
+
+def test_target_models_charge_cross_device_reads_only() -> None:
+    p = _diamond()
+    same, split = Chains([[0, 0, 0, 0]], [[0, 1, 2, 3]]), Chains([[0, 0, 1, 0]], [[0, 1, 2, 3]])
+    for name in ("bandwidth", "latency"):
+        t = target_model(name).problem(p)
+        assert chain_times(t, same)[1][0] == chain_times(p, same)[1][0] == 7.0  # nothing crosses devices
+        assert chain_times(t, split)[1][0] > chain_times(p, split)[1][0]
+    # latency-limited: the delay barely depends on the bytes; bandwidth-limited: it does
+    assert target_model("latency").problem(p).latency[0, 1] > target_model("bandwidth").problem(p).latency[0, 1]
+    noisy = target_model("noisy", seed=3).problem(p)
+    assert not np.allclose(noisy.durations, p.durations) and (noisy.durations > 0).all()
+    np.testing.assert_allclose(speedups(p, same), [7.0 / 7.0])
+    with pytest.raises(ValueError, match="unknown target"):
+        target_model("fast")
+
+
+def test_diversity_metrics_on_hand_made_schedules() -> None:
+    order = [[0, 1, 2, 3]] * 3
+    c = Chains([[0, 0, 1, 0], [0, 0, 1, 0], [1, 1, 0, 1]], order)  # the third relabels the devices of the first
+    edges = chain_edges(c)
+    assert edges[0].tolist() == [0 * 4 + 1, 1 * 4 + 3] == edges[2].tolist()
+    start = np.array([[0.0, 1.0, 1.0, 4.0]] * 3)
+    d = diversity(c, start, c.lane, n_units=2)
+    assert d["ged"] == 0.0 and d["d_inv"] == 0.0  # same chain graphs and times
+    # d_sen sees the relabelling: pairs (0, 2) and (1, 2) differ in all 4 one-hot rows -> sqrt(8)
+    assert d["d_sen"] == pytest.approx(2 * math.sqrt(8) / 3)
+    other = Chains([[0, 0, 0, 0]], [[0, 2, 1, 3]])
+    both = Chains.concat([c.take(np.array([0])), other])
+    d2 = diversity(both, np.array([[0.0, 1.0, 1.0, 4.0], [0.0, 4.0, 1.0, 6.0]]), both.lane, n_units=2)
+    # chains {0-1, 1-3} vs {0-2, 2-1, 1-3}: 1 shared edge of 5 -> 3 differing entries / 5 edges
+    assert d2["ged"] == pytest.approx(60.0)
+    assert d2["d_inv"] == pytest.approx(math.sqrt(3.0**2 + 2.0**2))
+
+
+def test_every_sampled_trajectory_is_a_valid_schedule() -> None:
+    p = _problem("layered", 40, 2)
+    ro = sample_trajectories(p, uniform_logits, 64, batch=16, seed=0)
+    start, span = chain_times(p, ro.chains)  # raises on an invalid chain schedule
+    np.testing.assert_allclose(p.total_work() / span, ro.speedup)
+    for k in range(0, 64, 13):
+        ms.validate(p, start[k], lanes_of(p).unit[ro.chains.lane[k]])
+    assert len({ro.chains.order[k].tobytes() for k in range(64)}) > 50  # the uniform policy explores
+    assert (ro.log_pf < 0).all() and (ro.log_pb <= 0).all()
+
+
+def test_backward_policy_counts_parents() -> None:
+    p = _diamond()
+    env = ScheduleEnv(p, 1)
+    lanes = 2
+    log_pb = [env.step(np.array([op * lanes + ln]))[0] for op, ln in ((0, 0), (1, 0), (2, 1), (3, 0))]
+    # after op 0: only op 0 removable; after 1 (lane 0): op 1; after 2 (lane 1): ops 1 and 2; after 3: op 3
+    np.testing.assert_allclose(np.exp(-np.asarray(log_pb)), [1, 1, 2, 1])
+
+
+def test_candidate_selection_prefers_the_target_and_reports_it() -> None:
+    p = _problem(lanes=4)
+    chains = sample_trajectories(p, uniform_logits, 200, seed=1).chains
+    ctx = PassContext(problem=p, options={"target": "bandwidth", "top_k": 20})
+    from onnx_sched.passes.makespan._candidates import select
+
+    sched = select(p, chains, ctx, "test")
+    tgt = sched.info["target"]
+    assert tgt["model"] == "bandwidth" and tgt["speedup"] >= tgt["proxy_best_speedup"]
+    assert len(sched.info["candidates"]) == 20
+    assert max(c["target_speedup"] for c in sched.info["candidates"]) == pytest.approx(tgt["speedup"])
+    proxies = [c["proxy_speedup"] for c in sched.info["candidates"]]
+    assert proxies == sorted(proxies, reverse=True)
+    again = chain_schedule(p, sched.info["lane"], sched.order, "again")
+    assert again.info["makespan"] == pytest.approx(sched.info["makespan"])
+    assert set(sched.info["diversity"]) == {"ged", "d_inv", "d_sen"}
+
+
+def test_brkga_and_learned_candidates_on_every_target() -> None:
+    p = _problem(lanes=4)
+    for method, extra in (("brkga", {"evaluations": 500}), ("learned", {"candidates": 64})):
+        for target in ("proxy", "noisy", "latency"):
+            ctx = PassContext(problem=p, options={"target": target, "top_k": 10, **extra})
+            sched = get_pass(method, "makespan")(p.graph, ctx)
+            assert sched.info["target"]["model"] == target
+            assert sched.info["target"]["speedup"] >= sched.info["target"]["proxy_best_speedup"]
+
+
+def test_loss_gradient_equals_autograd_of_eq8() -> None:
+    """The chunked replay gives exactly the gradient of the log-partition variance loss (eq. 7-8)."""
+    torch = pytest.importorskip("torch")
+    from onnx_sched.models.inference.features import relation_matrix
+    from onnx_sched.models.inference.gflownet_env import env_arrays
+    from onnx_sched.models.training import gflownet_train as gt
+    from onnx_sched.models.training.gflownet_net import GFlowNetPolicy, policy_config
+
+    torch.manual_seed(0)
+    p = _problem("er", 8, 4, lanes=2)
+    model = GFlowNetPolicy(policy_config(d_model=16, n_layers=1, head_dim=4, ffn_dim=16))
+    cfg = gt.TrainConfig(batch=6, replay_chunk=7)
+    sigma = 0.3
+    stats, ro = gt.backward(model, p, sigma, cfg, seed=5)
+    replay = [q.grad.clone() for q in model.parameters() if q.grad is not None]
+    model.zero_grad()
+    # direct: one autograd graph through every step
+    x = torch.from_numpy(env_arrays(p).static)
+    rel = torch.from_numpy(relation_matrix(p.graph))
+    log_pf = torch.zeros(6)
+    for node, pair, mask, action in ro.steps:
+        logits = model(x, rel, torch.from_numpy(node), torch.from_numpy(pair), torch.full((1, 1), math.log(sigma)))
+        logp = torch.log_softmax(logits.reshape(6, -1).masked_fill(~torch.from_numpy(mask.reshape(6, -1)), -math.inf), 1)
+        log_pf = log_pf + logp.gather(1, torch.from_numpy(action)[:, None]).squeeze(1)
+    np.testing.assert_allclose(log_pf.detach().numpy(), ro.log_pf, rtol=1e-4, atol=1e-4)
+    zeta = torch.from_numpy((ro.speedup - 2) / sigma + ro.log_pb) - log_pf.double()
+    loss = ((zeta - zeta.mean()) ** 2).mean()
+    assert float(loss) == pytest.approx(stats["loss"], rel=1e-4)
+    loss.backward()
+    direct = [q.grad for q in model.parameters() if q.grad is not None]
+    assert len(direct) == len(replay)
+    for a, b in zip(replay, direct):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-3, atol=1e-5)
+
+
+def test_a_few_updates_train_and_export(tmp_path) -> None:
+    """Training runs end to end (both losses), writes a resumable checkpoint and an ONNX policy ORT samples from."""
+    pytest.importorskip("torch")
+    from onnx_sched.models.inference.gflownet import GFlowNetModel
+    from onnx_sched.models.training import gflownet_train as gt
+
+    problems = gt.synthetic_problems(("er", "layered"), 12, 2, seed=0, lanes=2)
+    for loss in ("variance", "tb"):
+        cfg = gt.TrainConfig(updates=3, batch=8, d_model=16, n_layers=1, head_dim=4, ffn_dim=16, loss=loss,
+                             log_every=100)
+        out = str(tmp_path / f"gfn_{loss}")
+        result = gt.train(cfg, problems, out, echo=lambda *_: None)
+        assert result["updates"] == 3 and all(np.isfinite(r["loss"]) for r in result["log"])
+    resumed = gt.train(gt.TrainConfig(updates=4, batch=8, d_model=16, n_layers=1, head_dim=4, ffn_dim=16,
+                                      log_every=100), problems, str(tmp_path / "gfn_variance"), echo=lambda *_: None,
+                       resume=True)
+    assert resumed["updates"] == 4 and len(resumed["log"]) == 4
+    model = GFlowNetModel.load(tmp_path / "gfn_variance.onnx")
+    p = problems[0]
+    ro = sample_trajectories(p, model.step_fn(p, math.log(0.005)), 10, seed=0)
+    chain_times(p, ro.chains)
+    ctx = PassContext(problem=p, options={"model": str(tmp_path / "gfn_variance.onnx"), "candidates": 20,
+                                          "target": "latency", "top_k": 5})
+    sched = get_pass("gflownet", "makespan")(p.graph, ctx)
+    assert sched.info["candidates_generated"] == 20 and len(sched.info["candidates"]) <= 5
+
+
+def test_devices_machine_file_problems_have_one_lane_per_stream() -> None:
+    m = machines_from_dict({"devices": [{"name": "A", "streams": 2}, {"name": "B"}],
+                            "links": [{"from": "A", "to": "B", "latency": 0.0, "bandwidth": 1e9}]})
+    g = generate("er", 10, 0)
+    p = ms.makespan_problem(g, m, np.ones(g.n_ops))
+    assert lanes_of(p).unit.tolist() == [0, 0, 1]
