@@ -203,3 +203,96 @@ def test_devices_machine_file_problems_have_one_lane_per_stream() -> None:
     g = generate("er", 10, 0)
     p = ms.makespan_problem(g, m, np.ones(g.n_ops))
     assert lanes_of(p).unit.tolist() == [0, 0, 1]
+
+
+def test_ppo_update_changes_the_policy() -> None:
+    torch = pytest.importorskip("torch")
+    from onnx_sched.models.training import gflownet_train as gt
+    from onnx_sched.models.training import ppo_scheduler as ppo
+    from onnx_sched.models.training.gflownet_net import GFlowNetPolicy, policy_config
+
+    torch.manual_seed(0)
+    p = gt.synthetic_problems(("er",), 10, 1, seed=0, lanes=2)[0]
+    cfg = ppo.PPOConfig(batch=8, epochs=2, d_model=16, n_layers=1, head_dim=4, ffn_dim=16)
+    model = GFlowNetPolicy(policy_config(cfg.d_model, cfg.n_layers, cfg.heads_per_group, cfg.head_dim, cfg.ffn_dim))
+    before = [q.detach().clone() for q in model.parameters()]
+    stats = ppo.ppo_update(model, torch.optim.Adam(model.parameters(), lr=1e-2), p, cfg, entropy_coef=0.01, seed=0)
+    assert 0 < stats["mean_speedup"] <= stats["max_speedup"] <= 2.0 + 1e-9  # at most the number of lanes
+    assert any(not torch.equal(a, b) for a, b in zip(before, model.parameters()))
+
+
+ROOT = __import__("pathlib").Path(__file__).resolve().parents[1]
+
+
+def _run_cli(*args: str):
+    import subprocess
+    import sys
+
+    return subprocess.run([sys.executable, "-m", "onnx_sched.cli.__main__", *args], capture_output=True, text=True,
+                          timeout=300)
+
+
+def test_optimize_gflownet_on_a_real_model_reports_target_and_diversity(tmp_path) -> None:
+    import json
+
+    import onnx
+    from conftest import CORPUS, assert_bitwise_equal, run_ort
+
+    src = CORPUS / "onnx" / "light_inception_v1.onnx"
+    out, report = tmp_path / "o.onnx", tmp_path / "r.json"
+    res = _run_cli("optimize", str(src), "-o", str(out), "--objective", "makespan", "--machines",
+                   str(ROOT / "examples" / "machines_cpu_igpu_dgpu.json"), "--method", "gflownet", "--candidates",
+                   "100", "--top-k", "10", "--target", "latency", "--report", str(report))
+    assert res.returncode == 0, res.stderr
+    r = json.loads(report.read_text())
+    assert r["target"]["model"] == "latency" and r["target"]["speedup"] >= r["target"]["proxy_best_speedup"]
+    assert set(r["diversity"]) == {"ged", "d_inv", "d_sen"} and 1 <= len(r["candidates"]) <= 10
+    onnx.checker.check_model(onnx.load(str(out)), full_check=True)
+    assert_bitwise_equal(run_ort(src), run_ort(onnx.load(str(out))))
+    bad = _run_cli("optimize", str(src), "-o", str(tmp_path / "x.onnx"), "--objective", "makespan", "--machines",
+                   str(ROOT / "examples" / "machines_cpu_igpu_dgpu.json"), "--method", "gflownet", "--candidates", "0")
+    assert bad.returncode != 0 and len(bad.stderr.strip().splitlines()) == 1 and "candidates" in bad.stderr
+    assert not (tmp_path / "x.onnx").exists()
+
+
+def test_measured_target_runs_candidates_on_two_pinned_cores(tmp_path) -> None:
+    """``--target measured``: real split-executor runs choose; never worse than list-cp on the same runs."""
+    import json
+
+    import onnx
+    from conftest import assert_bitwise_equal, branchy_model, run_ort
+
+    src = tmp_path / "m.onnx"
+    onnx.save(branchy_model(branches=2, n=64), str(src))
+    machines = tmp_path / "two_cores.json"
+    machines.write_text(json.dumps({"devices": [{"name": "CPU", "peak_flops": 1e10, "mem_bandwidth": 1e10},
+                                                {"name": "CPUB", "peak_flops": 1e10, "mem_bandwidth": 1e10}],
+                                    "links": [{"from": "CPU", "to": "CPUB", "latency": 0, "bandwidth": 1e10}]}))
+    out, report = tmp_path / "o.onnx", tmp_path / "r.json"
+    res = _run_cli("optimize", str(src), "-o", str(out), "--objective", "makespan", "--machines", str(machines),
+                   "--method", "brkga", "--option", "evaluations=300", "--top-k", "4", "--target", "measured",
+                   "--report", str(report))
+    assert res.returncode == 0, res.stderr
+    r = json.loads(report.read_text())
+    assert r["target"]["model"] == "measured" and r["target"]["speedup"] > 0
+    assert r["target"]["speedup"] >= r["target"]["proxy_best_speedup"]
+    assert_bitwise_equal(run_ort(src), run_ort(onnx.load(str(out))))
+
+
+def test_latency_objective_accepts_a_measured_target(tmp_path) -> None:
+    import json
+
+    import onnx
+    from conftest import branchy_model
+
+    src = tmp_path / "m.onnx"
+    onnx.save(branchy_model(branches=2, n=64), str(src))
+    report = tmp_path / "r.json"
+    common = ("optimize", str(src), "-o", str(tmp_path / "o.onnx"), "--objective", "latency", "--profiles",
+              str(ROOT / "examples" / "profiles_cpu_igpu_dgpu.json"), "--devices", "CPU,GPU.1", "--method", "mincut")
+    res = _run_cli(*common, "--target", "measured", "--report", str(report))
+    assert res.returncode == 0, res.stderr
+    r = json.loads(report.read_text())
+    assert r["target"]["model"] == "measured" and r["target"]["speedup"] > 0
+    bad = _run_cli(*common, "--target", "bandwidth")
+    assert bad.returncode != 0 and len(bad.stderr.strip().splitlines()) == 1 and "latency objective" in bad.stderr

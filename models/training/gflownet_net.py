@@ -31,7 +31,6 @@ head (``h``, ``e``, ``node`` (B, n, 4), ``pair`` (B, n, L, 4) -> ``logits`` (B, 
 from __future__ import annotations
 
 import io
-import math
 import os
 
 import torch
@@ -41,6 +40,7 @@ from onnx_sched.models.inference.features import SELF
 from onnx_sched.models.inference.gflownet import head_path
 from onnx_sched.models.inference.gflownet_env import N_NODE, N_PAIR, N_STATIC
 from onnx_sched.models.training.topoformer import EncoderConfig, Topoformer
+from onnx_sched.models.training.topoformer import _Block as TopoformerBlock
 
 __all__ = ["GFlowNetEncoder", "GFlowNetHead", "GFlowNetPolicy", "export_onnx", "policy_config"]
 
@@ -51,25 +51,19 @@ def policy_config(d_model: int = 64, n_layers: int = 3, heads_per_group: int = 1
                          head_dim=head_dim, ffn_dim=ffn_dim)
 
 
-class _Block(nn.Module):
+class _Block(TopoformerBlock):
+    """A Topoformer block (paper 000's masked attention) whose MLP is modulated by the temperature (eq. 30)."""
+
     def __init__(self, cfg: EncoderConfig, n_heads: int) -> None:
-        super().__init__()
-        self.n_heads, self.head_dim = n_heads, cfg.head_dim
-        self.ln_att = nn.LayerNorm(cfg.d_model)
-        self.qkv = nn.Linear(cfg.d_model, 3 * n_heads * cfg.head_dim)
-        self.out = nn.Linear(n_heads * cfg.head_dim, cfg.d_model)
-        self.ln_mlp = nn.LayerNorm(cfg.d_model)
+        super().__init__(cfg, n_heads)
+        del self.mlp
         self.lin1 = nn.Linear(cfg.d_model, cfg.ffn_dim)
         self.lin2 = nn.Linear(cfg.ffn_dim, cfg.d_model)
         self.scale = nn.Linear(cfg.d_model, cfg.ffn_dim)
         self.shift = nn.Linear(cfg.d_model, cfg.ffn_dim)
 
     def forward(self, h: torch.Tensor, bias: torch.Tensor, e: torch.Tensor) -> torch.Tensor:
-        n = h.shape[0]
-        q, k, v = self.qkv(self.ln_att(h)).reshape(n, 3, self.n_heads, self.head_dim).permute(1, 2, 0, 3).unbind(0)
-        scores = torch.matmul(q, k.transpose(1, 2)) * (1.0 / math.sqrt(self.head_dim)) + bias
-        msg = torch.matmul(torch.softmax(scores, dim=-1), v).permute(1, 0, 2).reshape(n, -1)
-        h = h + self.out(msg)
+        h = self.attend(h, bias)
         z = self.lin1(self.ln_mlp(h)) * self.scale(e) + self.shift(e)
         return h + self.lin2(torch.relu(z))
 

@@ -27,7 +27,7 @@ import json
 import math
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -41,10 +41,11 @@ from onnx_sched.machines import identical_devices
 from onnx_sched.models.inference.features import relation_matrix
 from onnx_sched.models.inference.gflownet import Rollouts, StepFn, ready_rows, sample_trajectories, scatter_logits
 from onnx_sched.models.inference.gflownet_env import env_arrays
+from onnx_sched.models.training import distributed
 from onnx_sched.models.training.gflownet_net import GFlowNetPolicy, export_onnx, policy_config
 
-__all__ = ["TrainConfig", "backward", "homogeneous_problem", "loss_coefficients", "subgraph_problems", "synthetic_problems",
-           "torch_step_fn", "train", "train_step"]
+__all__ = ["TrainConfig", "backward", "homogeneous_problem", "loss_coefficients", "model_problems",
+           "replay_chunks", "subgraph_problems", "synthetic_problems", "torch_step_fn", "train", "train_step"]
 
 
 @dataclass(frozen=True)
@@ -96,17 +97,19 @@ def synthetic_problems(families: Sequence[str], n_ops: int, count: int, seed: in
 
 
 def subgraph_problems(problems: Sequence[ms.MakespanProblem], count: int, seed: int, low: int = 25,
-                      high: int = 75) -> list[ms.MakespanProblem]:
-    """Random connected-ish sub-graphs of 25-75 ops (paper 002, 5.3): a random op and its nearest
-    ancestors and descendants, in breadth-first order, with the parent problem's durations."""
+                      high: int = 75, lanes: Sequence[int] = (4,)) -> list[ms.MakespanProblem]:
+    """Random connected sub-graphs of 25-75 ops (paper 002, 5.3): a random op and its nearest
+    neighbours in breadth-first order, with the parent's durations, on ``lanes`` identical
+    devices (drawn per sub-graph from ``lanes``)."""
     rng = np.random.default_rng(seed)
     out = []
     for _ in range(count):
         p = problems[int(rng.integers(len(problems)))]
         g = p.graph
         size = int(rng.integers(low, high + 1))
+        devices = identical_devices(int(lanes[int(rng.integers(len(lanes)))]))
         if g.n_ops <= size:
-            out.append(p)
+            out.append(ms.makespan_problem(g, devices, p.min_durations()))
             continue
         nxg = g.to_networkx().to_undirected()
         start = int(rng.integers(g.n_ops))
@@ -120,7 +123,24 @@ def subgraph_problems(problems: Sequence[ms.MakespanProblem], count: int, seed: 
         edges = [(index[u], index[v]) for u, v in g.edges.tolist() if u in index and v in index]
         sub = Graph.from_edges(len(keep_arr), edges, g.op_output_bytes[keep_arr], name=f"{g.name}_sub",
                                op_types=[g.op_types[v] for v in keep_arr])
-        out.append(ms.makespan_problem(sub, p.machines, p.durations[keep_arr]))
+        out.append(ms.makespan_problem(sub, devices, p.min_durations()[keep_arr]))
+    return out
+
+
+def model_problems(paths: Sequence[str | os.PathLike[str]], profile: str | os.PathLike[str],
+                   device: str = "CPU") -> list[ms.MakespanProblem]:
+    """Real models with op durations from ``device`` of a measured profile file (its rate model prices
+    ops it did not time), on 4 identical devices: the parents of :func:`subgraph_problems`."""
+    from onnx_sched.importers.onnx import import_onnx
+    from onnx_sched.profiling import load_profiles, op_seconds_vector
+
+    prof = next((d for d in load_profiles(profile).devices if d.name == device), None)
+    if prof is None:
+        raise ValueError(f"profile {os.fspath(profile)!r} has no device {device!r}")
+    out = []
+    for path in paths:
+        g = import_onnx(path).graph
+        out.append(homogeneous_problem(g, op_seconds_vector(g, prof), 4))
     return out
 
 
@@ -146,26 +166,34 @@ def torch_step_fn(model: GFlowNetPolicy, h: torch.Tensor, e: torch.Tensor) -> St
     return run
 
 
-def _replay_log_pf(model: GFlowNetPolicy, h: torch.Tensor, e: torch.Tensor, steps: list, coef: np.ndarray,
-                   chunk: int) -> None:
-    """Backpropagate ``sum_b coef_b * sum_t log P_F(a_bt | s_bt)`` chunk by chunk (grads accumulate;
-    the encoding ``h, e`` is computed once and kept for every chunk)."""
-    batch = len(coef)
+def replay_chunks(model: GFlowNetPolicy, h: torch.Tensor, e: torch.Tensor, steps: list, batch: int,
+                  chunk: int) -> Iterator[tuple[slice, torch.Tensor, torch.Tensor]]:
+    """Replay recorded steps with autograd, ``chunk`` states at a time: per chunk the steps it covers,
+    ``log P_F`` of the taken actions and the policy's entropy over valid actions, both ``(steps * batch,)``."""
     per = max(1, chunk // batch)
-    c = torch.from_numpy(coef.astype(np.float32))
     for i in range(0, len(steps), per):
         part = steps[i:i + per]
         node = torch.from_numpy(np.concatenate([s[0] for s in part]))
         pair = torch.from_numpy(np.concatenate([s[1] for s in part]))
-        mask = torch.from_numpy(np.concatenate([s[2] for s in part]).reshape(len(node), -1))
-        action = torch.from_numpy(np.concatenate([s[3] for s in part]))
         state_mask = torch.from_numpy(np.concatenate([s[2] for s in part]))
+        mask = state_mask.reshape(len(node), -1)
+        action = torch.from_numpy(np.concatenate([s[3] for s in part]))
         rows, ops = torch.nonzero(state_mask.any(dim=-1), as_tuple=True)  # ready ops only: the rest are masked
         scores = model.head.score(h[ops], e, node[rows, ops], pair[rows, ops])
         logits = torch.full(state_mask.shape, float("-inf")).index_put((rows, ops), scores)
         logp = torch.log_softmax(logits.reshape(len(node), -1).masked_fill(~mask, float("-inf")), dim=1)
-        taken = logp.gather(1, action[:, None]).squeeze(1)
-        (taken * c.repeat(len(part))).sum().backward(retain_graph=True)
+        entropy = -(logp.exp() * logp.masked_fill(~mask, 0.0)).sum(dim=1)
+        yield slice(i, i + len(part)), logp.gather(1, action[:, None]).squeeze(1), entropy
+
+
+def _replay_log_pf(model: GFlowNetPolicy, h: torch.Tensor, e: torch.Tensor, steps: list, coef: np.ndarray,
+                   chunk: int) -> None:
+    """Backpropagate ``sum_b coef_b * sum_t log P_F(a_bt | s_bt)`` chunk by chunk (grads accumulate;
+    the encoding ``h, e`` is computed once and kept for every chunk)."""
+    c = torch.from_numpy(coef.astype(np.float32))
+    for part, taken, _ in replay_chunks(model, h, e, steps, len(coef), chunk):
+        n_steps = part.stop - part.start
+        (taken * c.repeat(n_steps)).sum().backward(retain_graph=True)
 
 
 def backward(model: GFlowNetPolicy, problem: ms.MakespanProblem, sigma: float, cfg: TrainConfig,
@@ -201,6 +229,7 @@ def train_step(model: GFlowNetPolicy, opt: torch.optim.Optimizer, problem: ms.Ma
     model.train()
     opt.zero_grad()
     stats, _ = backward(model, problem, sigma, cfg, seed)
+    distributed.average_gradients(model.parameters())  # under torchrun: the mean over the ranks' problems
     torch.nn.utils.clip_grad_norm_(model.parameters(), 10.0)
     opt.step()
     return stats
@@ -208,9 +237,14 @@ def train_step(model: GFlowNetPolicy, opt: torch.optim.Optimizer, problem: ms.Ma
 
 def train(cfg: TrainConfig, problems: Sequence[ms.MakespanProblem], out: str, echo: Any = print,
           resume: bool = False) -> dict[str, Any]:
-    """Train on ``problems``; write ``out.pt`` (torch, resumable), ``out.onnx`` and ``out_log.json``."""
+    """Train on ``problems``; write ``out.pt`` (torch, resumable), ``out.onnx`` and ``out_log.json``.
+
+    Under ``torchrun --nproc_per_node N`` each rank draws its own problem and temperature per
+    update and the gradients are averaged (N problems per update); rank 0 logs, saves and exports.
+    """
+    world = distributed.setup()
+    echo = distributed.main_echo(echo)
     torch.manual_seed(cfg.seed)
-    torch.set_num_threads(max(1, torch.get_num_threads()))
     model = GFlowNetPolicy(policy_config(cfg.d_model, cfg.n_layers, cfg.heads_per_group, cfg.head_dim, cfg.ffn_dim),
                            log_z_head=cfg.loss == "tb")
     opt = torch.optim.Adam(model.parameters(), lr=cfg.lr)
@@ -222,29 +256,35 @@ def train(cfg: TrainConfig, problems: Sequence[ms.MakespanProblem], out: str, ec
         opt.load_state_dict(state["opt"])
         start_update, spent, log = state["update"], state["seconds"], state["log"]
         echo(f"resumed at update {start_update} ({spent / 3600:.2f} h)")
-    rng = np.random.default_rng(cfg.seed + start_update)
+    distributed.broadcast_modules(model)
+    rng = distributed.rank_rng(cfg.seed + start_update)
     t0 = time.perf_counter() - spent
     update = start_update
     for update in range(start_update, cfg.updates):
         problem = problems[int(rng.integers(len(problems)))]
         sigma = float(math.exp(rng.uniform(math.log(cfg.sigma_min), math.log(cfg.sigma_max))))
-        stats = train_step(model, opt, problem, sigma, cfg, seed=cfg.seed * 1_000_003 + update)
+        seed = cfg.seed * 1_000_003 + update * world.size + world.rank
+        stats = train_step(model, opt, problem, sigma, cfg, seed=seed)
         stats["update"] = update
         stats["seconds"] = time.perf_counter() - t0
         log.append(stats)
         if update % cfg.log_every == 0:
             echo(f"update {update}: loss {stats['loss']:.3g} mean U {stats['mean_speedup']:.3f} "
                  f"max U {stats['max_speedup']:.3f} sigma {sigma:.3f} ({stats['seconds']:.0f} s)")
-        if update % 50 == 49:
+        if update % 50 == 49 and distributed.is_main():
             _save(model, opt, cfg, out, update + 1, time.perf_counter() - t0, log)
-        if cfg.hours and time.perf_counter() - t0 > cfg.hours * 3600:
+        if distributed.any_rank(bool(cfg.hours) and time.perf_counter() - t0 > cfg.hours * 3600):
             break
     seconds = time.perf_counter() - t0
-    _save(model, opt, cfg, out, update + 1, seconds, log)
-    export_onnx(model, f"{out}.onnx", {"onnx_sched.objective": "gflownet", "onnx_sched.loss": cfg.loss,
-                                        "onnx_sched.updates": str(update + 1), "onnx_sched.lanes": str(cfg.lanes)})
-    with open(f"{out}_log.json", "w") as f:
-        json.dump({"config": asdict(cfg), "updates": update + 1, "seconds": seconds, "log": log}, f)
+    if distributed.is_main():
+        _save(model, opt, cfg, out, update + 1, seconds, log)
+        export_onnx(model, f"{out}.onnx", {"onnx_sched.objective": "gflownet", "onnx_sched.loss": cfg.loss,
+                                            "onnx_sched.updates": str(update + 1),
+                                            "onnx_sched.processes": str(world.size)})
+        with open(f"{out}_log.json", "w") as f:
+            json.dump({"config": asdict(cfg), "updates": update + 1, "seconds": seconds, "processes": world.size,
+                       "log": log}, f)
+    distributed.barrier()
     return {"updates": update + 1, "seconds": seconds, "log": log}
 
 

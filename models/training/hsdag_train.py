@@ -17,6 +17,11 @@ buffer of ``update_timestep`` placements is replaced by this batch baseline).
 
 writes ``hsdag_placer.onnx`` (encoder), ``hsdag_placer_head.onnx`` (placer head),
 ``hsdag_placer.pt`` (torch state) and ``hsdag_train_log.json``.
+
+``torchrun --nproc_per_node N -m onnx_sched.models.training.hsdag_train ...`` trains on N
+processes (:mod:`onnx_sched.models.training.distributed`): each rank draws problems from its
+share of the models (seed ``[seed, rank]``), every update averages the N ranks' gradients,
+the ranks stop together, and rank 0 prints, saves and exports (its log covers its own problems).
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ from onnx_sched.cost import latency as lat
 from onnx_sched.models import CHECKPOINTS
 from onnx_sched.models.inference.hsdag import group_nodes, head_inputs, prepare
 from onnx_sched.models.inference.hsdag_features import N_DEVICE_FEATURES, N_NODE_FEATURES, colocate
+from onnx_sched.models.training import distributed
 from onnx_sched.passes.placement._optimal import mincut_placement
 from onnx_sched.profiling import SIMULATED_PRESETS, ProfileSet, TransferModel, derive_profile, load_profiles
 
@@ -198,12 +204,15 @@ def train(minutes: float, out_dir: Path, seed: int = 0, batch: int = 16, lr: flo
     ``minutes``; returns the training log."""
     from onnx_sched.importers.onnx import import_onnx
 
+    world = distributed.setup()
+    echo = distributed.main_echo(print)
     torch.manual_seed(seed)
-    rng = np.random.default_rng(seed)
+    rng = distributed.rank_rng(seed)
     base = load_profiles(PROFILES)
-    graphs = [import_onnx(CORPUS / f"{m}.onnx").graph for m in models]
+    graphs = [import_onnx(CORPUS / f"{m}.onnx").graph for m in distributed.shard(models) or models]
     coarse = {g.name: colocate(g) for g in graphs}
     net = HsdagNet()
+    distributed.broadcast_modules(net)
     opt = torch.optim.Adam(net.parameters(), lr=lr)
     imitation_opt = torch.optim.Adam(net.parameters(), lr=3 * lr)
     log: list[dict[str, Any]] = []
@@ -211,7 +220,7 @@ def train(minutes: float, out_dir: Path, seed: int = 0, batch: int = 16, lr: flo
     pool: dict[tuple[int, int], tuple[Any, Any, torch.Tensor]] = {}
     sets_per_graph = 6
     deadline = time.time() + imitation_minutes * 60
-    while time.time() < deadline:
+    while not distributed.any_rank(time.time() >= deadline):
         # warm start: imitate the exact two-device optimum (s-t min-cut) per co-location set,
         # on a fixed pool of device sets per graph (labels and features cached)
         gi, si = int(rng.integers(len(graphs))), int(rng.integers(sets_per_graph))
@@ -230,13 +239,14 @@ def train(minutes: float, out_dir: Path, seed: int = 0, batch: int = 16, lr: flo
         loss = nn.functional.cross_entropy(logits, labels)
         imitation_opt.zero_grad()
         loss.backward()
+        distributed.average_gradients(net.parameters())
         imitation_opt.step()
         if imitation_steps % 50 == 0:
-            print(f"imitation {imitation_steps} {problem.graph.name:<22} loss {float(loss.detach()):.4f}", flush=True)
+            echo(f"imitation {imitation_steps} {problem.graph.name:<22} loss {float(loss.detach()):.4f}", flush=True)
         imitation_steps += 1
     deadline = time.time() + minutes * 60
     step = 0
-    while time.time() < deadline:
+    while not distributed.any_rank(time.time() >= deadline):
         g = graphs[int(rng.integers(len(graphs)))]
         ps = random_device_set(base, rng)
         problem = lat.placement_problem(g, ps)
@@ -254,6 +264,7 @@ def train(minutes: float, out_dir: Path, seed: int = 0, batch: int = 16, lr: flo
         loss = -(adv * logp).mean() - 0.01 * dist.entropy().mean()
         opt.zero_grad()
         loss.backward()
+        distributed.average_gradients(net.parameters())
         nn.utils.clip_grad_norm_(net.parameters(), 1.0)
         opt.step()
         greedy = np.argmax(logits.detach().numpy(), axis=1)[op_group]
@@ -261,18 +272,19 @@ def train(minutes: float, out_dir: Path, seed: int = 0, batch: int = 16, lr: flo
                     "mean_speedup": float(reward.mean()), "greedy_speedup": float(cpu / lat.sequential_latency(problem, greedy))})
         if step % 20 == 0:
             recent = log[-20:]
-            print(f"step {step} {g.name:<22} groups {log[-1]['groups']:4d} mean speedup "
-                  f"{np.mean([r['mean_speedup'] for r in recent]):.3f} greedy {np.mean([r['greedy_speedup'] for r in recent]):.3f}",
-                  flush=True)
+            echo(f"step {step} {g.name:<22} groups {log[-1]['groups']:4d} mean speedup "
+                 f"{np.mean([r['mean_speedup'] for r in recent]):.3f} greedy {np.mean([r['greedy_speedup'] for r in recent]):.3f}",
+                 flush=True)
         step += 1
-    out_dir.mkdir(parents=True, exist_ok=True)
-    torch.save(net.state_dict(), out_dir / "hsdag_placer.pt")
-    export_onnx(net, out_dir)
     summary = {"steps": step, "minutes": minutes, "imitation_steps": imitation_steps,
                "imitation_minutes": imitation_minutes, "seed": seed, "batch": batch, "lr": lr, "models": list(models),
-               "hidden": HIDDEN, "log": log[::20]}  # every 20th step keeps the file small
-    (out_dir / "hsdag_train_log.json").write_text(json.dumps(summary))
-    return summary
+               "hidden": HIDDEN, "log": log[::20], "ranks": world.size}  # every 20th step keeps the file small
+    if distributed.is_main():
+        out_dir.mkdir(parents=True, exist_ok=True)
+        torch.save(net.state_dict(), out_dir / "hsdag_placer.pt")
+        export_onnx(net, out_dir)
+        (out_dir / "hsdag_train_log.json").write_text(json.dumps(summary))
+    return {**summary, "state": net.state_dict()}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -287,7 +299,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     torch.set_num_threads(1)
     s = train(args.minutes, args.out, args.seed, args.batch, args.lr, imitation_minutes=args.imitation_minutes)
-    print(f"trained {s['steps']} steps -> {args.out}")
+    distributed.main_echo(print)(f"trained {s['steps']} steps -> {args.out}")
     return 0
 
 

@@ -14,6 +14,11 @@ action on the validation problems, mean reward; the best weights are exported.
 
 writes ``regal.onnx`` (policy, ONNX Runtime), ``regal.pt`` (policy + baseline state,
 config) and ``regal_train_log.json``.
+
+Under ``torchrun --nproc_per_node N`` (:mod:`onnx_sched.models.training.distributed`) each rank
+builds and draws from its share of the training problems (seed ``[seed, rank]``), every step
+averages the N ranks' gradients (and their advantage scale), and rank 0 builds the validation
+problems, validates and keeps the best weights.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ import torch
 
 from onnx_sched.models.inference.regal import solve_with_actions
 from onnx_sched.models.inference.regal_features import n_node_features
+from onnx_sched.models.training import distributed
 from onnx_sched.models.training.regal_data import DEVICES, Instance, make_instances, split_graphs
 from onnx_sched.models.training.regal_net import BaselineNet, PolicyNet, export_policy
 
@@ -75,23 +81,28 @@ def validate(policy: PolicyNet, instances: list[Instance], evaluations: int) -> 
 
 
 def train(cfg: RegalTrainConfig, echo: Callable[[str], None] = print) -> dict[str, Any]:
-    """Build the problems, train for ``cfg.minutes``; returns policy + baseline (best validation) and the log."""
+    """Build the problems, train for ``cfg.minutes``; returns policy + baseline (the policy with the best validation
+    on rank 0, the last one elsewhere), the log and ``last_policy`` (the last policy weights, the same on every rank)."""
+    world = distributed.setup()
+    main, echo = world.rank == 0, distributed.main_echo(echo)
     torch.set_num_threads(cfg.threads)
     torch.manual_seed(cfg.seed)
-    rng = np.random.default_rng(cfg.seed)
+    rng = distributed.rank_rng(cfg.seed)
     start = time.time()
     echo("building training problems (features + standard BRKGA per problem)")
-    train_set = make_instances(split_graphs("train", cfg.synthetic, cfg.copies, cfg.min_ops, cfg.max_ops, cfg.seed),
-                               cfg.evaluations, echo)
+    graphs = split_graphs("train", cfg.synthetic, cfg.copies, cfg.min_ops, cfg.max_ops, cfg.seed)
+    train_set = make_instances(distributed.shard(graphs) or graphs, cfg.evaluations, echo)
     val_set = make_instances(split_graphs("validation", cfg.synthetic // 4, max(1, cfg.copies // 3), cfg.min_ops,
-                                          cfg.max_ops, cfg.seed), cfg.evaluations, echo)
+                                          cfg.max_ops, cfg.seed), cfg.evaluations, echo) if main else []
     prep_s = time.time() - start
-    echo(f"{len(train_set)} training, {len(val_set)} validation problems in {prep_s:.0f} s")
+    echo(f"{len(graphs)} training, {len(val_set)} validation problems in {prep_s:.0f} s")
     nf = n_node_features(len(DEVICES))
     policy = PolicyNet(nf, len(DEVICES), cfg.hidden, cfg.rounds)
     baseline = BaselineNet(nf, cfg.hidden, cfg.rounds)
-    opt = torch.optim.Adam(list(policy.parameters()) + list(baseline.parameters()), lr=cfg.lr)
-    best_val = validate(policy, val_set, cfg.evaluations)
+    distributed.broadcast_modules(policy, baseline)
+    params = list(policy.parameters()) + list(baseline.parameters())
+    opt = torch.optim.Adam(params, lr=cfg.lr)
+    best_val = validate(policy, val_set, cfg.evaluations) if main else {"reward": float("nan"), "ties_or_wins": 0.0}
     best_state, best_step = copy.deepcopy(policy.state_dict()), 0
     log: list[dict[str, Any]] = [{"step": 0, "validation": best_val}]
     echo(f"step 0 validation reward {best_val['reward']:.4f} ties/wins {best_val['ties_or_wins']:.2f}")
@@ -99,7 +110,7 @@ def train(cfg: RegalTrainConfig, echo: Callable[[str], None] = print) -> dict[st
     step = 0
     deadline = time.time() + cfg.minutes * 60
     recent: list[float] = []
-    while time.time() < deadline:
+    while not distributed.any_rank(time.time() >= deadline):
         inst = train_set[int(rng.integers(len(train_set)))]
         tensors = _tensors(inst)
         dist = torch.distributions.Categorical(logits=policy(*tensors))
@@ -111,15 +122,16 @@ def train(cfg: RegalTrainConfig, echo: Callable[[str], None] = print) -> dict[st
             for a in actions], dtype=torch.float32)
         b = baseline(*tensors)
         adv = (reward - b).detach()
-        adv_sq = 0.99 * adv_sq + 0.01 * float((adv**2).mean())
+        adv_sq = 0.99 * adv_sq + 0.01 * distributed.sum_values([float((adv**2).mean())])[0] / world.size
         loss = -(adv / np.sqrt(adv_sq) * logp).mean() + cfg.baseline_weight / 2 * ((reward - b) ** 2).mean()
         opt.zero_grad()
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(list(policy.parameters()) + list(baseline.parameters()), 1.0)
+        distributed.average_gradients(params)
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
         opt.step()
         step += 1
         recent.append(float(reward.mean()))
-        if step % cfg.validate_every == 0:
+        if main and step % cfg.validate_every == 0:
             val = validate(policy, val_set, cfg.evaluations)
             if val["reward"] > best_val["reward"]:
                 best_val, best_state, best_step = val, copy.deepcopy(policy.state_dict()), step
@@ -128,11 +140,13 @@ def train(cfg: RegalTrainConfig, echo: Callable[[str], None] = print) -> dict[st
             echo(f"step {step} {(time.time() - start) / 60:.1f} min train reward {np.mean(recent):.4f} "
                  f"validation {val['reward']:.4f} ties/wins {val['ties_or_wins']:.2f} (best step {best_step})")
             recent = []
-    policy.load_state_dict(best_state)
+    last_policy = copy.deepcopy(policy.state_dict())
+    if main:
+        policy.load_state_dict(best_state)
     summary = {"config": asdict(cfg), "steps": step, "best_step": best_step, "best_validation": best_val,
                "problems": {"train": len(train_set), "validation": len(val_set)}, "prep_seconds": prep_s,
-               "wall_minutes": (time.time() - start) / 60, "log": log}
-    return {"policy": policy, "baseline": baseline, "summary": summary}
+               "wall_minutes": (time.time() - start) / 60, "log": log, "ranks": world.size}
+    return {"policy": policy, "baseline": baseline, "summary": summary, "last_policy": last_policy}
 
 
 def export(result: dict[str, Any], stem: str | Path) -> tuple[Path, Path, Path]:

@@ -89,14 +89,19 @@ class _Block(nn.Module):
         self.ln_mlp = nn.LayerNorm(cfg.d_model)
         self.mlp = nn.Sequential(nn.Linear(cfg.d_model, cfg.ffn_dim), nn.GELU(), nn.Linear(cfg.ffn_dim, cfg.d_model))
 
+    def attend(self, h: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+        """``h + MHA(LN(h))`` with the masked heads (eq. 4); ``h`` itself when there are no heads."""
+        if not self.n_heads:
+            return h
+        n = h.shape[0]
+        q, k, v = self.qkv(self.ln_att(h)).reshape(n, 3, self.n_heads, self.head_dim).permute(1, 2, 0, 3).unbind(0)
+        scores = torch.matmul(q, k.transpose(1, 2)) * (1.0 / math.sqrt(self.head_dim)) + bias
+        att = torch.softmax(scores, dim=-1)
+        msg = torch.matmul(att, v).permute(1, 0, 2).reshape(n, self.n_heads * self.head_dim)
+        return h + self.out(msg)
+
     def forward(self, h: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
-        if self.n_heads:
-            n = h.shape[0]
-            q, k, v = self.qkv(self.ln_att(h)).reshape(n, 3, self.n_heads, self.head_dim).permute(1, 2, 0, 3).unbind(0)
-            scores = torch.matmul(q, k.transpose(1, 2)) * (1.0 / math.sqrt(self.head_dim)) + bias
-            att = torch.softmax(scores, dim=-1)
-            msg = torch.matmul(att, v).permute(1, 0, 2).reshape(n, self.n_heads * self.head_dim)
-            h = h + self.out(msg)
+        h = self.attend(h, bias)
         return h + self.mlp(self.ln_mlp(h))
 
 

@@ -27,7 +27,13 @@ S(``val_samples``) makespans over the list-cp makespan on held-out graphs; the
 epoch with the best S(``val_samples``) ratio (the mode the ``learned`` pass runs)
 is exported.
 
-Run: ``python -m onnx_sched.models.training.train_makespan --budget 900 --out runs/makespan``.
+Under ``torchrun --nproc_per_node N`` (:mod:`onnx_sched.models.training.distributed`) each rank
+trains on every N-th training graph, one graph per rank per update (its own permutation and
+Gumbel noise, seeded ``[seed, rank]``); the gradients are averaged over the update's graphs
+and rank 0 validates and exports.
+
+Run: ``python -m onnx_sched.models.training.train_makespan --budget 900 --out runs/makespan``
+(``torchrun --nproc_per_node 2 -m onnx_sched.models.training.train_makespan ...`` for 2 processes).
 """
 
 from __future__ import annotations
@@ -52,6 +58,7 @@ from onnx_sched.models.inference.makespan_features import (
     n_makespan_features,
     prior_logits,
 )
+from onnx_sched.models.training import distributed
 from onnx_sched.models.training.topoformer import EncoderConfig, Topoformer, export_onnx
 from onnx_sched.passes.makespan._priorities import cp_priority, gumbel_priorities
 from onnx_sched.synth.attrs import makespan_attrs
@@ -131,24 +138,29 @@ def plackett_luce_log_prob(logits: torch.Tensor, orders: torch.Tensor) -> torch.
     return (ls - tail).sum(-1)
 
 
-def train_step(model: Topoformer, opt: torch.optim.Optimizer, prep: Prepared, cfg: TrainConfig,
-               rng: np.random.Generator) -> dict[str, float]:
-    """One REINFORCE update on one graph; returns the sample statistics."""
+def train_step(model: Topoformer, opt: torch.optim.Optimizer, prep: Prepared | None, cfg: TrainConfig,
+               rng: np.random.Generator, graphs: int = 1) -> dict[str, float]:
+    """One REINFORCE update on one graph per rank, ``graphs`` over all ranks (``prep=None``: this rank has
+    none left in its epoch but joins the update); returns this rank's sample statistics."""
     model.train()
-    out = model(prep.x, prep.rel)
-    y = out + prep.prior
-    z = y.detach().double().numpy()[None, :] + rng.gumbel(size=(cfg.samples, prep.problem.n_ops))
-    costs = ms.list_makespans(prep.problem, z)
-    orders = torch.from_numpy(np.argsort(-z, axis=1, kind="stable"))
-    c = costs / costs.mean()
-    adv = torch.from_numpy((c - c.mean()) / max(float(c.std()), cfg.std_eps)).to(y.dtype)
-    lp = plackett_luce_log_prob(y, orders)
-    loss = (adv * lp).mean() + cfg.logit_reg * (out**2).mean()  # eq. 12 on the network's own output
     opt.zero_grad()
-    loss.backward()
+    stats: dict[str, float] = {}
+    if prep is not None:
+        out = model(prep.x, prep.rel)
+        y = out + prep.prior
+        z = y.detach().double().numpy()[None, :] + rng.gumbel(size=(cfg.samples, prep.problem.n_ops))
+        costs = ms.list_makespans(prep.problem, z)
+        orders = torch.from_numpy(np.argsort(-z, axis=1, kind="stable"))
+        c = costs / costs.mean()
+        adv = torch.from_numpy((c - c.mean()) / max(float(c.std()), cfg.std_eps)).to(y.dtype)
+        lp = plackett_luce_log_prob(y, orders)
+        loss = (adv * lp).mean() + cfg.logit_reg * (out**2).mean()  # eq. 12 on the network's own output
+        (loss / graphs).backward()
+        stats = {"best_ratio": float(costs.min() / prep.list_cp), "mean_ratio": float(costs.mean() / prep.list_cp)}
+    distributed.sum_gradients(model.parameters())
     torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
     opt.step()
-    return {"best_ratio": float(costs.min() / prep.list_cp), "mean_ratio": float(costs.mean() / prep.list_cp)}
+    return stats
 
 
 @torch.no_grad()
@@ -166,49 +178,59 @@ def validation_ratios(model: Topoformer, val: list[Prepared], samples: int, seed
 
 
 def train(cfg: TrainConfig, echo: Any = print) -> dict[str, Any]:
-    """Train, validate every epoch, export the best epoch to ``out_dir/sampler_makespan.onnx``."""
+    """Train, validate every epoch, export the best epoch to ``out_dir/sampler_makespan.onnx`` (rank 0;
+    the other ranks of a torchrun launch return no path and an empty log)."""
+    world = distributed.setup()
+    main, echo = world.rank == 0, distributed.main_echo(echo)
     t_start = time.perf_counter()
     torch.manual_seed(cfg.seed)
     torch.set_num_threads(max(1, cfg.threads))
-    rng = np.random.default_rng(cfg.seed)
+    rng = distributed.rank_rng(cfg.seed)
     out = Path(cfg.out_dir)
     out.mkdir(parents=True, exist_ok=True)
+    graphs = [(f, i) for f in cfg.families for i in range(cfg.train_graphs)]
     train_set = [prepare(synthetic_problem(f, cfg.n_ops, TRAIN_SEED0 + i, cfg.capacities), cfg.prior)
-                 for f in cfg.families for i in range(cfg.train_graphs)]
+                 for f, i in distributed.shard(graphs)]
     val = [prepare(synthetic_problem(f, cfg.n_ops, VAL_SEED0 + i, cfg.capacities), cfg.prior)
-           for f in cfg.families for i in range(cfg.val_graphs)]
-    echo(f"prepared {len(train_set)} training and {len(val)} validation graphs in {time.perf_counter() - t_start:.1f}s")
+           for f in cfg.families for i in range(cfg.val_graphs)] if main else []
+    echo(f"prepared {len(graphs)} training and {len(val)} validation graphs in {time.perf_counter() - t_start:.1f}s"
+         + (f" ({world.size} ranks)" if world.size > 1 else ""))
     model = Topoformer(cfg.encoder_config())
+    distributed.broadcast_modules(model)
     opt = torch.optim.Adam(model.parameters(), lr=cfg.lr)
     sched = torch.optim.lr_scheduler.ExponentialLR(opt, cfg.lr_decay)
     sel = 1 if cfg.val_samples else 0
-    r = validation_ratios(model, val, cfg.val_samples).mean(axis=0)
-    best = float(r[sel])
-    best_state, best_epoch = copy.deepcopy(model.state_dict()), 0
-    log = [{"epoch": 0, "val_greedy_over_list_cp": float(r[0]), "val_sample_over_list_cp": float(r[1]),
-            "seconds": time.perf_counter() - t_start}]
-    echo(json.dumps(log[0]))
+    best, best_state, best_epoch, log = float("inf"), None, 0, []
     stop = False
-    for epoch in range(1, cfg.epochs + 1):
+    # one update = one graph per rank; a rank whose shard is used up joins with a zero gradient
+    per_update = [sum(distributed.shard_count(len(graphs), r, world.size) > j for r in range(world.size))
+                  for j in range(distributed.shard_count(len(graphs), 0, world.size))]
+    for epoch in range(cfg.epochs + 1):
         stats = []
-        for i in rng.permutation(len(train_set)):
-            stats.append(train_step(model, opt, train_set[int(i)], cfg, rng))
-            if cfg.time_budget_s and time.perf_counter() - t_start > cfg.time_budget_s:
+        perm = rng.permutation(len(train_set)) if epoch else []
+        for j in range(len(per_update) if epoch else 0):
+            stats.append(train_step(model, opt, train_set[int(perm[j])] if j < len(perm) else None, cfg, rng, per_update[j]))
+            if cfg.time_budget_s and distributed.any_rank(time.perf_counter() - t_start > cfg.time_budget_s):
                 stop = True
                 break
-        sched.step()
-        r = validation_ratios(model, val, cfg.val_samples).mean(axis=0)
-        ratio = float(r[sel])
-        entry = {"epoch": epoch, "val_greedy_over_list_cp": float(r[0]), "val_sample_over_list_cp": float(r[1]),
-                 "seconds": time.perf_counter() - t_start,
-                 "train_best_ratio": float(np.mean([s["best_ratio"] for s in stats])),
-                 "train_mean_ratio": float(np.mean([s["mean_ratio"] for s in stats])), "steps": len(stats)}
-        log.append(entry)
-        echo(json.dumps(entry))
-        if ratio < best:
-            best, best_state, best_epoch = ratio, copy.deepcopy(model.state_dict()), epoch
+        stats = [s for s in stats if s]
+        totals = distributed.sum_values([sum(s["best_ratio"] for s in stats), sum(s["mean_ratio"] for s in stats), len(stats)])
+        if epoch:
+            sched.step()
+        if main:
+            r = validation_ratios(model, val, cfg.val_samples).mean(axis=0)
+            entry = {"epoch": epoch, "val_greedy_over_list_cp": float(r[0]), "val_sample_over_list_cp": float(r[1]),
+                     "seconds": time.perf_counter() - t_start}
+            if epoch:
+                entry.update(train_best_ratio=totals[0] / totals[2], train_mean_ratio=totals[1] / totals[2], steps=int(totals[2]))
+            log.append(entry)
+            echo(json.dumps(entry))
+            if float(r[sel]) < best:
+                best, best_state, best_epoch = float(r[sel]), copy.deepcopy(model.state_dict()), epoch
         if stop:
             break
+    if not main:
+        return {"best_epoch": None, "val_ratio_over_list_cp": None, "path": None, "log": [], "state": model.state_dict()}
     last_state = copy.deepcopy(model.state_dict())
     model.load_state_dict(best_state)
     with open(out / "log.jsonl", "w", encoding="utf-8") as fh:
@@ -227,7 +249,8 @@ def train(cfg: TrainConfig, echo: Any = print) -> dict[str, Any]:
     path = out / "sampler_makespan.onnx"
     export_onnx(model, os.fspath(path), meta)
     echo(f"best epoch {best_epoch}: {'sample' if sel else 'greedy'} / list-cp {best:.4f}; wrote {path}")
-    return {"best_epoch": best_epoch, "val_ratio_over_list_cp": float(best), "path": str(path), "log": log}
+    return {"best_epoch": best_epoch, "val_ratio_over_list_cp": float(best), "path": str(path), "log": log,
+            "state": last_state}
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -37,10 +37,14 @@ so all step-wise log-sum-exps of a batch of samples are one masked tensor op.
 
 Seeds: training graphs use seeds ``0 .. 8999``, validation graphs ``9000 ..
 9999`` (the layered family reserves ``10000+`` for test sets).  Everything is
-seeded (``TrainConfig.seed``).  A checkpoint (models, optimizer, RNG states, log)
-is written after every epoch and every ``checkpoint_every_s`` seconds inside
-one; ``resume=True`` continues from it.  ``log.jsonl`` has one line per epoch
-with the validation gap.
+seeded (``TrainConfig.seed``); the orders sampled on training graph ``k`` (the ``k``-th of the
+run) come from the generator ``[seed, k, 1]``, so a run does not depend on how many processes
+share it.  Under ``torchrun --nproc_per_node N`` (:mod:`onnx_sched.models.training.distributed`)
+each rank takes every N-th graph of an update, gradients are summed over the ranks (each graph's
+loss divided by the update's ``batch_graphs``), and rank 0 validates, logs and checkpoints.
+A checkpoint (models, optimizer, RNG states, log) is written after every epoch and every
+``checkpoint_every_s`` seconds inside one; ``resume=True`` continues from it (on every rank).
+``log.jsonl`` has one line per epoch with the validation gap.
 
 Scaled down for a 2-core CPU (paper: d=256, 4 layers, 10 heads per graph,
 500-op graphs, 326 epochs x 1000 graphs on a V100): see :class:`TrainConfig`.
@@ -70,6 +74,7 @@ from onnx_sched.graph import Graph
 from onnx_sched.models.inference.decoders import DecodeGraph, decode_graph, greedy, peaks, ready_steps, sample_orders
 from onnx_sched.models.inference.features import DEFAULT_FEATURES, PE_DIM, encoder_inputs, n_features
 from onnx_sched.models.inference.mem_aware import mem_aware_offsets, mem_aware_orders
+from onnx_sched.models.training import distributed
 from onnx_sched.models.training.expert_orders import ExpertSpec, build_experts, load_expert
 from onnx_sched.models.training.topoformer import EncoderConfig, Topoformer
 
@@ -243,7 +248,8 @@ def _backward(cfg: TrainConfig, loss: torch.Tensor, y: torch.Tensor, batch_len: 
 
 
 def _update(cfg: TrainConfig, model: Topoformer, opt: torch.optim.Optimizer) -> None:
-    """Clip the accumulated gradient and take the optimizer step."""
+    """Sum the accumulated gradient over the ranks, clip it and take the optimizer step."""
+    distributed.sum_gradients(model.parameters())
     if cfg.grad_clip > 0:
         torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
     opt.step()
@@ -255,51 +261,57 @@ def train_step(
     baseline_model: Topoformer | None,
     opt: torch.optim.Optimizer,
     batch: list[Prepared],
-    rng: np.random.Generator,
+    rng: np.random.Generator | list[np.random.Generator],
+    batch_len: int = 0,
 ) -> dict[str, float]:
-    """One REINFORCE update on ``batch``; returns loss and cost statistics."""
+    """One REINFORCE update on ``batch`` (this rank's share of ``batch_len`` graphs, default all);
+    ``rng`` is one generator or one per graph.  Returns loss and cost statistics over all ranks."""
     model.train()
     opt.zero_grad()
-    total, ratios, reg_total = 0.0, [], 0.0
-    for prep in batch:
+    batch_len = batch_len or len(batch)
+    total, ratio_total, reg_total = 0.0, 0.0, 0.0
+    for i, prep in enumerate(batch):
         y = model(prep.x, prep.rel)
         logits = y / cfg.temperature
-        orders = policy_orders(cfg, prep.dg, logits.detach().numpy(), cfg.samples, rng)
+        orders = policy_orders(cfg, prep.dg, logits.detach().numpy(), cfg.samples, rng[i] if isinstance(rng, list) else rng)
         costs = peaks(prep.dg, orders)
         base = greedy_peak(cfg, baseline_model, prep) if cfg.baseline == "rollout" else None
         adv = torch.from_numpy(_advantage(cfg, costs, base)).float()
         logp = seq_log_prob(logits, orders, prep.dg, cfg.mem_beta)
-        loss_value, reg_value = _backward(cfg, (adv * logp).mean(), y, len(batch))
+        loss_value, reg_value = _backward(cfg, (adv * logp).mean(), y, batch_len)
         total += loss_value
         reg_total += reg_value
-        ratios.append(float(costs.min() / costs.mean()))
+        ratio_total += float(costs.min() / costs.mean())
     _update(cfg, model, opt)
-    return {"loss": total / len(batch), "best_over_mean": float(np.mean(ratios)), "logit_reg": reg_total / len(batch)}
+    total, ratio_total, reg_total = distributed.sum_values([total, ratio_total, reg_total])
+    return {"loss": total / batch_len, "best_over_mean": ratio_total / batch_len, "logit_reg": reg_total / batch_len}
 
 
-def imitation_step(cfg: TrainConfig, model: Topoformer, opt: torch.optim.Optimizer, batch: list[tuple[Prepared, np.ndarray]]) -> dict[str, float]:
-    """One update maximising the eq. 8 log-likelihood of the demonstration orders of ``batch``
-    (per op, so graphs of different size weigh alike), plus the logit-norm penalty."""
+def imitation_step(cfg: TrainConfig, model: Topoformer, opt: torch.optim.Optimizer, batch: list[tuple[Prepared, np.ndarray]],
+                   batch_len: int = 0) -> dict[str, float]:
+    """One update maximising the eq. 8 log-likelihood of the demonstration orders of ``batch`` (this rank's
+    share of ``batch_len``; per op, so graphs of different size weigh alike), plus the logit-norm penalty."""
     model.train()
     opt.zero_grad()
+    batch_len = batch_len or len(batch)
     total, nll_total, reg_total = 0.0, 0.0, 0.0
     for prep, order in batch:
         y = model(prep.x, prep.rel)
         nll = -seq_log_prob(y / cfg.temperature, order[None], prep.dg, cfg.mem_beta)[0] / prep.dg.n
-        loss_value, reg_value = _backward(cfg, nll, y, len(batch))
+        loss_value, reg_value = _backward(cfg, nll, y, batch_len)
         total += loss_value
         reg_total += reg_value
         nll_total += float(nll.detach())
     _update(cfg, model, opt)
+    total, nll_total, reg_total = distributed.sum_values([total, nll_total, reg_total])
     # best_over_mean has no meaning here; report the per-op likelihood of the demonstrations instead
-    return {"loss": total / len(batch), "best_over_mean": math.exp(-nll_total / len(batch)), "logit_reg": reg_total / len(batch)}
+    return {"loss": total / batch_len, "best_over_mean": math.exp(-nll_total / batch_len), "logit_reg": reg_total / batch_len}
 
 
 def _training_batch(cfg: TrainConfig, step: int, hi: int, specs: list[ExpertSpec]) -> list[Prepared] | list[tuple[Prepared, np.ndarray]]:
-    """The graphs of update ``step``: fresh layered graphs (REINFORCE) or demonstrations, cycled (imitation)."""
+    """This rank's graphs of update ``step``: fresh layered graphs (REINFORCE) or demonstrations, cycled (imitation)."""
     batch = []
-    for i in range(cfg.batch_graphs):
-        k = step * cfg.batch_graphs + i
+    for k in _graph_indices(cfg, step):
         if cfg.objective == "imitation":
             spec = specs[k % len(specs)]
             batch.append((prepare(_layered(spec.n_ops, spec.seed)), load_expert(spec, cfg.expert_dir)))
@@ -308,6 +320,11 @@ def _training_batch(cfg: TrainConfig, step: int, hi: int, specs: list[ExpertSpec
             n = int(np.random.default_rng([cfg.seed, k]).integers(cfg.min_ops, hi + 1))
             batch.append(prepare(_layered(n, seed)))
     return batch
+
+
+def _graph_indices(cfg: TrainConfig, step: int) -> list[int]:
+    """Indices (in the whole run) of this rank's graphs of update ``step``."""
+    return distributed.shard(range(step * cfg.batch_graphs, (step + 1) * cfg.batch_graphs))
 
 
 # -------------------------------------------------------------- validation
@@ -399,7 +416,10 @@ def _state(cfg, model, baseline_model, best_state, opt, sched, epoch, step, rng,
 
 def train(cfg: TrainConfig, resume: bool = False, echo: Callable[[str], None] = print) -> dict[str, Any]:
     """Train (or resume) per ``cfg``; returns the final checkpoint dict.  Writes ``out_dir/checkpoint.pt``,
-    ``out_dir/log.jsonl``."""
+    ``out_dir/log.jsonl`` (rank 0; under torchrun the other ranks return their own state, same weights,
+    without validation results)."""
+    main = distributed.setup().rank == 0
+    echo = distributed.main_echo(echo)
     out = Path(cfg.out_dir)
     out.mkdir(parents=True, exist_ok=True)
     torch.set_num_threads(max(1, cfg.threads))
@@ -436,6 +456,7 @@ def train(cfg: TrainConfig, resume: bool = False, echo: Callable[[str], None] = 
             baseline_model.load_state_dict(st["state_dict"])
         fine_tuning = True
         echo(f"initialised from {cfg.init_from} (trained {st.get('wall_s', 0) / 3600:.2f} h before)")
+    distributed.broadcast_modules(model, *([baseline_model] if baseline_model is not None else []))
     if cfg.ema_decay > 0:
         ema = _weight_average(model, cfg.ema_decay)
         if resume and ckpt_path.is_file() and st.get("ema") is not None:
@@ -446,17 +467,24 @@ def train(cfg: TrainConfig, resume: bool = False, echo: Callable[[str], None] = 
         specs = imitation_specs(cfg)
         echo(f"imitation: {len(specs)} demonstrations (beam width {cfg.expert_width}) in {cfg.expert_dir}")
         t_build = time.perf_counter()
-        build_experts(specs, cfg.expert_dir, workers=cfg.expert_workers)  # not counted in the training wall time
+        build_experts(distributed.shard(specs), cfg.expert_dir, workers=cfg.expert_workers)  # not counted in the training wall time
+        distributed.barrier()
         echo(f"demonstrations ready after {time.perf_counter() - t_build:.0f}s")
     elif cfg.objective != "reinforce":
         raise ValueError(f"unknown objective {cfg.objective!r}; expected 'reinforce' or 'imitation'")
-    (out / "config.json").write_text(json.dumps(asdict(cfg), indent=1))
+    if main:
+        (out / "config.json").write_text(json.dumps(asdict(cfg), indent=1))
     t_start = time.perf_counter()
     wall = lambda: wall_before + time.perf_counter() - t_start  # noqa: E731
-    val = validation_set(cfg)
-    ref = np.array(validation_reference(cfg, val, out), dtype=np.float64)
+
+    def checkpoint(path: Path = ckpt_path) -> None:
+        if main:
+            _save(path, _state(cfg, model, baseline_model, best_state, opt, sched, epoch, step, rng, log, best_gap, wall(), ema))
+
+    val = validation_set(cfg) if main else []
+    ref = np.array(validation_reference(cfg, val, out) if main else [], dtype=np.float64)
     base_val = evaluate(cfg, baseline_model, val)[0] if baseline_model is not None else None
-    if fine_tuning:
+    if fine_tuning and main:
         # the starting weights are the first candidate: a fine-tuning run never exports worse weights
         best_gap = _val_gap(cfg, scored, val, ref)
         best_state = copy.deepcopy(scored.state_dict())
@@ -465,29 +493,36 @@ def train(cfg: TrainConfig, resume: bool = False, echo: Callable[[str], None] = 
     last_ckpt = time.perf_counter()
     stopped = False
     while epoch < cfg.epochs and not stopped:
+        if baseline_model is not None:
+            distributed.broadcast_modules(baseline_model)  # rank 0's validation decides the baseline
         hi = min(cfg.max_ops, cfg.min_ops + (cfg.max_ops - cfg.min_ops) * (epoch + 1) // max(1, cfg.ramp_epochs))
         stats: list[dict[str, float]] = []
         t_epoch = time.perf_counter()
         while step < (epoch + 1) * cfg.steps_per_epoch:
             batch = _training_batch(cfg, step, hi, specs)
             if cfg.objective == "imitation":
-                stats.append(imitation_step(cfg, model, opt, batch))
+                stats.append(imitation_step(cfg, model, opt, batch, cfg.batch_graphs))
             else:
-                stats.append(train_step(cfg, model, baseline_model, opt, batch, rng))
+                rngs = [np.random.default_rng([cfg.seed, k, 1]) for k in _graph_indices(cfg, step)]
+                stats.append(train_step(cfg, model, baseline_model, opt, batch, rngs, cfg.batch_graphs))
             if ema is not None:
                 ema.update_parameters(model)
             step += 1
             if time.perf_counter() - last_ckpt > cfg.checkpoint_every_s:
-                _save(ckpt_path, _state(cfg, model, baseline_model, best_state, opt, sched, epoch, step, rng, log, best_gap, wall(), ema))
+                checkpoint()
                 last_ckpt = time.perf_counter()
-            if cfg.time_budget_s and wall() > cfg.time_budget_s:
+            if cfg.time_budget_s and distributed.any_rank(wall() > cfg.time_budget_s):
                 stopped = True
                 break
         if stopped and step % cfg.steps_per_epoch:
             # partial epoch: keep the step counter so a resume finishes this epoch
-            _save(ckpt_path, _state(cfg, model, baseline_model, best_state, opt, sched, epoch, step, rng, log, best_gap, wall(), ema))
+            checkpoint()
             echo(f"time budget reached at step {step} (epoch {epoch}); checkpoint saved")
             break
+        sched.step()
+        epoch += 1
+        if not main:
+            continue
         cur, best_of = evaluate(cfg, scored, val, cfg.val_samples)
         gap = _gap_pct(best_of, ref)
         updated = False
@@ -499,8 +534,6 @@ def train(cfg: TrainConfig, resume: bool = False, echo: Callable[[str], None] = 
         if gap < best_gap:
             best_gap = gap
             best_state = copy.deepcopy(scored.state_dict())
-        sched.step()
-        epoch += 1
         row = {
             "epoch": epoch,
             "step": step,
@@ -521,10 +554,13 @@ def train(cfg: TrainConfig, resume: bool = False, echo: Callable[[str], None] = 
             f"val {'greedy' if not cfg.val_samples else f'sample-{cfg.val_samples}'} gap {gap:+.2f}% (best {best_gap:+.2f}%)  {'baseline updated  ' if updated else ''}"
             f"{row['epoch_s']:.0f}s  total {row['wall_s'] / 60:.1f} min"
         )
-        _save(ckpt_path, _state(cfg, model, baseline_model, best_state, opt, sched, epoch, step, rng, log, best_gap, wall(), ema))
+        checkpoint()
         if epoch in cfg.snapshot_epochs:
-            _save(out / f"snapshot_epoch{epoch}.pt", _state(cfg, model, baseline_model, best_state, opt, sched, epoch, step, rng, log, best_gap, wall(), ema))
+            checkpoint(out / f"snapshot_epoch{epoch}.pt")
         last_ckpt = time.perf_counter()
+    distributed.barrier()
+    if not main:
+        return _state(cfg, model, baseline_model, best_state, opt, sched, epoch, step, rng, log, best_gap, wall(), ema)
     return torch.load(ckpt_path, weights_only=False)
 
 

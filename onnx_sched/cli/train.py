@@ -1,8 +1,10 @@
 """``onnx-sched train``: train a learned pass (needs the ``[train]`` extra, i.e. torch).
 
 Sub-commands: ``peak-mem`` (Topoformer + REINFORCE on layered graphs,
-:mod:`onnx_sched.models.training.train_peakmem`) and ``regal`` (REGAL's BRKGA policy for
-``peak-mem-devices``, :mod:`onnx_sched.models.training.regal_train`).  torch is imported
+:mod:`onnx_sched.models.training.train_peakmem`), ``regal`` (REGAL's BRKGA policy for
+``peak-mem-devices``, :mod:`onnx_sched.models.training.regal_train`), ``gflownet`` (paper 002's
+conditional GFlowNet scheduler, :mod:`onnx_sched.models.training.gflownet_train`) and
+``ppo-scheduler`` (its PPO baseline, :mod:`onnx_sched.models.training.ppo_scheduler`).  torch is imported
 inside the commands, so the CLI itself works without it.
 
 Example::
@@ -18,6 +20,13 @@ Example::
         --batch-graphs 8 --ema-decay 0.995      # small steps, keep a moving average of the weights
 
     onnx-sched train regal --minutes 35 --export models/checkpoints/regal   # REGAL (paper 003)
+    onnx-sched train gflownet --updates 2000 --hours 0.45                    # GFlowNet (paper 002)
+
+Every trainer runs data-parallel under torchrun (:mod:`onnx_sched.models.training.distributed`:
+graphs sharded by rank, gradients summed over the ranks, rank 0 validates, logs, checkpoints and
+exports; gloo on CPU, NCCL with CUDA)::
+
+    torchrun --nproc_per_node 2 -m onnx_sched.cli train peak-mem --out-dir runs/peakmem
 
 The shipped Topoformer checkpoint's full recipe (REINFORCE, then imitation, then REINFORCE at
 temperature 0.3, then low-learning-rate REINFORCE with a moving average) is in
@@ -90,6 +99,7 @@ def peak_mem(out_dir: str, variant: str, encoder: str, resume: bool, export_stem
     _need_torch()
     from pathlib import Path
 
+    from onnx_sched.models.training.distributed import is_main
     from onnx_sched.models.training.peakmem_export import export_checkpoint
     from onnx_sched.models.training.train_peakmem import TrainConfig, train
 
@@ -105,7 +115,7 @@ def peak_mem(out_dir: str, variant: str, encoder: str, resume: bool, export_stem
             kwargs["objective"] = kwargs.pop("objective_")
         cfg = TrainConfig.for_variant(variant, out_dir=out_dir, encoder=encoder, **kwargs)
         train(cfg, resume=resume, echo=click.echo)
-    if export_stem:
+    if export_stem and is_main():  # under torchrun, rank 0 writes the files
         onnx_path, pt_path = export_checkpoint(ckpt, export_stem)
         click.echo(f"wrote {onnx_path} and {pt_path}")
 
@@ -126,8 +136,100 @@ def peak_mem(out_dir: str, variant: str, encoder: str, resume: bool, export_stem
 def regal(export_stem: str, **options: object) -> None:
     """Train REGAL's policy (paper 003) with REINFORCE on 2-device problems."""
     _need_torch()
+    from onnx_sched.models.training.distributed import is_main
     from onnx_sched.models.training.regal_train import RegalTrainConfig, export, train
 
     result = train(RegalTrainConfig(**options), echo=click.echo)
-    paths = export(result, export_stem)
-    click.echo("wrote " + ", ".join(str(p) for p in paths))
+    if is_main():  # under torchrun, rank 0 writes the files
+        paths = export(result, export_stem)
+        click.echo("wrote " + ", ".join(str(p) for p in paths))
+
+
+def _gflownet_problems(data: str, corpus: str | None, held_out: str, profiles: str, graphs: int, ops: int,
+                       lanes: tuple[int, ...], seed: int) -> list:
+    """Paper 002's training problems: synthetic ER + layered graphs, or sub-graphs of real models."""
+    from pathlib import Path
+
+    from onnx_sched.models.training import gflownet_train as gt
+
+    if data == "synthetic":
+        return gt.synthetic_problems(("er", "layered"), ops, graphs, seed, lanes[0])
+    if corpus is None:
+        raise click.UsageError("--data corpus needs --corpus DIR (ONNX files)")
+    skip = {name.strip() for name in held_out.split(",") if name.strip()}
+    paths = [p for p in sorted(Path(corpus).glob("*.onnx")) if p.stem not in skip]
+    if not paths:
+        raise click.UsageError(f"no ONNX models left in {corpus} after --held-out")
+    return gt.subgraph_problems(gt.model_problems(paths, profiles), graphs, seed, lanes=lanes)
+
+
+_GFN_DATA = [
+    click.option("--data", type=click.Choice(["synthetic", "corpus"]), default="synthetic", show_default=True,
+                 help="synthetic: ER + layered graphs of --ops ops (paper 002, 5.2); corpus: sub-graphs of 25-75 ops "
+                      "of the models in --corpus (5.3)."),
+    click.option("--corpus", default=None, help="Folder of ONNX models (--data corpus)."),
+    click.option("--held-out", default="", help="Comma-separated model names (file stems) never trained on."),
+    click.option("--profiles", default="examples/profiles_cpu_igpu_dgpu.json", show_default=True,
+                 help="Measured profile whose CPU op times are the corpus durations."),
+    click.option("--graphs", type=int, default=1000, show_default=True, help="Training problems."),
+    click.option("--ops", type=int, default=50, show_default=True, help="Ops per synthetic graph."),
+    click.option("--lanes", default="4", show_default=True, help="Identical devices; a list (2,4) draws per problem."),
+    click.option("--updates", type=int, default=1000, show_default=True),
+    click.option("--hours", type=float, default=0.0, show_default=True, help="Stop after this long (0: no limit)."),
+    click.option("--seed", type=int, default=0, show_default=True),
+    click.option("--threads", type=int, default=1, show_default=True, help="torch threads (1 is fastest here)."),
+]
+
+
+def _with(options):  # noqa: ANN001, ANN202
+    def apply(fn):  # noqa: ANN001, ANN202
+        for option in reversed(options):
+            fn = option(fn)
+        return fn
+
+    return apply
+
+
+@command.command("gflownet")
+@_with(_GFN_DATA)
+@click.option("--loss", type=click.Choice(["variance", "tb"]), default="variance", show_default=True,
+              help="variance: paper 002's log-partition variance loss; tb: trajectory balance with a learned log Z.")
+@click.option("--batch", type=int, default=100, show_default=True, help="Trajectories per update.")
+@click.option("--resume", is_flag=True, help="Continue from STEM.pt.")
+@click.option("--export", "export_stem", default="models/checkpoints/gflownet_makespan", show_default=True,
+              help="Write STEM.pt, STEM.onnx, STEM_head.onnx and STEM_log.json.")
+def gflownet(data: str, corpus: str | None, held_out: str, profiles: str, graphs: int, ops: int, lanes: str,
+             updates: int, hours: float, seed: int, threads: int, loss: str, batch: int, resume: bool,
+             export_stem: str) -> None:
+    """Train the conditional GFlowNet scheduler (paper 002) for --method gflownet."""
+    _need_torch()
+    import torch
+
+    from onnx_sched.models.training import gflownet_train as gt
+
+    torch.set_num_threads(threads)
+    lane_counts = tuple(int(x) for x in lanes.split(","))
+    problems = _gflownet_problems(data, corpus, held_out, profiles, graphs, ops, lane_counts, seed)
+    cfg = gt.TrainConfig(n_ops=ops, n_graphs=graphs, lanes=lane_counts[0], updates=updates, hours=hours, seed=seed,
+                         loss=loss, batch=batch)
+    result = gt.train(cfg, problems, export_stem, echo=click.echo, resume=resume)
+    click.echo(f"{result['updates']} updates in {result['seconds'] / 3600:.2f} h; wrote {export_stem}.onnx")
+
+
+@command.command("ppo-scheduler")
+@_with(_GFN_DATA)
+@click.option("--export", "export_stem", default="models/checkpoints/ppo_makespan", show_default=True)
+def ppo_scheduler(data: str, corpus: str | None, held_out: str, profiles: str, graphs: int, ops: int, lanes: str,
+                  updates: int, hours: float, seed: int, threads: int, export_stem: str) -> None:
+    """Train the PPO baseline of paper 002 on the same environment (sampled by --method gflownet --option model=...)."""
+    _need_torch()
+    import torch
+
+    from onnx_sched.models.training import ppo_scheduler as ppo
+
+    torch.set_num_threads(threads)
+    lane_counts = tuple(int(x) for x in lanes.split(","))
+    problems = _gflownet_problems(data, corpus, held_out, profiles, graphs, ops, lane_counts, seed)
+    result = ppo.train_ppo(ppo.PPOConfig(updates=updates, hours=hours, seed=seed), problems, export_stem,
+                           echo=click.echo)
+    click.echo(f"{result['updates']} updates in {result['seconds'] / 3600:.2f} h; wrote {export_stem}.onnx")

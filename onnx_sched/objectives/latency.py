@@ -59,6 +59,9 @@ class Latency:
             raise ValueError(f"objective {self.name!r} needs device profiles (--profiles P.json, see `onnx-sched profile`)")
 
     def evaluate(self, graph: Graph, ctx: PassContext, schedule: Schedule) -> float:
+        """Predicted latency; with ``--target measured`` the measured latency relative to the host-only run."""
+        if _target(ctx) == "measured":
+            return 1.0 / _measured_speedup(ctx, schedule)
         return float(lat.evaluate(ctx.problem, schedule.placement))
 
     def baseline(self, graph: Graph, ctx: PassContext, method: str, schedule: Schedule) -> Schedule:
@@ -85,6 +88,9 @@ class Latency:
             "latency_s": {"output": float(value), "host_only": float(host_only)},
             "speedup_vs_host": float(host_only / value) if value > 0 else 1.0,
             "optimal": bool(chosen.optimal),
+            **({"target": {"model": "measured", "speedup": _measured_speedup(ctx, chosen),
+                           "proxy_best_speedup": _measured_speedup(ctx, chosen)}}
+               if _target(ctx) == "measured" else {}),
         }
 
     def metadata(self, report: Mapping[str, Any]) -> dict[str, str]:
@@ -113,5 +119,36 @@ class Latency:
     def plot(self, graph: Graph, ctx: PassContext, schedule: Schedule, path: str | os.PathLike) -> None:
         raise ValueError(f"objective {self.name!r} has no plot (--plot draws peak-mem memory or a makespan Gantt chart)")
 
+
+def _target(ctx: PassContext) -> str:
+    """``--target`` for placements: the latency model (``proxy``) or real runs (``measured``)."""
+    target = str(ctx.option("target", "proxy"))
+    if target not in ("proxy", "measured"):
+        raise ValueError(f"--target {target!r}: the latency objective scores placements with its model (proxy) or "
+                         "real split-executor runs (measured); the other targets are makespan target models")
+    return target
+
+
+def _measured_speedup(ctx: PassContext, schedule: Schedule) -> float:
+    """Host-only seconds / placed seconds, interleaved runs on pinned cores (memoised per placement of the
+    model being optimized, so the pass, the baseline check and the report share one measurement)."""
+    if _MEASURED.get("source") is not ctx.source:
+        _MEASURED.clear()
+        _MEASURED["source"] = ctx.source
+    key = np.asarray(schedule.placement, np.int64).tobytes()
+    if key not in _MEASURED:
+        if ctx.options.get("warm_up"):
+            return 1.0
+        from onnx_sched.bench.runtimes.placement_timing import interleaved_seconds
+
+        host_only = np.full(ctx.problem.graph.n_ops, ctx.problem.host, np.int64)
+        seconds = np.median(interleaved_seconds(ctx.source, np.vstack([host_only, schedule.placement]),
+                                                ctx.problem.device_names, int(ctx.option("repeats", 10)),
+                                                seed=ctx.seed), axis=1)
+        _MEASURED[key] = float(seconds[0] / seconds[1])
+    return float(_MEASURED[key])  # type: ignore[arg-type]
+
+
+_MEASURED: dict[object, object] = {}
 
 OBJECTIVE = Latency()

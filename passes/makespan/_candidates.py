@@ -35,7 +35,7 @@ from onnx_sched.cost.makespan.targets import MODEL_TARGETS, target_model
 from onnx_sched.passes import PassContext
 from onnx_sched.schedule import Schedule
 
-__all__ = ["CandidateOptions", "chains_from_priorities", "select", "target_makespan", "target_report",
+__all__ = ["CandidateOptions", "chains_from_priorities", "rank_top", "select", "target_makespan", "target_report",
            "target_speedups"]
 
 TARGETS = (*MODEL_TARGETS, "measured")
@@ -100,16 +100,20 @@ def target_speedups(problem: ms.MakespanProblem, chains: Chains, opts: Candidate
     return target.total_work() / np.maximum(makespans, 1e-300)
 
 
+def rank_top(problem: ms.MakespanProblem, chains: Chains, top_k: int) -> tuple[Chains, np.ndarray, np.ndarray]:
+    """The ``top_k`` distinct chain schedules by proxy makespan: ``(chains, proxy start times, proxy speedups)``,
+    best first (ties: generation order)."""
+    chains = chains.take(_unique(chains))
+    start, makespans = chain_times(problem, chains)
+    rank = np.lexsort((np.arange(len(chains)), makespans))[:top_k]
+    return chains.take(rank), start[rank], problem.total_work() / np.maximum(makespans[rank], 1e-300)
+
+
 def select(problem: ms.MakespanProblem, chains: Chains, ctx: PassContext, method: str, **info: Any) -> Schedule:
     """Filter ``chains`` by the proxy, choose on the target (see module docstring)."""
     opts = CandidateOptions.of(ctx)
     generated = len(chains)
-    chains = chains.take(_unique(chains))
-    start, makespans = chain_times(problem, chains)
-    rank = np.lexsort((np.arange(len(chains)), makespans))[: opts.top_k]
-    top, top_start = chains.take(rank), start[rank]
-    work = problem.total_work()
-    proxy = work / np.maximum(makespans[rank], 1e-300)
+    top, top_start, proxy = rank_top(problem, chains, opts.top_k)
     if opts.target == "measured" and ctx.options.get("warm_up"):
         target = proxy.copy()
     else:
@@ -119,7 +123,7 @@ def select(problem: ms.MakespanProblem, chains: Chains, ctx: PassContext, method
         "target": {"model": opts.target, "speedup": float(target[best]), "proxy_best_speedup": float(target[0])},
         "diversity": diversity(top, top_start, top.lane, lanes_of(problem).n),
         "candidates": [{"proxy_speedup": float(p), "target_speedup": float(t)} for p, t in zip(proxy, target)],
-        "candidates_generated": generated, "candidates_unique": len(chains),
+        "candidates_generated": generated, "candidates_unique": len(_unique(chains)),
     }
     return chain_schedule(problem, top.lane[best], top.order[best], method, **report, **info)
 

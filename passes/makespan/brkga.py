@@ -27,7 +27,7 @@ from onnx_sched.passes import PassContext, register
 from onnx_sched.passes.makespan._candidates import select
 from onnx_sched.schedule import Schedule
 
-__all__ = ["decode", "run"]
+__all__ = ["candidates", "decode", "run"]
 
 
 @numba.njit(cache=True)
@@ -68,9 +68,8 @@ def decode(problem: ms.MakespanProblem, keys: np.ndarray) -> Chains:
     return Chains(lane, order)
 
 
-@register("brkga", objective="makespan")
-def run(graph: Graph, ctx: PassContext) -> Schedule:
-    problem = ms.problem_of(graph, ctx)
+def candidates(problem: ms.MakespanProblem, ctx: PassContext) -> tuple[Chains, dict[str, int]]:
+    """BRKGA's final population (best first) as chain schedules, and its evaluation counts."""
     params = BrkgaParams().with_options(ctx.option)
     n_genes = problem.n_ops * (lanes_of(problem).n + 1)
 
@@ -78,5 +77,11 @@ def run(graph: Graph, ctx: PassContext) -> Schedule:
         return chain_times(problem, decode(problem, keys), check=False)[1]
 
     result = brkga(fitness, n_genes, params, seed=ctx.seed, deadline=Deadline(ctx.time_limit))
-    return select(problem, decode(problem, result.population), ctx, "brkga", evaluations=result.evaluations,
-                  generations=result.generations)
+    return decode(problem, result.population), {"evaluations": result.evaluations, "generations": result.generations}
+
+
+@register("brkga", objective="makespan")
+def run(graph: Graph, ctx: PassContext) -> Schedule:
+    problem = ms.problem_of(graph, ctx)
+    chains, info = candidates(problem, ctx)
+    return select(problem, chains, ctx, "brkga", **info)

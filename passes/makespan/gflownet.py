@@ -16,6 +16,7 @@ import math
 import time
 
 from onnx_sched.cost import makespan as ms
+from onnx_sched.cost.makespan.chains import Chains
 from onnx_sched.deadline import Deadline
 from onnx_sched.graph import Graph
 from onnx_sched.models.inference.gflownet import GFlowNetModel, sample_trajectories
@@ -23,17 +24,23 @@ from onnx_sched.passes import PassContext, register
 from onnx_sched.passes.makespan._candidates import CandidateOptions, select
 from onnx_sched.schedule import Schedule
 
-__all__ = ["run"]
+__all__ = ["candidates", "run"]
 
 
-@register("gflownet", objective="makespan")
-def run(graph: Graph, ctx: PassContext) -> Schedule:
-    problem = ms.problem_of(graph, ctx)
+def candidates(problem: ms.MakespanProblem, ctx: PassContext) -> tuple[Chains, dict[str, object]]:
+    """``candidates`` schedules sampled at ``temperature`` (fewer if the time limit ends sampling)."""
     opts = CandidateOptions.of(ctx)
     t0 = time.perf_counter()
     model = GFlowNetModel.load(ctx.option("model", None))
     step = model.step_fn(problem, math.log(opts.temperature))
     rollouts = sample_trajectories(problem, step, opts.count, batch=min(100, opts.count), seed=ctx.seed,
                                    deadline=Deadline(ctx.time_limit))
-    return select(problem, rollouts.chains, ctx, "gflownet", temperature=opts.temperature,
-                  sample_s=round(time.perf_counter() - t0, 4), model=model.path)
+    return rollouts.chains, {"temperature": opts.temperature, "sample_s": round(time.perf_counter() - t0, 4),
+                             "model": model.path}
+
+
+@register("gflownet", objective="makespan")
+def run(graph: Graph, ctx: PassContext) -> Schedule:
+    problem = ms.problem_of(graph, ctx)
+    chains, info = candidates(problem, ctx)
+    return select(problem, chains, ctx, "gflownet", **info)

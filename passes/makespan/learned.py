@@ -35,6 +35,7 @@ from pathlib import Path
 import numpy as np
 
 from onnx_sched.cost import makespan as ms
+from onnx_sched.cost.makespan.chains import Chains
 from onnx_sched.graph import Graph
 from onnx_sched.models.inference.makespan_features import makespan_encoder_inputs, prior_logits
 from onnx_sched.models.inference.topoformer_onnx import PriorityModel
@@ -43,7 +44,7 @@ from onnx_sched.passes.makespan._candidates import chains_from_priorities, selec
 from onnx_sched.passes.makespan._priorities import cp_priority, gumbel_priorities
 from onnx_sched.schedule import Schedule
 
-__all__ = ["default_model", "logits", "run"]
+__all__ = ["candidates", "default_model", "logits", "run"]
 
 
 def default_model() -> Path:
@@ -69,6 +70,16 @@ def logits(problem: ms.MakespanProblem, model: PriorityModel) -> np.ndarray:
     return y + prior_logits(problem, model.metadata.get("onnx_sched.prior", "none"))
 
 
+def candidates(problem: ms.MakespanProblem, ctx: PassContext, y: np.ndarray | None = None) -> Chains:
+    """Greedy + ``candidates - 1`` Gumbel samples of the logits ``y`` (the shipped model's by default),
+    each list scheduled, as chain schedules."""
+    if y is None:
+        y = logits(problem, PriorityModel.load(ctx.option("model", default_model())))
+    count = int(ctx.option("candidates", 1000))
+    pr = np.vstack([y[None, :], gumbel_priorities(y, ctx.rng(), max(count - 1, 0))])
+    return chains_from_priorities(problem, pr)
+
+
 @register("learned", objective="makespan")
 def run(graph: Graph, ctx: PassContext) -> Schedule:
     """Greedy + ``samples`` Gumbel-top-k samples of the learned logits; best of them and (unless
@@ -87,9 +98,7 @@ def run(graph: Graph, ctx: PassContext) -> Schedule:
         cands.append(gumbel_priorities(y, ctx.rng(), samples))
     pr = np.vstack(cands)
     if ctx.options.get("candidates") is not None:  # paper 002's pipeline: samples filtered by the proxy, chosen on the target
-        count = int(ctx.options["candidates"])
-        pr = np.vstack([y[None, :], gumbel_priorities(y, ctx.rng(), max(count - 1, 0))])
-        return select(problem, chains_from_priorities(problem, pr), ctx, "learned", model=model.path,
+        return select(problem, candidates(problem, ctx, y), ctx, "learned", model=model.path,
                       seconds=round(time.perf_counter() - t0, 4))
     spans = ms.list_makespans(problem, pr)
     learned_only = np.array(spans, dtype=np.float64)

@@ -1,0 +1,265 @@
+"""Paper 002's tables and figure for onnx-sched's candidate samplers, and the measured-target table.
+
+Each method generates candidate schedules on the proxy (4 identical devices, no
+transfer cost unless said), the proxy keeps the top 100, and each target
+chooses among them (:mod:`onnx_sched.passes.makespan._candidates`):
+
+* ``list-cp``: list scheduling with critical-path priorities (one schedule);
+* ``brkga``: BRKGA 5K over lanes + priorities, its final population;
+* ``learned``: paper 001's one-shot priority sampler (greedy + 999 Gumbel samples, list scheduled);
+* ``gflownet``: 1000 samples of the GFlowNet at sigma = 0.005.
+
+Columns: proxy speedup of the best candidate (Proxy 1) and mean of the top 100
+(Proxy 100); the speedup on each target of the candidate the target picks; GED
+(percent), d_inv, d_sen averaged over pairs of the top 100 (paper 002, E.2).
+
+    python benchmarks/gflownet_tables.py table1 --out docs/gflownet_table1.json
+    python benchmarks/gflownet_tables.py table2 --out docs/gflownet_table2.json
+    python benchmarks/gflownet_tables.py table3 --model models/checkpoints/gflownet_corpus.onnx --out docs/gflownet_table3.json
+    python benchmarks/gflownet_tables.py fig3 --png docs/gflownet_fig3.png --out docs/gflownet_fig3.json
+    python benchmarks/gflownet_tables.py measured --model models/checkpoints/gflownet_corpus.onnx --out docs/gflownet_measured.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+from onnx_sched.cost import makespan as ms
+from onnx_sched.cost.makespan.chains import Chains, chains_of, lanes_of
+from onnx_sched.cost.makespan.diversity import diversity
+from onnx_sched.importers.onnx import import_onnx
+from onnx_sched.machines import identical_devices
+from onnx_sched.passes import PassContext, get_pass
+from onnx_sched.passes.makespan import brkga as brkga_pass
+from onnx_sched.passes.makespan import gflownet as gflownet_pass
+from onnx_sched.passes.makespan import learned as learned_pass
+from onnx_sched.passes.makespan._candidates import CandidateOptions, rank_top, target_speedups
+from onnx_sched.profiling import load_profiles, op_seconds_vector
+from onnx_sched.synth import TEST_SEED_BASE, generate
+
+ROOT = Path(__file__).resolve().parents[1]
+CORPUS = ROOT.parent / "shared" / "corpus" / "onnx"
+DEFAULT_MODEL = ROOT / "models" / "checkpoints" / "gflownet_makespan.onnx"
+PROFILES = ROOT / "examples" / "profiles_cpu_igpu_dgpu.json"
+METHODS = ("list-cp", "brkga", "learned", "gflownet")
+TARGETS = ("noisy", "bandwidth", "latency")
+#: Held-out corpus models (never seen by the corpus-trained GFlowNet), fixed before its training:
+#: every third of the corpus models with at most 300 compute ops, sorted by name, starting with the first.
+SMALL_MAX_OPS = 300
+
+
+def corpus_split(corpus: Path = CORPUS) -> tuple[list[str], list[str]]:
+    """``(train, held_out)`` corpus model names (see :data:`SMALL_MAX_OPS`)."""
+    rows = [line.split("\t") for line in (corpus.parent / "MANIFEST.tsv").read_text().splitlines()[1:]]
+    names = sorted(r[0] for r in rows)
+    small = sorted(r[0] for r in rows if int(r[9]) <= SMALL_MAX_OPS)
+    held = small[::3]
+    return [n for n in names if n not in held], held
+
+
+def corpus_problem(name: str, lanes: int, corpus: Path = CORPUS) -> tuple[object, ms.MakespanProblem]:
+    """A corpus model on ``lanes`` identical devices, op durations from the measured CPU profile."""
+    imported = import_onnx(corpus / f"{name}.onnx")
+    profile = next(d for d in load_profiles(PROFILES).devices if d.name == "CPU")
+    dur = op_seconds_vector(imported.graph, profile)
+    return imported, ms.makespan_problem(imported.graph, identical_devices(lanes), dur)
+
+
+def synthetic_problem(family: str, n: int, seed: int, lanes: int = 4) -> ms.MakespanProblem:
+    g = generate(family, n, seed)
+    return ms.makespan_problem(g, identical_devices(lanes), np.random.default_rng(seed).uniform(0, 1, g.n_ops))
+
+
+def generators(model: Path, candidates: int = 1000) -> dict[str, Callable[[ms.MakespanProblem, int], Chains]]:
+    def ctx(problem: ms.MakespanProblem, seed: int, **options: object) -> PassContext:
+        return PassContext(time_limit=600.0, seed=seed, problem=problem, options=options)
+
+    def list_cp(problem: ms.MakespanProblem, seed: int) -> Chains:
+        return chains_of(problem, get_pass("list-cp", "makespan")(problem.graph, ctx(problem, seed)))
+
+    return {
+        "list-cp": list_cp,
+        "brkga": lambda p, s: brkga_pass.candidates(p, ctx(p, s))[0],
+        "learned": lambda p, s: learned_pass.candidates(p, ctx(p, s, candidates=candidates)),
+        "gflownet": lambda p, s: gflownet_pass.candidates(p, ctx(p, s, candidates=candidates, model=str(model)))[0],
+    }
+
+
+def score(problem: ms.MakespanProblem, chains: Chains, seed: int, top_k: int = 100,
+          targets: tuple[str, ...] = TARGETS) -> dict[str, float]:
+    """Proxy 1 / Proxy 100, each target's pick, and the top-k diversity of one candidate set."""
+    top, start, proxy = rank_top(problem, chains, top_k)
+    row = {"proxy_1": float(proxy[0]), "proxy_100": float(proxy.mean()), "unique": len(top)}
+    ctx = PassContext(problem=problem)
+    for t in targets:
+        row[t] = float(target_speedups(problem, top, CandidateOptions(target=t, target_seed=seed), ctx).max())
+    row.update(diversity(top, start, top.lane, lanes_of(problem).n))
+    return row
+
+
+def run_methods(problem: ms.MakespanProblem, gens: dict, seed: int, methods: tuple[str, ...] = METHODS) -> dict:
+    out = {}
+    for name in methods:
+        t0 = time.perf_counter()
+        chains = gens[name](problem, seed)
+        out[name] = {**score(problem, chains, seed), "seconds": time.perf_counter() - t0}
+    return out
+
+
+COLUMNS = ("proxy_1", "proxy_100", *TARGETS, "ged", "d_inv", "d_sen")
+
+
+def table(rows: list[dict], methods: tuple[str, ...] = METHODS, std: bool = True) -> list[str]:
+    """Markdown rows: mean (± std over ``rows``) per method and column."""
+    lines = ["| method | " + " | ".join(COLUMNS) + " | s |", "|---" * (len(COLUMNS) + 2) + "|"]
+    for m in methods:
+        cells = []
+        for c in (*COLUMNS, "seconds"):
+            v = np.array([r[m][c] for r in rows])
+            cells.append(f"{v.mean():.2f} ± {v.std():.2f}" if std and c != "seconds" else f"{v.mean():.2f}")
+        lines.append(f"| {m} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def table1(args: argparse.Namespace) -> dict:
+    """One real graph (paper 002, 5.1), three seeds."""
+    _, problem = corpus_problem(args.graph, 4)
+    gens = generators(args.model)
+    rows = []
+    for seed in range(3):
+        rows.append(run_methods(problem, gens, seed))
+        print(seed, {m: round(r["bandwidth"], 3) for m, r in rows[-1].items()}, flush=True)
+    return {"graph": args.graph, "ops": problem.n_ops, "rows": rows, "markdown": table(rows)}
+
+
+def table2(args: argparse.Namespace) -> dict:
+    """50 unseen synthetic graphs, 10 per family (paper 002, 5.2)."""
+    gens = generators(args.model)
+    rows, per_family = [], {}
+    for fam in ("er", "layered", "sbm", "ws", "ba"):
+        for i in range(args.per_family):
+            problem = synthetic_problem(fam, 50, TEST_SEED_BASE + i)
+            rows.append(run_methods(problem, gens, seed=i))
+            per_family.setdefault(fam, []).append(rows[-1])
+        print(fam, {m: round(float(np.mean([r[m]["bandwidth"] for r in per_family[fam]])), 3) for m in METHODS},
+              flush=True)
+    return {"rows": rows, "markdown": table(rows, std=False),
+            "per_family": {f: table(r, std=False) for f, r in per_family.items()}}
+
+
+def table3(args: argparse.Namespace) -> dict:
+    """Held-out corpus models (paper 002, 5.3), three seeds each; mean ± std over seeds of the per-model mean."""
+    _, held = corpus_split()
+    gens = generators(args.model)
+    problems = {name: corpus_problem(name, 4)[1] for name in held}
+    rows = []
+    for seed in range(3):
+        per_model = {name: run_methods(p, gens, seed) for name, p in problems.items()}
+        rows.append({m: {c: float(np.mean([per_model[n][m][c] for n in held])) for c in (*COLUMNS, "seconds")}
+                     for m in METHODS})
+        print(seed, {m: round(r["bandwidth"], 3) for m, r in rows[-1].items()}, flush=True)
+    return {"held_out": held, "ops": {n: p.n_ops for n, p in problems.items()}, "rows": rows,
+            "markdown": table(rows)}
+
+
+def fig3(args: argparse.Namespace) -> dict:
+    """Proxy speedups of 1000 samples at several temperatures on a 25-op ER graph (paper 002, Figure 3)."""
+    from onnx_sched.models.inference.gflownet import GFlowNetModel, sample_trajectories
+
+    problem = synthetic_problem("er", 25, TEST_SEED_BASE + 99)
+    model = GFlowNetModel.load(args.model)
+    out = {}
+    for sigma in (1.0, 0.1, 0.01, 0.005):
+        ro = sample_trajectories(problem, model.step_fn(problem, math.log(sigma)), 1000, seed=0)
+        out[str(sigma)] = ro.speedup.tolist()
+        print(sigma, round(float(ro.speedup.mean()), 3), round(float(ro.speedup.max()), 3), flush=True)
+    if args.png:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        fig, ax = plt.subplots(figsize=(6, 3.5))
+        for sigma, values in out.items():
+            ax.hist(values, bins=40, histtype="step", density=True, label=f"sigma = {sigma}")
+        ax.set_xlabel("proxy speedup U(x)")
+        ax.set_ylabel("density")
+        ax.set_title("GFlowNet samples on a 25-op ER graph (4 devices)")
+        ax.legend()
+        fig.tight_layout()
+        fig.savefig(args.png, dpi=120)
+    return {"speedups": out, "means": {k: float(np.mean(v)) for k, v in out.items()}}
+
+
+def measured(args: argparse.Namespace) -> dict:
+    """Real runs on two pinned CPU cores: proxy-best vs measured-best of the top k (outputs checked)."""
+    rows = []
+    for name in args.models.split(","):
+        imported, problem = corpus_problem(name, 2)
+        chains = gflownet_pass.candidates(problem, PassContext(seed=0, problem=problem, time_limit=600.0, options={
+            "candidates": args.candidates, "model": str(args.model), "temperature": args.temperature}))[0]
+        top, _, proxy = rank_top(problem, chains, args.top_k)
+        ctx = PassContext(seed=0, problem=problem, source=imported)
+        t0 = time.perf_counter()
+        speed = target_speedups(problem, top, CandidateOptions(target="measured", repeats=args.repeats), ctx)
+        best = int(np.lexsort((-proxy, -speed))[0])
+        units = lanes_of(problem).unit[top.lane]
+        # the check: proxy-best vs chosen, interleaved, many repeats
+        secs = _interleaved(imported, units[[0, best]], problem.device_names, args.check_repeats)
+        rows.append({"model": name, "ops": problem.n_ops, "top_k": len(top), "chosen": best,
+                     "select_s": time.perf_counter() - t0, "proxy_speedup": {"proxy_best": float(proxy[0]),
+                                                                             "chosen": float(proxy[best])},
+                     "selection_speedup": {"proxy_best": float(speed[0]), "chosen": float(speed[best])},
+                     "check": secs})
+        print(name, rows[-1]["selection_speedup"], secs, flush=True)
+    return {"rows": rows}
+
+
+def _interleaved(imported: object, placements: np.ndarray, names: tuple[str, ...], repeats: int) -> dict:
+    from onnx_sched.bench.runtimes.placement_timing import interleaved_seconds
+
+    times = interleaved_seconds(imported, placements, names, repeats=repeats)
+    out = {}
+    for key, t in zip(("proxy_best", "chosen"), times):
+        q1, med, q3 = np.percentile(t, [25, 50, 75])
+        out[key] = {"median_s": float(med), "q1_s": float(q1), "q3_s": float(q3)}
+    out["faster_non_overlapping"] = bool(out["chosen"]["q3_s"] < out["proxy_best"]["q1_s"])
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("what", choices=["table1", "table2", "table3", "fig3", "measured"])
+    ap.add_argument("--model", type=Path, default=DEFAULT_MODEL)
+    ap.add_argument("--graph", default="light_squeezenet", help="table1: the corpus model")
+    ap.add_argument("--per-family", type=int, default=10)
+    ap.add_argument("--models", default="light_squeezenet,resnet50,light_inception_v1,mobilenet_v2,unet")
+    ap.add_argument("--candidates", type=int, default=200)
+    ap.add_argument("--top-k", type=int, default=20)
+    ap.add_argument("--temperature", type=float, default=0.005)
+    ap.add_argument("--repeats", type=int, default=10)
+    ap.add_argument("--check-repeats", type=int, default=40)
+    ap.add_argument("--png", type=Path, default=None)
+    ap.add_argument("--out", type=Path, default=None)
+    args = ap.parse_args(argv)
+    t0 = time.perf_counter()
+    result = {"table1": table1, "table2": table2, "table3": table3, "fig3": fig3, "measured": measured}[args.what](args)
+    result["command"] = "python benchmarks/gflownet_tables.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    result["seconds"] = time.perf_counter() - t0
+    for line in result.get("markdown", []):
+        print(line)
+    if args.out:
+        args.out.write_text(json.dumps(result, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,56 @@
+"""Time several placements of one model against each other: split-executor runs, interleaved, on pinned cores.
+
+Each placement (a device index per graph op) is cut into per-device parts and
+run by :class:`~onnx_sched.bench.split_executor.SplitExecutor`, one worker
+thread per device, concurrently, device ``i`` pinned to CPU core ``i mod cores``
+(on this machine two pinned cores are a real two-device target).  The runs are
+interleaved -- placement 1, 2, ..., k, then 1, 2, ... again -- so load drift on a
+shared machine hits all alike, and every placement's outputs are checked
+against the first one's (``ValueError`` if they differ).  This is what the
+``measured`` target of the makespan and latency objectives runs.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+__all__ = ["interleaved_seconds"]
+
+
+def interleaved_seconds(imported: Any, placements: np.ndarray, device_names: Sequence[str], repeats: int = 10,
+                        warmup: int = 2, seed: int = 0) -> np.ndarray:
+    """Seconds ``(placements, repeats)`` of interleaved runs of each row of ``placements`` (see module docstring)."""
+    from onnx_sched.bench.outputs import compare_outputs
+    from onnx_sched.bench.split_executor import SplitExecutor, device_spec, random_feed, split_model
+
+    if imported is None or not hasattr(imported, "model"):
+        raise ValueError("a measured target runs the model: give an ONNX model file (not a synthetic graph)")
+    ncpu = os.cpu_count() or 1
+    specs = [device_spec(name, threads=1, cores=(i % ncpu,)) for i, name in enumerate(device_names)]
+    outputs = [o.name for o in imported.model.graph.output]
+    feed = random_feed(imported.model, seed)
+    executors = []
+    times = np.zeros((len(placements), repeats))
+    try:
+        for p in np.atleast_2d(placements):
+            executors.append(SplitExecutor(split_model(imported, p), specs, outputs))
+        reference = executors[0].run(feed)
+        for ex in executors[1:]:
+            ok, err = compare_outputs(reference, ex.run(feed))
+            if not ok:
+                raise ValueError(f"measured target: a placement's outputs differ from the reference (max abs {err:.3g})")
+        for r in range(warmup + repeats):
+            for k, ex in enumerate(executors):
+                t0 = time.perf_counter()
+                ex.run(feed)
+                if r >= warmup:
+                    times[k, r - warmup] = time.perf_counter() - t0
+    finally:
+        for ex in executors:
+            ex.close()
+    return times
