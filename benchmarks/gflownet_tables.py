@@ -34,7 +34,7 @@ import numpy as np
 
 from onnx_sched.cost import makespan as ms
 from onnx_sched.cost.makespan.chains import Chains, chains_of, lanes_of
-from onnx_sched.cost.makespan.diversity import diversity
+from onnx_sched.cost.makespan.diversity import diversity, time_unit
 from onnx_sched.importers.onnx import import_onnx
 from onnx_sched.machines import identical_devices
 from onnx_sched.passes import PassContext, get_pass
@@ -101,7 +101,7 @@ def score(problem: ms.MakespanProblem, chains: Chains, seed: int, top_k: int = 1
     ctx = PassContext(problem=problem)
     for t in targets:
         row[t] = float(target_speedups(problem, top, CandidateOptions(target=t, target_seed=seed), ctx).max())
-    row.update(diversity(top, start, top.lane, lanes_of(problem).n))
+    row.update(diversity(top, start / time_unit(problem.durations), top.lane, lanes_of(problem).n))
     return row
 
 

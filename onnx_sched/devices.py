@@ -1,8 +1,11 @@
-"""The compute devices of this machine, as OpenVINO and ONNX Runtime see them.
+"""The compute devices of this machine, as OpenVINO, ONNX Runtime and PyTorch see them.
 
 ``list_devices()`` reports OpenVINO's ``available_devices`` (with each device's
-``FULL_DEVICE_NAME``) and ONNX Runtime's execution providers.  Both runtimes are
-optional: a missing one is reported, never raised.
+``FULL_DEVICE_NAME``), ONNX Runtime's execution providers and, when torch is
+installed and sees CUDA, each ``cuda:N`` (name, memory, compute capability: the
+devices ``bench-placement --runtime ort --devices CPU,cuda:0`` and ``profile
+--device cuda:0`` run on).  Every runtime is optional: a missing one is reported,
+never raised; torch is imported only when it is installed.
 
 A second CPU "device" for real split execution on a CPU-only machine:
 OpenVINO can load its CPU plugin library a second time under another device
@@ -31,7 +34,7 @@ CPU_ALIAS = "CPUB"  # second name for the OpenVINO CPU plugin (two-CPU HETERO sp
 
 @dataclass(frozen=True)
 class DeviceInfo:
-    """One device: ``backend`` is ``openvino`` or ``onnxruntime``; ``kind`` is
+    """One device: ``backend`` is ``openvino``, ``onnxruntime`` or ``torch``; ``kind`` is
     ``cpu``, ``igpu``, ``dgpu``, ``npu`` or ``other``."""
 
     name: str
@@ -125,6 +128,26 @@ def _ort_devices() -> list[DeviceInfo]:
     return out
 
 
+def _torch_devices() -> list[DeviceInfo]:
+    import importlib.util
+
+    try:
+        if importlib.util.find_spec("torch") is None:  # not installed: do not try
+            return []
+        import torch
+
+        if not torch.cuda.is_available():
+            return []
+        out = []
+        for i in range(torch.cuda.device_count()):
+            p = torch.cuda.get_device_properties(i)
+            full = f"{p.name}, {p.total_memory / 2**30:.1f} GiB, compute capability {p.major}.{p.minor} (torch {torch.__version__})"
+            out.append(DeviceInfo(f"cuda:{i}", full, "torch", device_kind(f"cuda:{i}")))
+        return out
+    except Exception:  # noqa: BLE001 - a broken torch or driver lists nothing
+        return []
+
+
 def list_devices() -> list[DeviceInfo]:
-    """Devices of this machine: OpenVINO devices first, then ONNX Runtime providers."""
-    return _openvino_devices() + _ort_devices()
+    """Devices of this machine: OpenVINO devices, then ONNX Runtime providers, then torch's CUDA devices."""
+    return _openvino_devices() + _ort_devices() + _torch_devices()

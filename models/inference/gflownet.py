@@ -140,6 +140,12 @@ class GFlowNetModel:
         return _load(str(p), p.stat().st_mtime_ns)
 
     @property
+    def trained_sigma(self) -> float | None:
+        """The one temperature a fixed-temperature policy (the PPO baseline) was trained at, else ``None``."""
+        value = self.metadata.get("onnx_sched.sigma")
+        return float(value) if value is not None else None
+
+    @property
     def config(self) -> dict[str, Any]:
         return json.loads(self.metadata["onnx_sched.encoder_config"])
 

@@ -13,7 +13,9 @@ kernels and produces the policy's inputs (paper 002 E.1):
 
 * per op and graph (``static``, ``(n, 3)``): the op's mean duration, and the
   longest path from it to a sink and from a source to it (its "bottom" and "top
-  level"), the graph features the encoder sees;
+  level"), the graph features the encoder sees (paper 002 uses the duration
+  alone; the two path lengths are an addition, cheap and standard in list
+  scheduling);
 * per op and state (``node``, ``(B, n, 4)``): proxy start time (``-1`` before
   placement), ready (a valid action), removable (a valid backward action), placed;
 * per (op, lane) (``pair``, ``(B, n, L, 4)``): placed on this lane, the op's

@@ -14,15 +14,18 @@
 One deviation from the paper, for CPU budgets: paper 002 feeds the state
 features into the Topoformer and runs it at every step (``n`` encoder passes per
 trajectory).  Here the encoder runs once per graph and temperature and the
-state enters through the head; the pair features already carry what the state
-means for each action (earliest start on each lane, when each lane frees).
+state enters through the head, which scores only ready ops: what it sees of the
+state is, per action, the earliest start the op would get on the lane and when
+each lane frees (the pair features) -- the start times and placements of the
+placed ops reach it only through those two numbers.
 Measured on this machine (2 cores, loaded): a 50-op graph, 100 trajectories,
 d=32, 2 layers: 18 s per update with the per-step encoder, under 1 s with this
 split -- the difference between a trainable and an untrainable model here.
 
 The backward policy is uniform over parents (no head).  For the trajectory
-balance ablation (paper 002, Figure 4) an optional ``log Z`` head regresses the
-log-partition function from the mean graph embedding and ``e_sigma``.
+balance ablation (paper 002, Figure 4) an optional ``log Z`` head (an MLP on the
+shared encoder's mean embedding and ``e_sigma``, not a second Topoformer)
+regresses the log-partition function.
 :func:`export_onnx` writes two ONNX files for ONNX Runtime: the encoder (``x``
 (n, 3), ``rel`` (n, n), ``log_sigma`` (1, 1) -> ``h`` (n, d), ``e`` (1, d)) and the
 head (``h``, ``e``, ``node`` (B, n, 4), ``pair`` (B, n, L, 4) -> ``logits`` (B, n, L)).

@@ -18,7 +18,9 @@ the loss, without holding ``n`` batched forward graphs in memory.
 
 Problems come from :func:`synthetic_problems` (paper 002, E.5: durations
 ``U(0, 1)``, four homogeneous devices, no transfer cost in the proxy) or from
-sub-graphs of real models (:func:`subgraph_problems`, 25-75 ops, section 5.3).
+sub-graphs of real models (:func:`subgraph_problems`, 25-75 ops, section 5.3;
+drawn once as a pool of ``--graphs`` problems rather than afresh at every
+step).  Gradients are clipped to norm 10 (not in the paper).
 """
 
 from __future__ import annotations
@@ -236,8 +238,9 @@ def train_step(model: GFlowNetPolicy, opt: torch.optim.Optimizer, problem: ms.Ma
 
 
 def train(cfg: TrainConfig, problems: Sequence[ms.MakespanProblem], out: str, echo: Any = print,
-          resume: bool = False) -> dict[str, Any]:
-    """Train on ``problems``; write ``out.pt`` (torch, resumable), ``out.onnx`` and ``out_log.json``.
+          resume: bool = False, init_from: str | None = None) -> dict[str, Any]:
+    """Train on ``problems``; write ``out.pt`` (torch, resumable), ``out.onnx`` and ``out_log.json``
+    (``init_from``: start from another run's ``.pt`` weights, e.g. to fine-tune on one graph).
 
     Under ``torchrun --nproc_per_node N`` each rank draws its own problem and temperature per
     update and the gradients are averaged (N problems per update); rank 0 logs, saves and exports.
@@ -256,6 +259,9 @@ def train(cfg: TrainConfig, problems: Sequence[ms.MakespanProblem], out: str, ec
         opt.load_state_dict(state["opt"])
         start_update, spent, log = state["update"], state["seconds"], state["log"]
         echo(f"resumed at update {start_update} ({spent / 3600:.2f} h)")
+    elif init_from:  # fine-tuning: weights only, a fresh optimizer and log
+        model.load_state_dict(torch.load(init_from, weights_only=False)["model"])
+        echo(f"initialised from {init_from}")
     distributed.broadcast_modules(model)
     rng = distributed.rank_rng(cfg.seed + start_update)
     t0 = time.perf_counter() - spent

@@ -15,10 +15,20 @@ for the parts that produce its inputs.  Parts on different devices whose inputs
 are ready run at the same time — ONNX Runtime releases the GIL in
 ``InferenceSession.run`` — unless ``concurrent=False``, where every part waits for
 the previous one (HETERO-style sequential execution).
+
+A device can also be a torch device (``DeviceSpec.torch_device``: ``cuda:N``, or
+``cpu`` for torch's CPU device, which CI tests): its parts run through PyTorch
+(:class:`~onnx_sched.bench.runtimes.torch_parts.TorchPart`), its worker thread
+inside :func:`~onnx_sched.bench.runtimes.torch_parts.worker_context` (one CUDA
+stream per device worker).  Tensors stay on their torch device while only that
+device reads them; the ones another device or the caller reads are copied to the
+host.  :func:`device_spec` reads a runtime device label (``CPU``, ``cuda:0``,
+``torch:cpu``) into a :class:`DeviceSpec`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import queue
 import threading
@@ -31,7 +41,7 @@ import numpy as np
 import onnx
 from onnx import helper
 
-__all__ = ["DeviceSpec", "SplitExecutor", "SubModel", "node_devices", "random_feed", "split_model"]
+__all__ = ["DeviceSpec", "SplitExecutor", "SubModel", "device_spec", "node_devices", "random_feed", "split_model"]
 
 
 def random_feed(model: Any, seed: int = 0, dims: Mapping[str, int] | None = None) -> dict[str, np.ndarray]:
@@ -43,12 +53,22 @@ def random_feed(model: Any, seed: int = 0, dims: Mapping[str, int] | None = None
 
 @dataclass(frozen=True)
 class DeviceSpec:
-    """An ONNX Runtime "device": a provider, intra-op threads and optional CPU cores to pin to."""
+    """A "device": an ONNX Runtime provider, intra-op threads and optional CPU cores to pin its
+    worker to; with ``torch_device`` (``cuda:N``, ``cpu``) its parts run through PyTorch instead."""
 
     name: str
     provider: str = "CPUExecutionProvider"
     threads: int = 1
     cores: tuple[int, ...] = ()
+    torch_device: str = ""
+
+
+def device_spec(label: str, threads: int = 1, cores: tuple[int, ...] = ()) -> DeviceSpec:
+    """The device of a runtime label: ``cuda:N`` / ``torch:cuda:N`` / ``torch:cpu`` are torch
+    devices, any other label an ONNX Runtime CPU device of that name.  Imports no torch."""
+    from onnx_sched.bench.runtimes.torch_parts import torch_device
+
+    return DeviceSpec(label, threads=threads, cores=cores, torch_device=torch_device(label) or "")
 
 
 @dataclass(frozen=True, eq=False)
@@ -205,9 +225,10 @@ def split_model(imported: Any, placement: np.ndarray) -> list[SubModel]:
         missing = [x for x in inputs + outputs if x not in vis]
         if missing:
             raise ValueError(f"split_model: no type known for tensors {missing[:5]} (run shape inference first)")
+        inner = [x for x in sorted(defined) if x in vis and x not in outputs]  # shapes converters may read
         sub = helper.make_graph([nodes[i] for i in part_nodes], f"{model.graph.name or 'model'}_part{g}",
                                 [vis[x] for x in inputs], [vis[x] for x in outputs],
-                                initializer=[inits[x] for x in used_inits])
+                                initializer=[inits[x] for x in used_inits], value_info=[vis[x] for x in inner])
         m = helper.make_model(sub, opset_imports=list(model.opset_import), ir_version=ir)
         m.functions.extend(model.functions)
         deps = sorted({produced_by[x] for x in inputs if x in produced_by})
@@ -216,9 +237,10 @@ def split_model(imported: Any, placement: np.ndarray) -> list[SubModel]:
 
 
 class _Worker(threading.Thread):
-    def __init__(self, cores: tuple[int, ...]) -> None:
+    def __init__(self, cores: tuple[int, ...], context: Any = None) -> None:
         super().__init__(daemon=True)
         self.cores = cores
+        self.context = context  # a context manager factory the thread runs inside (torch devices)
         self.jobs: queue.Queue = queue.Queue()
 
     def run(self) -> None:
@@ -227,15 +249,16 @@ class _Worker(threading.Thread):
                 os.sched_setaffinity(0, set(self.cores))  # Linux: pins the calling thread
             except OSError:
                 pass
-        while True:
-            job = self.jobs.get()
-            if job is None:
-                return
-            job()
+        with self.context() if self.context else contextlib.nullcontext():
+            while True:
+                job = self.jobs.get()
+                if job is None:
+                    return
+                job()
 
 
 class SplitExecutor:
-    """Run split parts with one session per part and one worker thread per device.
+    """Run split parts with one session (or torch module) per part and one worker thread per device.
 
     ``run(feed)`` returns the graph outputs; ``last_device_seconds`` holds the busy
     time per device of the last run.
@@ -256,16 +279,38 @@ class SplitExecutor:
         self.devices = list(devices)
         self.output_names = list(output_names)
         self.concurrent = concurrent
-        self.sessions = []
+        self.sessions: list[Any] = []
+        readers: dict[str, set[int]] = {}
+        for p in self.parts:
+            for x in p.inputs:
+                readers.setdefault(x, set()).add(p.device)
+        #: per part: the outputs a torch part copies to the host (read by another device or the caller)
+        self.host_outputs = [tuple(o for o in p.outputs if o in self.output_names or readers.get(o, set()) - {p.device})
+                             for p in self.parts]
         for p in self.parts:
             spec = self.devices[p.device]
+            if spec.torch_device:
+                from onnx_sched.bench.runtimes.torch_parts import TorchPart
+
+                self.sessions.append(TorchPart(p.model, spec.torch_device, p.inputs, p.outputs))
+                continue
             so = make_session_options(arena=True, opt_level=opt_level, threads=spec.threads)
             so.inter_op_num_threads = 1
             self.sessions.append(ort.InferenceSession(p.model.SerializeToString(), so, providers=[spec.provider]))
-        self._workers = {d: _Worker(self.devices[d].cores) for d in sorted(used)}
+        self._workers = {d: _Worker(self.devices[d].cores, self._context(self.devices[d])) for d in sorted(used)}
         for w in self._workers.values():
             w.start()
         self.last_device_seconds: dict[str, float] = {}
+
+    @staticmethod
+    def _context(spec: DeviceSpec) -> Any:
+        if not spec.torch_device:
+            return None
+        from functools import partial
+
+        from onnx_sched.bench.runtimes.torch_parts import worker_context
+
+        return partial(worker_context, spec.torch_device, spec.threads)
 
     @property
     def n_parts(self) -> int:
@@ -286,6 +331,7 @@ class SplitExecutor:
 
     def run(self, feed: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         env: dict[str, Any] = dict(feed)
+        on_device: dict[tuple[int, str], Any] = {}  # (device, tensor) -> torch tensor kept on that device
         done = [threading.Event() for _ in self.parts]
         errors: list[BaseException] = []
         busy = dict.fromkeys(self._workers, 0.0)
@@ -302,8 +348,18 @@ class SplitExecutor:
                         done[d].wait()
                     if errors:
                         return
-                    inputs = {x: env[x] for x in part.inputs}
                     t0 = time.perf_counter()
+                    if self.devices[part.device].torch_device:
+                        with lock:
+                            inputs = {x: on_device.get((part.device, x), env.get(x)) for x in part.inputs}
+                        kept, host = sess(inputs, self.host_outputs[k])
+                        dt = time.perf_counter() - t0
+                        with lock:
+                            on_device.update(((part.device, x), t) for x, t in kept.items())
+                            env.update(host)
+                            busy[part.device] += dt
+                        return
+                    inputs = {x: env[x] for x in part.inputs}
                     outs = sess.run(list(part.outputs), inputs)
                     dt = time.perf_counter() - t0
                     with lock:

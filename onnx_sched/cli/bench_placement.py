@@ -8,7 +8,13 @@ written with a placement needs neither: its sidecar placement file (else its
 rt_info) is applied (:func:`~onnx_sched.bench.placement_file.placement_of_ir`).  Placement device ``i`` runs on runtime device ``i`` of
 ``--devices``: OpenVINO device names (default ``CPU,CPUB``: the CPU plugin twice,
 see :mod:`onnx_sched.devices`) or, for ``ort``, that many CPU "devices" of
-``--threads`` threads each, pinned to distinct cores with ``--pin``.
+``--threads`` threads each, pinned to distinct cores with ``--pin``.  With ``ort``
+a device label ``cuda:N`` runs that device's parts through PyTorch on CUDA device
+N, and ``torch:cpu`` through PyTorch on the CPU (the same path, testable without a
+GPU); tensors crossing devices are copied, outputs are compared with one ONNX
+Runtime session within the torch tolerance
+(:data:`~onnx_sched.bench.runtimes.torch_parts.TOLERANCE`).  These need the
+``[gpu]`` extra (torch, onnx2torch); plain labels never import torch.
 """
 
 from __future__ import annotations
@@ -34,7 +40,9 @@ __all__ = ["command"]
 @click.option("--profile-devices", default=None, help="Devices of the profiles to place on, e.g. CPU,GPU.1.")
 @click.option("--mode", type=click.Choice(["sequential", "concurrent"]), default="sequential", show_default=True)
 @click.option("--runtime", type=click.Choice(["openvino", "ort"]), default="openvino", show_default=True)
-@click.option("--devices", default=None, help="Runtime devices, one per placement device (default CPU,CPUB / A,B).")
+@click.option("--devices", default=None,
+              help="Runtime devices, one per placement device (default CPU,CPUB / A,B). ort: any label is an ORT "
+                   "CPU device, except cuda:N (PyTorch on CUDA device N) and torch:cpu (PyTorch on the CPU).")
 @click.option("--threads", type=click.IntRange(1, 1024), default=1, show_default=True, help="ORT threads per device.")
 @click.option("--pin/--no-pin", default=True, show_default=True, help="ORT: pin device i to core i.")
 @click.option("--sequential", is_flag=True, help="ORT: run parts one after another (HETERO-like).")
@@ -90,14 +98,14 @@ def command(model: str, placement_path: str | None, method: str | None, profiles
             raise ValueError(f"placement uses {k} devices {names}; --devices gives {len(run_devs)}")
         report = bench_openvino(imported, placement, run_devs[:k], warmup=warmup, repeats=repeats)
     else:
-        from onnx_sched.bench.split_executor import DeviceSpec
+        from onnx_sched.bench.split_executor import device_spec
 
         labels = [d.strip() for d in devices.split(",")] if devices else [chr(ord("A") + i) for i in range(k)]
         if len(labels) < k:
             raise ValueError(f"placement uses {k} devices {names}; --devices gives {len(labels)}")
         ncpu = os.cpu_count() or 1
-        specs = [DeviceSpec(labels[i], threads=threads,
-                            cores=tuple(range(i * threads % ncpu, i * threads % ncpu + threads)) if pin else ())
+        specs = [device_spec(labels[i], threads=threads,
+                             cores=tuple(range(i * threads % ncpu, i * threads % ncpu + threads)) if pin else ())
                  for i in range(k)]
         report = bench_ort(imported, placement, specs, warmup=warmup, repeats=repeats, concurrent=not sequential)
     report = {"model": graph.name, "ops": graph.n_ops, "placement_devices": names,
@@ -113,7 +121,9 @@ def command(model: str, placement_path: str | None, method: str | None, profiles
     if single:
         line += f", single device {single['median_s'] * 1e3:.3f} ms"
     if "outputs_equal" in report:
-        line += f", outputs {'equal' if report['outputs_equal'] else 'DIFFER'} (max abs err {report['max_abs_error']:.2g})"
+        line += f", outputs {'equal' if report['outputs_equal'] else 'DIFFER'} (max abs err {report['max_abs_error']:.2g}"
+        tol = report.get("tolerance")
+        line += f", torch tolerance rtol {tol['rtol']:g} atol {tol['atol']:g})" if tol else ")"
     click.echo(line + sim)
     if not report_path:
         click.echo(json.dumps(report["device_seconds"]))

@@ -1,4 +1,4 @@
-"""``onnx-sched devices``: the compute devices of this machine (OpenVINO and ONNX Runtime)."""
+"""``onnx-sched devices``: the compute devices of this machine (OpenVINO, ONNX Runtime, torch's CUDA devices)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ __all__ = ["command"]
 @click.command("devices")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 def command(as_json: bool) -> None:
-    """List OpenVINO devices (with FULL_DEVICE_NAME) and ONNX Runtime execution providers."""
+    """List OpenVINO devices (with FULL_DEVICE_NAME), ONNX Runtime execution providers and, when torch
+    is installed and sees CUDA, cuda:N devices (name, memory) for --devices / profile --device."""
     from onnx_sched.devices import list_devices
 
     devices = list_devices()

@@ -4,6 +4,14 @@ Writes a profile file (``onnx-sched-profiles/1`` JSON) that the ``latency``
 passes read.  ``--simulate igpu,dgpu`` appends devices this machine lacks,
 derived from the measured one by the documented factors in
 :data:`onnx_sched.profiling.SIMULATED_PRESETS`; they are marked ``simulated``.
+
+``--device cuda:N`` (or ``torch:cpu``, the same path on torch's CPU device) runs
+the model through PyTorch (onnx2torch; the ``[gpu]`` extra), times every op with
+CUDA events and calibrates pinned host <-> device copies per direction, written as
+transfers between the device and each ``--hosts`` name, so a CPU profile merged
+with this one (``--profiles cpu.json gpu.json``, CPU first: the first file's host
+and default transfer win) plans with measured GPU costs
+(:mod:`onnx_sched.profiling.cuda`).
 """
 
 from __future__ import annotations
@@ -18,18 +26,22 @@ __all__ = ["command"]
 @click.command("profile")
 @click.argument("model", type=click.Path(dir_okay=False))
 @click.option("--device", "-d", default="CPU", show_default=True,
-              help="OpenVINO device (CPU, GPU.0 ...) or ONNX Runtime provider (CPUExecutionProvider).")
-@click.option("--runtime", type=click.Choice(["openvino", "ort"]), default="openvino", show_default=True)
+              help="OpenVINO device (CPU, GPU.0 ...), ONNX Runtime provider (CPUExecutionProvider), or a torch "
+                   "device: cuda:N (a CUDA GPU) or torch:cpu (implies --runtime torch).")
+@click.option("--runtime", type=click.Choice(["openvino", "ort", "torch"]), default="openvino", show_default=True)
+@click.option("--hosts", default="CPU,CPUExecutionProvider", show_default=True,
+              help="torch devices: host device names the measured transfers are written for.")
 @click.option("--repeats", type=click.IntRange(1, 10_000), default=10, show_default=True)
 @click.option("--threads", type=click.IntRange(1, 1024), default=1, show_default=True, help="ORT intra-op threads.")
 @click.option("--simulate", default="", metavar="KINDS", help="Add simulated devices, e.g. igpu,dgpu.")
 @click.option("--no-transfer", is_flag=True, help="Skip measuring copies (default transfer model).")
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="Profile JSON to write.")
 @import_options
-def command(model: str, device: str, runtime: str, repeats: int, threads: int, simulate: str, no_transfer: bool,
-            output: str, input_shapes: tuple[str, ...], dims: tuple[str, ...]) -> None:
+def command(model: str, device: str, runtime: str, hosts: str, repeats: int, threads: int, simulate: str,
+            no_transfer: bool, output: str, input_shapes: tuple[str, ...], dims: tuple[str, ...]) -> None:
     """Measure per-op latency of MODEL (ONNX, or OpenVINO IR .xml with --runtime openvino) on a device
     and write a profile file."""
+    from onnx_sched.bench.runtimes.torch_parts import torch_device
     from onnx_sched.importers.dispatch import import_model
     from onnx_sched.importers.onnx import parse_dims, parse_input_shapes
     from onnx_sched.profiling import add_simulated, profile_model, save_profiles
@@ -37,7 +49,10 @@ def command(model: str, device: str, runtime: str, repeats: int, threads: int, s
     imported = import_model(model, input_shapes=parse_input_shapes(input_shapes), dims=parse_dims(dims))
     if runtime == "ort" and device == "CPU":
         device = "CPUExecutionProvider"
-    ps = profile_model(imported, device, runtime, repeats=repeats, threads=threads, transfer=not no_transfer)
+    if torch_device(device):
+        runtime = "torch"
+    ps = profile_model(imported, device, runtime, repeats=repeats, threads=threads, transfer=not no_transfer,
+                       hosts=tuple(h.strip() for h in hosts.split(",") if h.strip()))
     kinds = [k.strip() for k in simulate.split(",") if k.strip()]
     if kinds:
         ps = add_simulated(ps, kinds)

@@ -147,13 +147,18 @@ def regal(export_stem: str, **options: object) -> None:
 
 def _gflownet_problems(data: str, corpus: str | None, held_out: str, profiles: str, graphs: int, ops: int,
                        lanes: tuple[int, ...], seed: int) -> list:
-    """Paper 002's training problems: synthetic ER + layered graphs, or sub-graphs of real models."""
+    """Paper 002's training problems: synthetic ER + layered graphs, sub-graphs of real models, or one model."""
     from pathlib import Path
 
     from onnx_sched.models.training import gflownet_train as gt
 
     if data == "synthetic":
         return gt.synthetic_problems(("er", "layered"), ops, graphs, seed, lanes[0])
+    if data == "model":  # paper 002, 5.1: train on the one graph that is scheduled
+        if corpus is None or not Path(corpus).is_file():
+            raise click.UsageError("--data model needs --corpus MODEL.onnx (one file)")
+        problem = gt.model_problems([corpus], profiles)[0]
+        return [gt.homogeneous_problem(problem.graph, problem.min_durations(), lanes[0])]
     if corpus is None:
         raise click.UsageError("--data corpus needs --corpus DIR (ONNX files)")
     skip = {name.strip() for name in held_out.split(",") if name.strip()}
@@ -164,10 +169,10 @@ def _gflownet_problems(data: str, corpus: str | None, held_out: str, profiles: s
 
 
 _GFN_DATA = [
-    click.option("--data", type=click.Choice(["synthetic", "corpus"]), default="synthetic", show_default=True,
+    click.option("--data", type=click.Choice(["synthetic", "corpus", "model"]), default="synthetic", show_default=True,
                  help="synthetic: ER + layered graphs of --ops ops (paper 002, 5.2); corpus: sub-graphs of 25-75 ops "
-                      "of the models in --corpus (5.3)."),
-    click.option("--corpus", default=None, help="Folder of ONNX models (--data corpus)."),
+                      "of the models in --corpus (5.3); model: the one model --corpus names (5.1)."),
+    click.option("--corpus", default=None, help="Folder of ONNX models (--data corpus) or one model (--data model)."),
     click.option("--held-out", default="", help="Comma-separated model names (file stems) never trained on."),
     click.option("--profiles", default="examples/profiles_cpu_igpu_dgpu.json", show_default=True,
                  help="Measured profile whose CPU op times are the corpus durations."),
@@ -196,11 +201,12 @@ def _with(options):  # noqa: ANN001, ANN202
               help="variance: paper 002's log-partition variance loss; tb: trajectory balance with a learned log Z.")
 @click.option("--batch", type=int, default=100, show_default=True, help="Trajectories per update.")
 @click.option("--resume", is_flag=True, help="Continue from STEM.pt.")
+@click.option("--init-from", default=None, help="Start from another run's STEM.pt weights (fine-tuning).")
 @click.option("--export", "export_stem", default="models/checkpoints/gflownet_makespan", show_default=True,
               help="Write STEM.pt, STEM.onnx, STEM_head.onnx and STEM_log.json.")
 def gflownet(data: str, corpus: str | None, held_out: str, profiles: str, graphs: int, ops: int, lanes: str,
              updates: int, hours: float, seed: int, threads: int, loss: str, batch: int, resume: bool,
-             export_stem: str) -> None:
+             init_from: str | None, export_stem: str) -> None:
     """Train the conditional GFlowNet scheduler (paper 002) for --method gflownet."""
     _need_torch()
     import torch
@@ -212,7 +218,7 @@ def gflownet(data: str, corpus: str | None, held_out: str, profiles: str, graphs
     problems = _gflownet_problems(data, corpus, held_out, profiles, graphs, ops, lane_counts, seed)
     cfg = gt.TrainConfig(n_ops=ops, n_graphs=graphs, lanes=lane_counts[0], updates=updates, hours=hours, seed=seed,
                          loss=loss, batch=batch)
-    result = gt.train(cfg, problems, export_stem, echo=click.echo, resume=resume)
+    result = gt.train(cfg, problems, export_stem, echo=click.echo, resume=resume, init_from=init_from)
     click.echo(f"{result['updates']} updates in {result['seconds'] / 3600:.2f} h; wrote {export_stem}.onnx")
 
 

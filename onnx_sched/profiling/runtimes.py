@@ -3,7 +3,8 @@
 :func:`profile_openvino` and :func:`profile_ort` time every op of an imported
 model (median over repeats) and fit the rate model to the result;
 :func:`profile_model` (``onnx-sched profile``) picks the runtime and adds a
-calibrated host transfer model.  Runtimes are imported when called, so this
+calibrated host transfer model; runtime ``torch`` (a ``cuda:N`` or ``torch:cpu``
+device) is :func:`onnx_sched.profiling.cuda.profile_torch_set`.  Runtimes are imported when called, so this
 module imports without OpenVINO or ONNX Runtime installed.
 """
 
@@ -153,18 +154,27 @@ def profile_ort(imported: Any, provider: str = "CPUExecutionProvider", threads: 
 
 
 def profile_model(imported: Any, device: str, runtime: str = "openvino", repeats: int = 10, threads: int = 1,
-                  transfer: bool = True) -> ProfileSet:
-    """Profile one device and (optionally) calibrate its host transfer; a one-device set."""
+                  transfer: bool = True, hosts: tuple[str, ...] = ("CPU", "CPUExecutionProvider")) -> ProfileSet:
+    """Profile one device and (optionally) calibrate its host transfer; a one-device set.
+    ``runtime="torch"``: ``device`` is ``cuda:N`` or ``torch:cpu``, transfers to and from ``hosts``."""
     from onnx_sched.bench.runtimes.openvino_inputs import is_openvino_import
 
-    if runtime in ("ort", "onnxruntime") and is_openvino_import(imported):
-        raise ValueError("ONNX Runtime cannot run an OpenVINO IR; profile it with --runtime openvino")
+    if runtime in ("ort", "onnxruntime", "torch") and is_openvino_import(imported):
+        raise ValueError(f"{runtime} cannot run an OpenVINO IR; profile it with --runtime openvino")
+    if runtime == "torch":
+        from onnx_sched.bench.runtimes.torch_parts import torch_device
+        from onnx_sched.profiling.cuda import profile_torch_set
+
+        tdev = torch_device(device)
+        if tdev is None:
+            raise ValueError(f"runtime torch needs a device cuda:N or torch:cpu, got {device!r}")
+        return profile_torch_set(imported, tdev, repeats=repeats, threads=threads, transfer=transfer, hosts=hosts)
     if runtime == "openvino":
         prof = profile_openvino(imported, device, repeats=repeats)
     elif runtime in ("ort", "onnxruntime"):
         prof = profile_ort(imported, device, threads=threads, repeats=repeats)
     else:
-        raise ValueError(f"runtime must be openvino or ort, got {runtime!r}")
+        raise ValueError(f"runtime must be openvino, ort or torch, got {runtime!r}")
     if not transfer:
         return ProfileSet((prof,))
     tm = measure_transfer(backend="openvino" if runtime == "openvino" else "onnxruntime")

@@ -4,7 +4,9 @@
 between sub-models (OpenVINO tensors, ORT values or numpy);
 :func:`measure_split_transfer` times what one device boundary costs in the ORT
 split executor.  Both return a
-:class:`~onnx_sched.profiling.profiles.TransferModel`.
+:class:`~onnx_sched.profiling.profiles.TransferModel`; :func:`fit_transfer` is
+their least-squares fit, shared with the torch devices' calibration
+(:func:`onnx_sched.profiling.cuda.measure_torch_transfer`).
 """
 
 from __future__ import annotations
@@ -16,7 +18,19 @@ import numpy as np
 
 from onnx_sched.profiling.profiles import TransferModel
 
-__all__ = ["measure_split_transfer", "measure_transfer"]
+__all__ = ["fit_transfer", "measure_split_transfer", "measure_transfer"]
+
+
+def fit_transfer(nbytes: Sequence[float], seconds: Sequence[float]) -> TransferModel:
+    """``latency + bytes / bandwidth`` by least squares on (bytes, median seconds) points; a
+    negative intercept is noise, refit through the origin."""
+    x, y = np.asarray(nbytes, float), np.asarray(seconds, float)
+    A = np.stack([np.ones(len(x)), x], axis=1)
+    (lat, inv_bw), *_ = np.linalg.lstsq(A, y, rcond=None)
+    if lat < 0:
+        lat, inv_bw = 0.0, float(x @ y / (x @ x))
+    inv_bw = max(float(inv_bw), 1e-13)
+    return TransferModel(float(lat), 1.0 / inv_bw)
 
 
 def measure_transfer(sizes: Sequence[int] = (1 << 12, 1 << 16, 1 << 20, 1 << 22, 1 << 24), repeats: int = 7,
@@ -52,13 +66,7 @@ def measure_transfer(sizes: Sequence[int] = (1 << 12, 1 << 16, 1 << 20, 1 << 22,
             ts.append(time.perf_counter() - t0)
         xs.append(n * 4)
         ys.append(float(np.median(ts)))
-    x, y = np.asarray(xs, float), np.asarray(ys)
-    A = np.stack([np.ones(len(x)), x], axis=1)
-    (lat, inv_bw), *_ = np.linalg.lstsq(A, y, rcond=None)
-    if lat < 0:  # a negative intercept is noise: refit through the origin
-        lat, inv_bw = 0.0, float(x @ y / (x @ x))
-    inv_bw = max(float(inv_bw), 1e-13)
-    return TransferModel(float(lat), 1.0 / inv_bw)
+    return fit_transfer(xs, ys)
 
 
 def measure_split_transfer(sizes: Sequence[int] = (1 << 12, 1 << 18, 1 << 22), repeats: int = 30,

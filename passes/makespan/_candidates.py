@@ -4,7 +4,10 @@ A candidate generator (the GFlowNet, BRKGA's final population, the learned
 priority sampler, ...) hands its chain schedules to :func:`select`, which
 
 1. times them all on the proxy (the problem itself; eq. 2-3), drops duplicates
-   and keeps the ``top_k`` fastest;
+   (paper 002 takes the top 100 of the raw samples; evaluating one schedule twice
+   on the target buys nothing, so here repeats are dropped first -- this raises
+   the diversity of every sampler that repeats itself, BRKGA's elites and a cold
+   GFlowNet alike) and keeps the ``top_k`` fastest;
 2. times those on the *target* (``--target``): ``proxy``, a pure target model of
    :mod:`onnx_sched.cost.makespan.targets` (``noisy``, ``bandwidth``,
    ``latency``) or ``measured`` (real runs, :mod:`._measured_target`);
@@ -30,7 +33,7 @@ import numpy as np
 
 from onnx_sched.cost import makespan as ms
 from onnx_sched.cost.makespan.chains import Chains, chain_schedule, chain_times, chains_of, lanes_of
-from onnx_sched.cost.makespan.diversity import diversity
+from onnx_sched.cost.makespan.diversity import diversity, time_unit
 from onnx_sched.cost.makespan.targets import MODEL_TARGETS, target_model
 from onnx_sched.passes import PassContext
 from onnx_sched.schedule import Schedule
@@ -121,7 +124,7 @@ def select(problem: ms.MakespanProblem, chains: Chains, ctx: PassContext, method
     best = int(np.lexsort((-proxy, -target))[0])
     report = {
         "target": {"model": opts.target, "speedup": float(target[best]), "proxy_best_speedup": float(target[0])},
-        "diversity": diversity(top, top_start, top.lane, lanes_of(problem).n),
+        "diversity": diversity(top, top_start / time_unit(problem.durations), top.lane, lanes_of(problem).n),
         "candidates": [{"proxy_speedup": float(p), "target_speedup": float(t)} for p, t in zip(proxy, target)],
         "candidates_generated": generated, "candidates_unique": len(_unique(chains)),
     }

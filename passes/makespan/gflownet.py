@@ -7,7 +7,8 @@ run by ONNX Runtime; no torch) samples ``candidates`` schedules at temperature
 proxy keeps the ``top_k`` and the target chooses (:mod:`._candidates`).  Sampling
 stops early at the time limit (at least one batch of 100 is always sampled;
 ``info["candidates_generated"]`` says how many were).
-Options: ``candidates``, ``top_k``, ``target``, ``temperature``, ``model`` (ONNX path).
+Options: ``candidates``, ``top_k``, ``target``, ``temperature``, ``model`` (ONNX path; the PPO
+baseline's export, ``onnx-sched train ppo-scheduler``, samples at the temperature it was trained at).
 """
 
 from __future__ import annotations
@@ -32,10 +33,13 @@ def candidates(problem: ms.MakespanProblem, ctx: PassContext) -> tuple[Chains, d
     opts = CandidateOptions.of(ctx)
     t0 = time.perf_counter()
     model = GFlowNetModel.load(ctx.option("model", None))
-    step = model.step_fn(problem, math.log(opts.temperature))
+    temperature = opts.temperature
+    if ctx.options.get("temperature") is None and model.trained_sigma is not None:
+        temperature = model.trained_sigma  # a fixed-temperature policy (PPO) samples at its own temperature
+    step = model.step_fn(problem, math.log(temperature))
     rollouts = sample_trajectories(problem, step, opts.count, batch=min(100, opts.count), seed=ctx.seed,
                                    deadline=Deadline(ctx.time_limit))
-    return rollouts.chains, {"temperature": opts.temperature, "sample_s": round(time.perf_counter() - t0, 4),
+    return rollouts.chains, {"temperature": temperature, "sample_s": round(time.perf_counter() - t0, 4),
                              "model": model.path}
 
 

@@ -13,7 +13,10 @@ sub-models, and whether the outputs equal single-device execution of the same
 runtime.
 
 * :mod:`onnx_sched.bench.runtimes.ort`: ONNX Runtime, through the split executor
-  (:mod:`onnx_sched.bench.split_executor`), one session per part;
+  (:mod:`onnx_sched.bench.split_executor`), one session per part; parts on a
+  torch device (``cuda:N``, ``torch:cpu``) run through
+  :mod:`onnx_sched.bench.runtimes.torch_parts` (PyTorch via onnx2torch; torch is
+  imported only for such a device);
 * :mod:`onnx_sched.bench.runtimes.openvino`: OpenVINO ``HETERO``.
 
 What does not depend on the runtime lies beside this package:

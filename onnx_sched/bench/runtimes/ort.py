@@ -6,6 +6,12 @@ one worker thread per device, concurrent unless ``concurrent=False``) and, as th
 reference, the whole model in one session on the first device.
 :func:`bench_ort_interleaved` alternates the two runs, so load drift on a shared
 machine hits both alike.
+
+A device whose :class:`~onnx_sched.bench.split_executor.DeviceSpec` names a
+``torch_device`` (``cuda:N``, ``torch:cpu``) runs its parts through PyTorch
+(:mod:`onnx_sched.bench.runtimes.torch_parts`); the reference is then still one
+ONNX Runtime CPU session, and outputs are compared within that module's
+:data:`~onnx_sched.bench.runtimes.torch_parts.TOLERANCE` instead of 1e-5.
 """
 
 from __future__ import annotations
@@ -26,8 +32,8 @@ __all__ = ["bench_ort", "bench_ort_interleaved"]
 def bench_ort(imported: Any, placement: np.ndarray, devices: Sequence[Any], *, warmup: int = 2, repeats: int = 10,
               concurrent: bool = True, seed: int = 0, opt_level: str = "all",
               reference: bool = True) -> dict[str, Any]:
-    """Split-executor run of ``placement`` on ORT ``devices`` (:class:`DeviceSpec` list);
-    the reference is the whole model in one session on ``devices[0]``."""
+    """Split-executor run of ``placement`` on ``devices`` (:class:`DeviceSpec` list: ORT or torch);
+    the reference is the whole model in one ORT session on ``devices[0]``'s provider and cores."""
     import onnxruntime as ort
 
     from onnx_sched.bench.ort_runner import make_session_options
@@ -38,6 +44,9 @@ def bench_ort(imported: Any, placement: np.ndarray, devices: Sequence[Any], *, w
     parts = split_model(imported, placement)
     report: dict[str, Any] = {"runtime": "ort", "devices": [d.name for d in devices], "sub_models": len(parts),
                               "concurrent": concurrent}
+    torch_devices = [d.torch_device for d in devices if getattr(d, "torch_device", "")]
+    if torch_devices:
+        report["torch_devices"] = torch_devices
     ref_out = None
     if reference:
         spec = devices[0]
@@ -83,6 +92,12 @@ def bench_ort(imported: Any, placement: np.ndarray, devices: Sequence[Any], *, w
     report["device_seconds"] = {k: float(np.median([d.get(k, 0.0) for d in per_dev])) for k in per_dev[0]}
     if ref_out is not None:
         ok, err = compare_outputs(ref_out, out)
+        if torch_devices:  # other kernels than ORT's: the torch tolerance
+            from onnx_sched.bench.runtimes.torch_parts import outputs_close, tolerance
+
+            rtol, atol = tolerance(torch_devices)
+            ok = outputs_close(ref_out, out, rtol, atol)
+            report["tolerance"] = {"rtol": rtol, "atol": atol}
         report["outputs_equal"] = ok
         report["max_abs_error"] = err
         report["outputs_informative"] = outputs_informative(ref_out)

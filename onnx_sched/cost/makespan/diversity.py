@@ -10,6 +10,11 @@
 * **d_sen**: the L2 distance between start times concatenated with a one-hot
   device placement (sensitive to device labels).
 
+Callers pass start times in units of the mean op duration
+(:func:`time_unit`), so graphs timed in seconds and synthetic graphs with
+``U(0, 1)`` durations (paper 002's, mean 0.5) give comparable numbers; on the
+latter d_inv is twice the paper's raw-time value.
+
 Each metric is averaged over all pairs of the set.
 
 >>> from onnx_sched.cost.makespan.chains import Chains
@@ -26,7 +31,14 @@ import numpy as np
 
 from onnx_sched.cost.makespan.chains import Chains
 
-__all__ = ["chain_edges", "diversity"]
+__all__ = ["chain_edges", "diversity", "time_unit"]
+
+
+def time_unit(durations: np.ndarray) -> float:
+    """The mean finite op duration: the unit start times are divided by before d_inv and d_sen."""
+    finite = np.asarray(durations, np.float64)
+    finite = finite[np.isfinite(finite)]
+    return float(finite.mean()) if len(finite) and finite.mean() > 0 else 1.0
 
 
 def chain_edges(chains: Chains) -> list[np.ndarray]:

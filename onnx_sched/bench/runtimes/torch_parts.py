@@ -1,0 +1,350 @@
+"""Run split parts through PyTorch: CUDA devices (``cuda:N``) and torch's CPU device (``torch:cpu``).
+
+The split executor (:mod:`onnx_sched.bench.split_executor`) runs a part placed on
+a torch device with a :class:`TorchPart` instead of an ONNX Runtime session.
+The part's ONNX model is converted with **onnx2torch** (a maintained converter
+that builds a ``torch.fx.GraphModule`` of one submodule per ONNX node, so per-op
+timing can map each submodule back to its node; PyTorch itself only exports to
+ONNX and has no importer), after :func:`prepare_for_torch`:
+
+* constant sub-graphs (the corpus's stripped-weight ``ConstantOfShape`` nodes,
+  ``Identity`` of an initializer) are evaluated once with ONNX Runtime and become
+  initializers: onnx2torch reads Conv / Gemm weights only from initializers;
+* ``Dropout`` whose mask nothing reads (an identity at inference; onnx2torch
+  lacks the opset-7 version) becomes ``Identity``;
+* ``CumSum`` gets its ``reverse=0`` default written out (onnx2torch 1.5.15 defaults
+  to 1: RoBERTa's position ids came out reversed);
+* ``Flatten`` with a static output shape becomes ``Reshape`` to it (onnx2torch's
+  Flatten fails for ``axis`` = rank, e.g. DistilBERT's ``[1, 128] -> [128, 1]``);
+* every part output gets its own ``Identity`` node, so each output is one
+  single-output node in graph-output order (onnx2torch returns a multi-output
+  node's whole tuple otherwise);
+* shapes are inferred again, filling in what the part's value_info (kept from the
+  source by :func:`~onnx_sched.bench.split_executor.split_model`) lacks: some
+  converters (LayerNormalization) read their input's static shape.
+
+Copies: exactly the tensors that cross devices are copied.  A torch part keeps
+tensors that only parts on its own device read on that device; inputs that come
+from the host (graph inputs, ONNX Runtime parts) are copied in, pinned
+(``pin_memory``) and ``non_blocking`` on CUDA; outputs that another device or the
+caller reads are copied out into pinned host memory (CUDA) and handed on as
+numpy.  Each device's worker thread runs its parts on its own CUDA stream
+(:func:`worker_context`), and a part ends with a stream synchronize, so its busy
+time is real and its host outputs are complete.
+
+Tolerance (:data:`TOLERANCE`): a torch part computes what ONNX Runtime computes
+with different kernels, so outputs are compared with ``rtol = atol = 1e-4`` on
+torch's CPU device (measured max abs diff on the corpus: docs) and
+``1e-3`` on CUDA, with TF32 switched off (cuDNN / cuBLAS still pick other
+reduction orders than ORT's CPU kernels).
+
+torch and onnx2torch are imported only when a torch device is used; this module
+imports without them.  onnx2torch imports torchvision for two ops (NMS,
+RoiAlign); when torchvision is missing or cannot load (a CUDA torchvision wheel
+beside a CPU torch), a stub that raises on use stands in (:func:`onnx2torch_module`),
+which also maps ``GreaterOrEqual`` / ``LessOrEqual`` version 16 (bfloat16 added) to
+onnx2torch's version-12 converters (Swin's masks need them).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import sys
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper
+
+__all__ = ["TOLERANCE", "TorchPart", "convert_part", "onnx2torch_module", "outputs_close", "prepare_for_torch",
+           "synchronize", "time_ops", "tolerance", "torch_device", "worker_context"]
+
+#: (rtol, atol) of a torch device's outputs against ONNX Runtime's, by device type.
+TOLERANCE = {"cpu": (1e-4, 1e-4), "cuda": (1e-3, 1e-3)}
+
+_CUDA = re.compile(r"^(?:torch:)?cuda(?::(\d+))?$", re.IGNORECASE)
+
+
+def torch_device(label: str) -> str | None:
+    """The torch device of a runtime device label, or None for an ONNX Runtime device:
+    ``cuda:N`` / ``torch:cuda:N`` -> ``cuda:N`` (``cuda`` -> ``cuda:0``), ``torch:cpu`` -> ``cpu``.
+    Pure string parsing: torch is not imported."""
+    s = label.strip()
+    m = _CUDA.match(s)
+    if m:
+        return f"cuda:{int(m.group(1) or 0)}"
+    if s.lower() == "torch:cpu":
+        return "cpu"
+    return None
+
+
+def tolerance(devices: Sequence[str]) -> tuple[float, float]:
+    """The loosest (rtol, atol) of the torch devices among ``devices`` (torch device strings)."""
+    kinds = {d.split(":")[0] for d in devices if d}
+    return max((TOLERANCE[k] for k in kinds if k in TOLERANCE), default=(1e-5, 1e-5))
+
+
+def outputs_close(ref: Mapping[str, np.ndarray], got: Mapping[str, np.ndarray], rtol: float, atol: float) -> bool:
+    """Every output of ``got`` equals ``ref``'s within ``rtol``/``atol`` (NaN == NaN; exact for non-floats)."""
+    for name, a in ref.items():
+        a, b = np.asarray(a), np.asarray(got[name])
+        if a.shape != b.shape:
+            return False
+        if a.dtype.kind in "fc":
+            if not np.allclose(a, b, rtol=rtol, atol=atol, equal_nan=True):
+                return False
+        elif not np.array_equal(a, b):
+            return False
+    return True
+
+
+def _stub_torchvision(exc: BaseException) -> None:
+    """Stand a stub in for torchvision that raises on use (onnx2torch imports it for NMS and RoiAlign)."""
+    import types
+
+    for name in [m for m in sys.modules if m == "torchvision" or m.startswith("torchvision.")]:
+        del sys.modules[name]
+    reason = f"torchvision cannot be imported ({type(exc).__name__}: {str(exc)[:120]})"
+
+    def missing(*_: Any, **__: Any) -> Any:
+        raise RuntimeError(f"this op needs torchvision: {reason}")
+
+    tv, ops = types.ModuleType("torchvision"), types.ModuleType("torchvision.ops")
+    ops.nms = ops.roi_align = ops.box_convert = missing  # what onnx2torch's NMS / RoiAlign call
+    tv.ops = ops
+    tv.__onnx_sched_stub__ = reason
+    sys.modules["torchvision"], sys.modules["torchvision.ops"] = tv, ops
+
+
+def onnx2torch_module() -> Any:
+    """``import onnx2torch``, standing in a stub for torchvision when it cannot be imported."""
+    if "onnx2torch" not in sys.modules:
+        try:
+            import torchvision  # noqa: F401
+        except Exception as exc:  # noqa: BLE001 - missing, or a wheel built for another torch
+            _stub_torchvision(exc)
+    try:
+        import onnx2torch
+        from onnx2torch.node_converters.registry import _CONVERTER_REGISTRY, OperationDescription
+    except ImportError as exc:
+        raise ImportError("torch devices need onnx2torch: pip install 'onnx-sched[gpu]'") from exc
+    for op in ("GreaterOrEqual", "LessOrEqual"):  # version 16 only adds bfloat16: version 12's converter holds
+        v12, v16 = (OperationDescription(domain="", operation_type=op, version=v) for v in (12, 16))
+        if v12 in _CONVERTER_REGISTRY and v16 not in _CONVERTER_REGISTRY:
+            _CONVERTER_REGISTRY[v16] = _CONVERTER_REGISTRY[v12]
+    return onnx2torch
+
+
+def _fold_constants(model: onnx.ModelProto) -> onnx.ModelProto:
+    """Nodes computable from initializers alone run once (ONNX Runtime) and become initializers."""
+    g = model.graph
+    inits = {t.name for t in g.initializer}
+    const_nodes: list[int] = []
+    const_out: set[str] = set()
+    for i, n in enumerate(g.node):
+        if n.op_type in ("If", "Loop", "Scan") or n.domain not in ("", "ai.onnx"):
+            continue
+        if all(x in inits or x in const_out for x in n.input if x):
+            const_nodes.append(i)
+            const_out.update(o for o in n.output if o)
+    if not const_nodes:
+        return model
+    import onnxruntime as ort
+
+    const = set(const_nodes)
+    rest = [n for i, n in enumerate(g.node) if i not in const]
+    read = {x for n in rest for x in n.input} | {o.name for o in g.output}
+    needed = [o for i in const_nodes for o in g.node[i].output if o and o in read]
+    values: list[Any] = []
+    if needed:
+        sub = helper.make_graph([g.node[i] for i in const_nodes], "constants", [],
+                                [helper.make_empty_tensor_value_info(x) for x in needed], initializer=list(g.initializer))
+        m = helper.make_model(sub, opset_imports=list(model.opset_import), ir_version=model.ir_version)
+        so = ort.SessionOptions()
+        so.log_severity_level = 3
+        values = ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"]).run(needed, {})
+    out = onnx.ModelProto()
+    out.CopyFrom(model)
+    del out.graph.node[:]
+    out.graph.node.extend(rest)
+    used = {x for n in rest for x in n.input} | {o.name for o in g.output}
+    kept = [t for t in g.initializer if t.name in used]
+    del out.graph.initializer[:]
+    out.graph.initializer.extend(kept + [numpy_helper.from_array(np.asarray(v), x) for x, v in zip(needed, values)])
+    return out
+
+
+def prepare_for_torch(model: onnx.ModelProto) -> onnx.ModelProto:
+    """The rewrites onnx2torch needs (module docstring): fold constants, Dropout -> Identity,
+    one ``Identity`` per graph output (named ``<output>__out``)."""
+    model = _fold_constants(model)
+    out = onnx.ModelProto()
+    out.CopyFrom(model)
+    try:
+        out = onnx.shape_inference.infer_shapes(out, check_type=False, strict_mode=False)
+    except Exception:  # noqa: BLE001 - keep what the part has
+        pass
+    g = out.graph
+    shapes = {vi.name: [d.dim_value if d.HasField("dim_value") else -1 for d in vi.type.tensor_type.shape.dim]
+              for vi in list(g.value_info) + list(g.output) if vi.type.tensor_type.HasField("shape")}
+    read = {x for n in g.node for x in n.input} | {o.name for o in g.output}
+    for n in g.node:
+        if n.op_type == "Dropout" and not any(o in read for o in n.output[1:]):  # the mask is unread
+            n.op_type = "Identity"
+            del n.attribute[:]
+            n.input[:] = n.input[:1]
+            n.output[:] = n.output[:1]
+        elif n.op_type == "CumSum" and not any(a.name == "reverse" for a in n.attribute):
+            n.attribute.append(helper.make_attribute("reverse", 0))  # onnx2torch's default is 1, ONNX's 0
+        elif n.op_type == "Flatten" and min(shapes.get(n.output[0], [-1]), default=-1) > 0:
+            shape_name = f"{n.output[0]}__shape"
+            g.initializer.append(numpy_helper.from_array(np.asarray(shapes[n.output[0]], np.int64), shape_name))
+            n.op_type = "Reshape"
+            del n.attribute[:]
+            n.input.append(shape_name)
+    outputs = list(g.output)
+    for o in outputs:
+        g.node.append(helper.make_node("Identity", [o.name], [f"{o.name}__out"], name=f"onnx_sched_out/{o.name}"))
+    del g.output[:]
+    for o in outputs:
+        vi = onnx.ValueInfoProto()
+        vi.CopyFrom(o)
+        vi.name = f"{o.name}__out"
+        g.output.append(vi)
+    return out
+
+
+def convert_part(model: onnx.ModelProto) -> tuple[Any, onnx.ModelProto]:
+    """The ``torch.fx.GraphModule`` (eval mode) of a part and the model it was converted from
+    (:func:`prepare_for_torch` of ``model``)."""
+    prepared = prepare_for_torch(model)
+    return onnx2torch_module().convert(prepared).eval(), prepared
+
+
+@contextlib.contextmanager
+def worker_context(device: str, threads: int = 1) -> Iterator[None]:
+    """What a device worker thread runs inside for its life: inference mode (thread-local), and on
+    CUDA the device and a stream of its own; torch CPU threads = ``threads`` (process-wide)."""
+    import torch
+
+    with torch.inference_mode():
+        if device.startswith("cuda"):
+            if not torch.cuda.is_available():
+                raise RuntimeError(f"{device}: torch sees no CUDA device")
+            torch.backends.cuda.matmul.allow_tf32 = False  # TOLERANCE assumes full fp32
+            torch.backends.cudnn.allow_tf32 = False
+            dev = torch.device(device)
+            with torch.cuda.device(dev), torch.cuda.stream(torch.cuda.Stream(dev)):
+                yield
+        else:
+            if torch.get_num_threads() != threads:
+                torch.set_num_threads(threads)
+            yield
+
+
+def synchronize(device: str) -> None:
+    """Wait for the calling thread's current stream on ``device`` (no-op on CPU)."""
+    if device.startswith("cuda"):
+        import torch
+
+        torch.cuda.current_stream(torch.device(device)).synchronize()
+
+
+class TorchPart:
+    """One part on a torch device.  ``__call__(values, host_outputs)`` takes input values (numpy
+    arrays from the host, or torch tensors already on this device) and returns
+    ``(device_values, host_values)``: every output as a device tensor, and the outputs named in
+    ``host_outputs`` also copied to host numpy.  Call it inside :func:`worker_context`."""
+
+    def __init__(self, model: onnx.ModelProto, device: str, inputs: Sequence[str], outputs: Sequence[str]) -> None:
+        import torch
+
+        self.device = device
+        self.inputs = list(inputs)
+        self.outputs = list(outputs)
+        self._dev = torch.device(device)
+        self._cuda = self._dev.type == "cuda"
+        if self._cuda and not torch.cuda.is_available():
+            raise RuntimeError(f"{device}: torch sees no CUDA device")
+        module, _ = convert_part(model)
+        self.module = module.to(self._dev)
+        if self._cuda:
+            torch.cuda.synchronize(self._dev)  # weights are on the device before any worker stream reads them
+        order = [i.name for i in model.graph.input if i.name not in {t.name for t in model.graph.initializer}]
+        if order != self.inputs:
+            raise ValueError(f"part inputs {self.inputs} differ from its graph inputs {order}")
+
+    def _to_device(self, value: Any) -> Any:
+        import torch
+
+        if isinstance(value, torch.Tensor):
+            return value if value.device == self._dev else value.to(self._dev, non_blocking=self._cuda)
+        t = torch.from_numpy(np.ascontiguousarray(value))
+        if self._cuda:
+            t = t.pin_memory().to(self._dev, non_blocking=True)  # host -> device on this worker's stream
+        return t
+
+    def __call__(self, values: Mapping[str, Any], host_outputs: Sequence[str] = ()
+                 ) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+        import torch
+
+        args = [self._to_device(values[x]) for x in self.inputs]
+        res = self.module(*args)
+        res = list(res) if isinstance(res, (tuple, list)) else [res]
+        dev_out = dict(zip(self.outputs, res))
+        copies: dict[str, Any] = {}
+        for name in host_outputs:
+            t = dev_out[name]
+            if self._cuda:
+                buf = torch.empty(t.shape, dtype=t.dtype, pin_memory=True)
+                buf.copy_(t, non_blocking=True)  # device -> pinned host on this worker's stream
+                copies[name] = buf
+            else:
+                copies[name] = t
+        synchronize(self.device)
+        return dev_out, {k: np.ascontiguousarray(v.numpy()) for k, v in copies.items()}  # ORT wants C order
+
+
+def time_ops(module: Any, args: Sequence[Any], node_names: Sequence[str], device: str
+             ) -> tuple[dict[str, float], float]:
+    """One run of a converted model (:func:`convert_part`), timing each ONNX node's submodule:
+    CUDA events on CUDA, ``perf_counter`` on CPU.  onnx2torch makes one ``call_module`` per
+    node of the prepared model in file order, so the i-th one is ``node_names[i]``.
+    Returns (seconds per node name, end-to-end seconds)."""
+    import torch
+    from torch import fx
+
+    cuda = device.startswith("cuda")
+    calls = [n for n in module.graph.nodes if n.op == "call_module"]
+    if len(calls) != len(node_names):
+        raise ValueError(f"converted module has {len(calls)} modules for {len(node_names)} ONNX nodes")
+    name_of = {n: node_names[i] for i, n in enumerate(calls)}
+    marks: list[tuple[str, Any, Any]] = []
+    clock: Callable[[], Any] = (lambda: torch.cuda.Event(enable_timing=True)) if cuda else time.perf_counter
+
+    class Timed(fx.Interpreter):
+        def run_node(self, n: Any) -> Any:
+            if n not in name_of:
+                return super().run_node(n)
+            a = clock()
+            if cuda:
+                a.record()
+            out = super().run_node(n)
+            b = clock()
+            if cuda:
+                b.record()
+            marks.append((name_of[n], a, b))
+            return out
+
+    t0 = time.perf_counter()
+    Timed(module).run(*args)
+    synchronize(device)
+    total = time.perf_counter() - t0
+    per: dict[str, float] = {}
+    for name, a, b in marks:
+        secs = a.elapsed_time(b) * 1e-3 if cuda else b - a
+        per[name] = per.get(name, 0.0) + float(secs)
+    return per, total
