@@ -7,7 +7,9 @@ chooses among them (:mod:`onnx_sched.passes.makespan._candidates`):
 * ``list-cp``: list scheduling with critical-path priorities (one schedule);
 * ``brkga``: BRKGA 5K over lanes + priorities, its final population;
 * ``learned``: paper 001's one-shot priority sampler (greedy + 999 Gumbel samples, list scheduled);
-* ``gflownet``: 1000 samples of the GFlowNet at sigma = 0.005.
+* ``gflownet``: 1000 samples of the GFlowNet at sigma = 0.005;
+* ``ppo`` (``--ppo``): 1000 samples of the PPO baseline at its training temperature 0.25;
+* ``gflownet-ft`` (table 1, ``--finetuned``): the GFlowNet fine-tuned on the one graph, per seed.
 
 Columns: proxy speedup of the best candidate (Proxy 1) and mean of the top 100
 (Proxy 100); the speedup on each target of the candidate the target picks; GED
@@ -17,6 +19,7 @@ Columns: proxy speedup of the best candidate (Proxy 1) and mean of the top 100
     python benchmarks/gflownet_tables.py table2 --out docs/gflownet_table2.json
     python benchmarks/gflownet_tables.py table3 --model models/checkpoints/gflownet_corpus.onnx --out docs/gflownet_table3.json
     python benchmarks/gflownet_tables.py fig3 --png docs/gflownet_fig3.png --out docs/gflownet_fig3.json
+    python benchmarks/gflownet_tables.py fig4 --logs models/checkpoints/gflownet_corpus_log.json,runs/gflownet_corpus_tb_log.json --png docs/gflownet_fig4.png
     python benchmarks/gflownet_tables.py measured --model models/checkpoints/gflownet_corpus.onnx --out docs/gflownet_measured.json
 """
 
@@ -49,7 +52,6 @@ ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT.parent / "shared" / "corpus" / "onnx"
 DEFAULT_MODEL = ROOT / "models" / "checkpoints" / "gflownet_makespan.onnx"
 PROFILES = ROOT / "examples" / "profiles_cpu_igpu_dgpu.json"
-METHODS = ("list-cp", "brkga", "learned", "gflownet")
 TARGETS = ("noisy", "bandwidth", "latency")
 #: Held-out corpus models (never seen by the corpus-trained GFlowNet), fixed before its training:
 #: every third of the corpus models with at most 300 compute ops, sorted by name, starting with the first.
@@ -78,19 +80,28 @@ def synthetic_problem(family: str, n: int, seed: int, lanes: int = 4) -> ms.Make
     return ms.makespan_problem(g, identical_devices(lanes), np.random.default_rng(seed).uniform(0, 1, g.n_ops))
 
 
-def generators(model: Path, candidates: int = 1000) -> dict[str, Callable[[ms.MakespanProblem, int], Chains]]:
+def generators(model: Path, candidates: int = 1000, ppo: Path | None = None,
+               finetuned: str | None = None) -> dict[str, Callable[[ms.MakespanProblem, int], Chains]]:
     def ctx(problem: ms.MakespanProblem, seed: int, **options: object) -> PassContext:
         return PassContext(time_limit=600.0, seed=seed, problem=problem, options=options)
 
     def list_cp(problem: ms.MakespanProblem, seed: int) -> Chains:
         return chains_of(problem, get_pass("list-cp", "makespan")(problem.graph, ctx(problem, seed)))
 
-    return {
+    def sampled(path: str) -> Callable[[ms.MakespanProblem, int], Chains]:
+        return lambda p, s: gflownet_pass.candidates(p, ctx(p, s, candidates=candidates, model=path.format(seed=s)))[0]
+
+    gens = {
         "list-cp": list_cp,
         "brkga": lambda p, s: brkga_pass.candidates(p, ctx(p, s))[0],
         "learned": lambda p, s: learned_pass.candidates(p, ctx(p, s, candidates=candidates)),
-        "gflownet": lambda p, s: gflownet_pass.candidates(p, ctx(p, s, candidates=candidates, model=str(model)))[0],
+        "gflownet": sampled(str(model)),
     }
+    if ppo is not None:
+        gens["ppo"] = sampled(str(ppo))
+    if finetuned is not None:
+        gens["gflownet-ft"] = sampled(finetuned)
+    return gens
 
 
 def score(problem: ms.MakespanProblem, chains: Chains, seed: int, top_k: int = 100,
@@ -105,9 +116,9 @@ def score(problem: ms.MakespanProblem, chains: Chains, seed: int, top_k: int = 1
     return row
 
 
-def run_methods(problem: ms.MakespanProblem, gens: dict, seed: int, methods: tuple[str, ...] = METHODS) -> dict:
+def run_methods(problem: ms.MakespanProblem, gens: dict, seed: int) -> dict:
     out = {}
-    for name in methods:
+    for name in gens:
         t0 = time.perf_counter()
         chains = gens[name](problem, seed)
         out[name] = {**score(problem, chains, seed), "seconds": time.perf_counter() - t0}
@@ -117,8 +128,9 @@ def run_methods(problem: ms.MakespanProblem, gens: dict, seed: int, methods: tup
 COLUMNS = ("proxy_1", "proxy_100", *TARGETS, "ged", "d_inv", "d_sen")
 
 
-def table(rows: list[dict], methods: tuple[str, ...] = METHODS, std: bool = True) -> list[str]:
+def table(rows: list[dict], std: bool = True) -> list[str]:
     """Markdown rows: mean (± std over ``rows``) per method and column."""
+    methods = list(rows[0])
     lines = ["| method | " + " | ".join(COLUMNS) + " | s |", "|---" * (len(COLUMNS) + 2) + "|"]
     for m in methods:
         cells = []
@@ -132,7 +144,7 @@ def table(rows: list[dict], methods: tuple[str, ...] = METHODS, std: bool = True
 def table1(args: argparse.Namespace) -> dict:
     """One real graph (paper 002, 5.1), three seeds."""
     _, problem = corpus_problem(args.graph, 4)
-    gens = generators(args.model)
+    gens = generators(args.model, ppo=args.ppo, finetuned=args.finetuned)
     rows = []
     for seed in range(3):
         rows.append(run_methods(problem, gens, seed))
@@ -142,14 +154,14 @@ def table1(args: argparse.Namespace) -> dict:
 
 def table2(args: argparse.Namespace) -> dict:
     """50 unseen synthetic graphs, 10 per family (paper 002, 5.2)."""
-    gens = generators(args.model)
+    gens = generators(args.model, ppo=args.ppo)
     rows, per_family = [], {}
     for fam in ("er", "layered", "sbm", "ws", "ba"):
         for i in range(args.per_family):
             problem = synthetic_problem(fam, 50, TEST_SEED_BASE + i)
             rows.append(run_methods(problem, gens, seed=i))
             per_family.setdefault(fam, []).append(rows[-1])
-        print(fam, {m: round(float(np.mean([r[m]["bandwidth"] for r in per_family[fam]])), 3) for m in METHODS},
+        print(fam, {m: round(float(np.mean([r[m]["bandwidth"] for r in per_family[fam]])), 3) for m in gens},
               flush=True)
     return {"rows": rows, "markdown": table(rows, std=False),
             "per_family": {f: table(r, std=False) for f, r in per_family.items()}}
@@ -158,13 +170,13 @@ def table2(args: argparse.Namespace) -> dict:
 def table3(args: argparse.Namespace) -> dict:
     """Held-out corpus models (paper 002, 5.3), three seeds each; mean ± std over seeds of the per-model mean."""
     _, held = corpus_split()
-    gens = generators(args.model)
+    gens = generators(args.model, ppo=args.ppo)
     problems = {name: corpus_problem(name, 4)[1] for name in held}
     rows = []
     for seed in range(3):
         per_model = {name: run_methods(p, gens, seed) for name, p in problems.items()}
         rows.append({m: {c: float(np.mean([per_model[n][m][c] for n in held])) for c in (*COLUMNS, "seconds")}
-                     for m in METHODS})
+                     for m in gens})
         print(seed, {m: round(r["bandwidth"], 3) for m, r in rows[-1].items()}, flush=True)
     return {"held_out": held, "ops": {n: p.n_ops for n, p in problems.items()}, "rows": rows,
             "markdown": table(rows)}
@@ -197,6 +209,42 @@ def fig3(args: argparse.Namespace) -> dict:
         fig.tight_layout()
         fig.savefig(args.png, dpi=120)
     return {"speedups": out, "means": {k: float(np.mean(v)) for k, v in out.items()}}
+
+
+def fig4(args: argparse.Namespace) -> dict:
+    """Mean proxy speedup of the schedules sampled during training: variance loss vs trajectory balance
+    (paper 002, Figure 4), from two training logs (``--logs VARIANCE_LOG,TB_LOG``), over the same updates."""
+    logs = [json.loads(Path(p).read_text()) for p in args.logs.split(",")]
+    n = min(len(g["log"]) for g in logs)
+    window = 50
+    curves = {}
+    for name, g in zip(("variance", "tb"), logs):
+        u = np.array([r["mean_speedup"] for r in g["log"][:n]])
+        curves[name] = (np.convolve(u, np.ones(window) / window, mode="valid")).tolist()
+    if args.png:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        fig, ax = plt.subplots(figsize=(6, 3.5))
+        for name, c in curves.items():
+            ax.plot(np.arange(window - 1, n), c, label={"variance": "log-partition variance (eq. 8)",
+                                                         "tb": "trajectory balance, learned log Z"}[name])
+        ax.set_xlabel("update")
+        ax.set_ylabel(f"mean sampled speedup ({window}-update mean)")
+        ax.legend()
+        fig.tight_layout()
+        fig.savefig(args.png, dpi=120)
+    quarter = max(n // 4, 1)
+    a, b = (np.array([r["mean_speedup"] for r in g["log"][:n]]) for g in logs)
+    same = all(x["sigma"] == y["sigma"] for x, y in zip(logs[0]["log"][:n], logs[1]["log"][:n]))
+    return {"updates": n, "window": window, "same_problems_and_sigmas": same,
+            "paired_mean_difference": float((a - b).mean()), "share_variance_higher": float((a > b).mean()),
+            "share_variance_higher_last_half": float((a[n // 2:] > b[n // 2:]).mean()),
+            "mean_speedup_by_quarter": {k: [float(np.mean([r["mean_speedup"] for r in g["log"][i:i + quarter]]))
+                                            for i in range(0, n - quarter + 1, quarter)]
+                                        for k, g in zip(("variance", "tb"), logs)}}
 
 
 def measured(args: argparse.Namespace) -> dict:
@@ -237,9 +285,13 @@ def _interleaved(imported: object, placements: np.ndarray, names: tuple[str, ...
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("what", choices=["table1", "table2", "table3", "fig3", "measured"])
+    ap.add_argument("what", choices=["table1", "table2", "table3", "fig3", "fig4", "measured"])
+    ap.add_argument("--logs", default="", help="fig4: VARIANCE_LOG.json,TB_LOG.json")
     ap.add_argument("--model", type=Path, default=DEFAULT_MODEL)
-    ap.add_argument("--graph", default="light_squeezenet", help="table1: the corpus model")
+    ap.add_argument("--graph", default="light_inception_v1", help="table1: the corpus model")
+    ap.add_argument("--ppo", type=Path, default=None, help="the PPO baseline's export (a 'ppo' row)")
+    ap.add_argument("--finetuned", default=None,
+                    help="table1: GFlowNet fine-tuned on the graph, a path with {seed} (a 'gflownet-ft' row)")
     ap.add_argument("--per-family", type=int, default=10)
     ap.add_argument("--models", default="light_squeezenet,resnet50,light_inception_v1,mobilenet_v2,unet")
     ap.add_argument("--candidates", type=int, default=200)
@@ -251,7 +303,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args(argv)
     t0 = time.perf_counter()
-    result = {"table1": table1, "table2": table2, "table3": table3, "fig3": fig3, "measured": measured}[args.what](args)
+    result = {"table1": table1, "table2": table2, "table3": table3, "fig3": fig3, "fig4": fig4,
+              "measured": measured}[args.what](args)
     result["command"] = "python benchmarks/gflownet_tables.py " + " ".join(argv if argv is not None else sys.argv[1:])
     result["seconds"] = time.perf_counter() - t0
     for line in result.get("markdown", []):

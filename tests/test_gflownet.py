@@ -296,3 +296,14 @@ def test_latency_objective_accepts_a_measured_target(tmp_path) -> None:
     assert r["target"]["model"] == "measured" and r["target"]["speedup"] > 0
     bad = _run_cli(*common, "--target", "bandwidth")
     assert bad.returncode != 0 and len(bad.stderr.strip().splitlines()) == 1 and "latency objective" in bad.stderr
+
+
+def test_train_gflownet_command_writes_a_policy_the_pass_loads(tmp_path) -> None:
+    pytest.importorskip("torch")
+    stem = tmp_path / "gfn"
+    res = _run_cli("train", "gflownet", "--graphs", "2", "--ops", "10", "--updates", "2", "--batch", "8",
+                   "--export", str(stem))
+    assert res.returncode == 0, res.stderr
+    assert (tmp_path / "gfn.onnx").is_file() and (tmp_path / "gfn_head.onnx").is_file()
+    bad = _run_cli("train", "gflownet", "--data", "corpus", "--export", str(stem))
+    assert bad.returncode != 0 and "--corpus" in bad.stderr

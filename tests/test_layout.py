@@ -171,6 +171,8 @@ def test_light_install_imports_no_torch(tmp_path) -> None:
         root = {str(ROOT)!r}
         for extra in (["--objective", "peak-mem", "--method", "learned", "--samples", "4"],
                       ["--objective", "makespan", "--method", "learned", "--machines", root + "/examples/machines_3types.json"],
+                      ["--objective", "makespan", "--method", "gflownet", "--machines",
+                       root + "/examples/machines_cpu_igpu_dgpu.json", "--candidates", "50", "--target", "bandwidth"],
                       ["--objective", "latency", "--method", "hsdag", "--profiles", root + "/examples/profiles_cpu_igpu_dgpu.json",
                        "--option", "episodes=2"],
                       ["--objective", "peak-mem", "--devices", "CPU,GPU", "--method", "regal", "--option", "evaluations=500"]):
