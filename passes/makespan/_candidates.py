@@ -11,7 +11,8 @@ priority sampler, ...) hands its chain schedules to :func:`select`, which
 2. times those on the *target* (``--target``): ``proxy``, a pure target model of
    :mod:`onnx_sched.cost.makespan.targets` (``noisy``, ``bandwidth``,
    ``latency``) or ``measured`` (real runs, :mod:`._measured_target`);
-3. returns the best on the target (ties: the better proxy makespan) as a
+3. returns the best on the target (ties: the better proxy makespan; the
+   no-split schedule when it beats every candidate there) as a
    validated :class:`Schedule` whose ``info`` has the report's ``target``
    (``model``, ``speedup``, ``proxy_best_speedup``), ``diversity`` (GED, d_inv,
    d_sen over the top k, paper 002 E.2) and ``candidates`` (top k with proxy and
@@ -34,8 +35,10 @@ import numpy as np
 from onnx_sched.cost import makespan as ms
 from onnx_sched.cost.makespan.chains import Chains, chain_schedule, chain_times, chains_of, lanes_of
 from onnx_sched.cost.makespan.diversity import diversity, time_unit
+from onnx_sched.cost.makespan.problem import _topo
 from onnx_sched.cost.makespan.targets import MODEL_TARGETS, target_model
 from onnx_sched.passes import PassContext
+from onnx_sched.passes.makespan._priorities import cp_priority
 from onnx_sched.schedule import Schedule
 
 __all__ = ["CandidateOptions", "chains_from_priorities", "rank_top", "select", "target_makespan", "target_report",
@@ -112,23 +115,44 @@ def rank_top(problem: ms.MakespanProblem, chains: Chains, top_k: int) -> tuple[C
     return chains.take(rank), start[rank], problem.total_work() / np.maximum(makespans[rank], 1e-300)
 
 
+def first_lane(problem: ms.MakespanProblem) -> Chains:
+    """The schedule that splits nothing: every op on the first lane that can run it, in topological order."""
+    lanes = lanes_of(problem)
+    lane = np.argmax(problem.allowed[:, lanes.unit], axis=1)
+    return Chains(lane, _topo(problem))
+
+
 def select(problem: ms.MakespanProblem, chains: Chains, ctx: PassContext, method: str, **info: Any) -> Schedule:
-    """Filter ``chains`` by the proxy, choose on the target (see module docstring)."""
+    """Filter ``chains`` by the proxy, choose on the target (see module docstring).
+
+    Beside the top k, the target also times two references: :func:`first_lane` (no split at all)
+    and list-cp (the objective's baseline).  When neither candidate beats one of them on the
+    target, that reference is the result (``info["chosen"]``), so a target that punishes what the
+    proxy ignores never gets a candidate worse than no split or than the baseline.
+    """
     opts = CandidateOptions.of(ctx)
     generated = len(chains)
     top, top_start, proxy = rank_top(problem, chains, opts.top_k)
+    refs = {"no-split": first_lane(problem),
+            "list-cp": chains_of(problem, ms.list_schedule(problem, cp_priority(problem)))}
+    timed = Chains.concat([top, *refs.values()])
     if opts.target == "measured" and ctx.options.get("warm_up"):
-        target = proxy.copy()
+        target = np.append(proxy, np.zeros(len(refs)))
     else:
-        target = target_speedups(problem, top, opts, ctx)
-    best = int(np.lexsort((-proxy, -target))[0])
+        target = target_speedups(problem, timed, opts, ctx)
+    k = len(top)
+    best = int(np.lexsort((-proxy, -target[:k]))[0])
+    ref_best = k + int(np.argmax(target[k:]))
+    pick = ref_best if target[ref_best] > target[best] else best
     report = {
-        "target": {"model": opts.target, "speedup": float(target[best]), "proxy_best_speedup": float(target[0])},
+        "target": {"model": opts.target, "speedup": float(target[pick]), "proxy_best_speedup": float(target[0]),
+                   **{f"{name}_speedup": float(t) for name, t in zip(refs, target[k:])}},
         "diversity": diversity(top, top_start / time_unit(problem.durations), top.lane, lanes_of(problem).n),
         "candidates": [{"proxy_speedup": float(p), "target_speedup": float(t)} for p, t in zip(proxy, target)],
         "candidates_generated": generated, "candidates_unique": len(_unique(chains)),
+        "chosen": list(refs)[pick - k] if pick >= k else f"candidate {pick}",
     }
-    return chain_schedule(problem, top.lane[best], top.order[best], method, **report, **info)
+    return chain_schedule(problem, timed.lane[pick], timed.order[pick], method, **report, **info)
 
 
 def target_makespan(problem: ms.MakespanProblem, schedule: Schedule, ctx: PassContext) -> float:
