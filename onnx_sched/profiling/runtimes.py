@@ -160,7 +160,8 @@ def profile_model(imported: Any, device: str, runtime: str = "openvino", repeats
     from onnx_sched.bench.runtimes.openvino_inputs import is_openvino_import
 
     if runtime in ("ort", "onnxruntime", "torch") and is_openvino_import(imported):
-        raise ValueError(f"{runtime} cannot run an OpenVINO IR; profile it with --runtime openvino")
+        engine = "PyTorch" if runtime == "torch" else "ONNX Runtime"
+        raise ValueError(f"{engine} cannot run an OpenVINO IR; profile it with --runtime openvino")
     if runtime == "torch":
         from onnx_sched.bench.runtimes.torch_parts import torch_device
         from onnx_sched.profiling.cuda import profile_torch_set

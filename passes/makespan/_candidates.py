@@ -126,7 +126,7 @@ def select(problem: ms.MakespanProblem, chains: Chains, ctx: PassContext, method
     """Filter ``chains`` by the proxy, choose on the target (see module docstring).
 
     Beside the top k, the target also times two references: :func:`first_lane` (no split at all)
-    and list-cp (the objective's baseline).  When neither candidate beats one of them on the
+    and list-cp (the objective's baseline).  When no candidate beats the better of the two on the
     target, that reference is the result (``info["chosen"]``), so a target that punishes what the
     proxy ignores never gets a candidate worse than no split or than the baseline.
     """
