@@ -59,10 +59,12 @@ class Latency:
             raise ValueError(f"objective {self.name!r} needs device profiles (--profiles P.json, see `onnx-sched profile`)")
 
     def evaluate(self, graph: Graph, ctx: PassContext, schedule: Schedule) -> float:
-        """Predicted latency; with ``--target measured`` the measured latency relative to the host-only run."""
-        if _target(ctx) == "measured":
+        """Predicted latency; on ``--target`` a target model's latency, or (``measured``) the measured latency
+        relative to the host-only run."""
+        target = _target(ctx)
+        if target == "measured":
             return 1.0 / _measured_speedup(ctx, schedule)
-        return float(lat.evaluate(ctx.problem, schedule.placement))
+        return float(lat.evaluate(_target_problem(ctx), schedule.placement))
 
     def baseline(self, graph: Graph, ctx: PassContext, method: str, schedule: Schedule) -> Schedule:
         """Every op on the host device, in Kahn order; a placement chosen by *measured* latency
@@ -88,10 +90,22 @@ class Latency:
             "latency_s": {"output": float(value), "host_only": float(host_only)},
             "speedup_vs_host": float(host_only / value) if value > 0 else 1.0,
             "optimal": bool(chosen.optimal),
-            **({"target": {"model": "measured", "speedup": _measured_speedup(ctx, chosen),
-                           "proxy_best_speedup": _measured_speedup(ctx, chosen)}}
-               if _target(ctx) == "measured" else {}),
+            **self._target_report(ctx, chosen, baseline),
         }
+
+    @staticmethod
+    def _target_report(ctx: PassContext, chosen: Schedule, baseline: Schedule) -> dict[str, Any]:
+        """``target`` (paper 002's report key) when ``--target`` is given: host-only / placed on the target."""
+        target = _target(ctx)
+        if ctx.option("target", None) is None:
+            return {}
+        if target == "measured":
+            speedup = _measured_speedup(ctx, chosen)
+        else:
+            problem = _target_problem(ctx)
+            host_only = np.full(ctx.problem.graph.n_ops, ctx.problem.host, np.int64)
+            speedup = float(lat.evaluate(problem, host_only) / lat.evaluate(problem, chosen.placement))
+        return {"target": {"model": target, "speedup": speedup, "proxy_best_speedup": speedup}}
 
     def metadata(self, report: Mapping[str, Any]) -> dict[str, str]:
         return {
@@ -121,12 +135,20 @@ class Latency:
 
 
 def _target(ctx: PassContext) -> str:
-    """``--target`` for placements: the latency model (``proxy``) or real runs (``measured``)."""
+    """``--target`` for placements: the latency model (``proxy``), a target model of paper 002 applied to the
+    placement problem (``noisy``, ``bandwidth``, ``latency``), or real runs (``measured``)."""
+    from onnx_sched.cost.makespan.targets import MODEL_TARGETS
+
     target = str(ctx.option("target", "proxy"))
-    if target not in ("proxy", "measured"):
-        raise ValueError(f"--target {target!r}: the latency objective scores placements with its model (proxy) or "
-                         "real split-executor runs (measured); the other targets are makespan target models")
+    if target not in (*MODEL_TARGETS, "measured"):
+        raise ValueError(f"unknown --target {target!r}; choose from {', '.join(MODEL_TARGETS)} or measured")
     return target
+
+
+def _target_problem(ctx: PassContext) -> lat.PlacementProblem:
+    from onnx_sched.cost.makespan.targets import target_model
+
+    return target_model(_target(ctx), int(ctx.option("target_seed", 0))).placement(ctx.problem)
 
 
 def _measured_speedup(ctx: PassContext, schedule: Schedule) -> float:

@@ -17,7 +17,8 @@ latency ``a_rel=0.1, b_rel=1``) make a cross-device read cost about two op
 durations, the regime where paper 002's list schedule loses most of its proxy
 speedup.  Chain schedules (:mod:`~onnx_sched.cost.makespan.chains`) are timed on
 a target with the same eq. 2 rule, so a candidate's *target speedup* is
-``target total work / target makespan``.  The ``measured`` target (real runs)
+``target total work / target makespan``.  :meth:`TargetModel.placement` applies the
+same targets to the latency objective's placement problems.  The ``measured`` target (real runs)
 lives with the passes, which may run models; :data:`MODEL_TARGETS` are the
 pure ones here.
 """
@@ -28,6 +29,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from onnx_sched.cost.latency import PlacementProblem
 from onnx_sched.cost.makespan.chains import Chains, chain_times
 from onnx_sched.cost.makespan.problem import MakespanProblem
 
@@ -44,26 +46,39 @@ class TargetModel:
     b_rel: float = 0.0  # transfer latency, relative to the mean duration
     seed: int = 0
 
-    def problem(self, proxy: MakespanProblem) -> MakespanProblem:
-        """The target's problem: same graph and units, perturbed durations or linear-model links."""
-        if self.name == "proxy":
-            return proxy
-        durations = proxy.durations
-        latency, inv_bw = proxy.latency, proxy.inv_bandwidth
+    def perturb(self, times: np.ndarray, latency: np.ndarray, inv_bandwidth: np.ndarray,
+                mean_bytes: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The target's op times (ops x units, ``inf`` = cannot run) and link arrays, from the proxy's."""
         if self.noise > 0:
             rng = np.random.default_rng(self.seed)
-            factor = np.exp(rng.normal(0.0, self.noise, size=(proxy.n_ops, 1)))
-            durations = durations * factor
+            times = times * np.exp(rng.normal(0.0, self.noise, size=(len(times), 1)))
         if self.a_rel > 0 or self.b_rel > 0:
-            finite = np.where(proxy.allowed, proxy.durations, np.nan)
-            mean_dur = float(np.nanmean(np.nanmin(finite, axis=1))) if proxy.n_ops else 0.0
-            nonzero = proxy.edge_bytes[proxy.edge_bytes > 0]
-            mean_bytes = float(nonzero.mean()) if len(nonzero) else 1.0
-            off = 1.0 - np.eye(proxy.n_units)
+            finite = np.where(np.isfinite(times), times, np.nan)
+            mean_dur = float(np.nanmean(np.nanmin(finite, axis=1))) if len(times) else 0.0
+            off = 1.0 - np.eye(len(latency))
             latency = latency + off * self.b_rel * mean_dur
-            inv_bw = inv_bw + off * self.a_rel * mean_dur / mean_bytes
-        return replace(proxy, durations=durations, latency=latency, inv_bandwidth=inv_bw,
-                       info={**proxy.info, "target": self.name})
+            inv_bandwidth = inv_bandwidth + off * self.a_rel * mean_dur / max(mean_bytes, 1.0)
+        return times, latency, inv_bandwidth
+
+    def problem(self, proxy: MakespanProblem) -> MakespanProblem:
+        """The target's makespan problem: same graph and units, perturbed durations or linear-model links."""
+        if self.name == "proxy":
+            return proxy
+        nonzero = proxy.edge_bytes[proxy.edge_bytes > 0]
+        d, lat, inv = self.perturb(proxy.durations, proxy.latency, proxy.inv_bandwidth,
+                                   float(nonzero.mean()) if len(nonzero) else 1.0)
+        return replace(proxy, durations=d, latency=lat, inv_bandwidth=inv, info={**proxy.info, "target": self.name})
+
+    def placement(self, proxy: PlacementProblem) -> PlacementProblem:
+        """The same target for a latency (placement) problem: its op times and links perturbed alike."""
+        if self.name == "proxy":
+            return proxy
+        g = proxy.graph
+        read = g.tensor_bytes[np.asarray(g.tensor_producer) >= 0]
+        read = read[read > 0]
+        t, lat, inv = self.perturb(proxy.op_time, proxy.latency, proxy.inv_bandwidth,
+                                   float(read.mean()) if len(read) else 1.0)
+        return replace(proxy, op_time=t, latency=lat, inv_bandwidth=inv, info={**proxy.info, "target": self.name})
 
 
 #: the pure target models by name
