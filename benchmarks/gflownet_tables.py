@@ -112,7 +112,7 @@ def score(problem: ms.MakespanProblem, chains: Chains, seed: int, top_k: int = 1
     ctx = PassContext(problem=problem)
     for t in targets:
         row[t] = float(target_speedups(problem, top, CandidateOptions(target=t, target_seed=seed), ctx).max())
-    row.update(diversity(top, start / time_unit(problem.durations), top.lane, lanes_of(problem).n))
+    row.update(diversity(top, start / time_unit(problem.durations), lanes_of(problem).n))
     return row
 
 

@@ -75,13 +75,13 @@ def test_diversity_metrics_on_hand_made_schedules() -> None:
     edges = chain_edges(c)
     assert edges[0].tolist() == [0 * 4 + 1, 1 * 4 + 3] == edges[2].tolist()
     start = np.array([[0.0, 1.0, 1.0, 4.0]] * 3)
-    d = diversity(c, start, c.lane, n_units=2)
+    d = diversity(c, start, n_lanes=2)
     assert d["ged"] == 0.0 and d["d_inv"] == 0.0  # same chain graphs and times
     # d_sen sees the relabelling: pairs (0, 2) and (1, 2) differ in all 4 one-hot rows -> sqrt(8)
     assert d["d_sen"] == pytest.approx(2 * math.sqrt(8) / 3)
     other = Chains([[0, 0, 0, 0]], [[0, 2, 1, 3]])
     both = Chains.concat([c.take(np.array([0])), other])
-    d2 = diversity(both, np.array([[0.0, 1.0, 1.0, 4.0], [0.0, 4.0, 1.0, 6.0]]), both.lane, n_units=2)
+    d2 = diversity(both, np.array([[0.0, 1.0, 1.0, 4.0], [0.0, 4.0, 1.0, 6.0]]), n_lanes=2)
     # chains {0-1, 1-3} vs {0-2, 2-1, 1-3}: 1 shared edge of 5 -> 3 differing entries / 5 edges
     assert d2["ged"] == pytest.approx(60.0)
     assert d2["d_inv"] == pytest.approx(math.sqrt(3.0**2 + 2.0**2))

@@ -38,7 +38,7 @@ import numpy as np
 from onnx_sched.cost import makespan as ms
 from onnx_sched.cost.makespan.chains import Chains, lanes_of
 from onnx_sched.cost.makespan.paths import _downward, lower_bound, upward_rank
-from onnx_sched.cost.makespan.problem import _topo
+from onnx_sched.cost.makespan.problem import _cached, _topo
 
 __all__ = ["N_NODE", "N_PAIR", "N_STATIC", "EnvArrays", "ScheduleEnv", "env_arrays"]
 
@@ -70,6 +70,11 @@ class EnvArrays:
 
 
 def env_arrays(problem: ms.MakespanProblem) -> EnvArrays:
+    """The kernels' arrays of ``problem``, built once per (immutable) problem."""
+    return _cached(problem, "_gflownet_env", lambda: _build_arrays(problem))
+
+
+def _build_arrays(problem: ms.MakespanProblem) -> EnvArrays:
     g = problem.graph
     lanes = lanes_of(problem)
     finite = np.where(problem.allowed, problem.durations, np.nan)

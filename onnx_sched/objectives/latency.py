@@ -161,13 +161,12 @@ def _measured_speedup(ctx: PassContext, schedule: Schedule) -> float:
     if key not in _MEASURED:
         if ctx.options.get("warm_up"):
             return 1.0
-        from onnx_sched.bench.runtimes.placement_timing import interleaved_seconds
+        from onnx_sched.bench.runtimes.placement_timing import speedups_over
 
         host_only = np.full(ctx.problem.graph.n_ops, ctx.problem.host, np.int64)
-        seconds = np.median(interleaved_seconds(ctx.source, np.vstack([host_only, schedule.placement]),
-                                                ctx.problem.device_names, int(ctx.option("repeats", 10)),
-                                                seed=ctx.seed), axis=1)
-        _MEASURED[key] = float(seconds[0] / seconds[1])
+        _MEASURED[key] = float(speedups_over(ctx.source, host_only, schedule.placement[None, :],
+                                             ctx.problem.device_names, int(ctx.option("repeats", 10)),
+                                             seed=ctx.seed)[0])
     return float(_MEASURED[key])  # type: ignore[arg-type]
 
 

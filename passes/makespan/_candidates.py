@@ -147,7 +147,7 @@ def select(problem: ms.MakespanProblem, chains: Chains, ctx: PassContext, method
     report = {
         "target": {"model": opts.target, "speedup": float(target[pick]), "proxy_best_speedup": float(target[0]),
                    **{f"{name}_speedup": float(t) for name, t in zip(refs, target[k:])}},
-        "diversity": diversity(top, top_start / time_unit(problem.durations), top.lane, lanes_of(problem).n),
+        "diversity": diversity(top, top_start / time_unit(problem.durations), lanes_of(problem).n),
         "candidates": [{"proxy_speedup": float(p), "target_speedup": float(t)} for p, t in zip(proxy, target)],
         "candidates_generated": generated, "candidates_unique": len(_unique(chains)),
         "chosen": list(refs)[pick - k] if pick >= k else f"candidate {pick}",

@@ -1,7 +1,7 @@
 """The ``measured`` target: candidate schedules run for real by the ONNX Runtime split executor.
 
 Each distinct placement among the candidates is timed with
-:func:`~onnx_sched.bench.runtimes.placement_timing.interleaved_seconds` (one
+:func:`~onnx_sched.bench.runtimes.placement_timing.speedups_over` (one
 pinned core per device, interleaved runs, outputs checked) beside the
 reference, the whole model on device 0 alone; a candidate's target speedup is
 ``median reference seconds / median candidate seconds``.
@@ -24,11 +24,10 @@ __all__ = ["measured_speedups"]
 
 def measured_speedups(problem: ms.MakespanProblem, chains: Chains, ctx: PassContext, repeats: int = 10) -> np.ndarray:
     """``single-device seconds / placed seconds`` of each chain schedule, measured (see module docstring)."""
-    from onnx_sched.bench.runtimes.placement_timing import interleaved_seconds
+    from onnx_sched.bench.runtimes.placement_timing import speedups_over
 
     units = lanes_of(problem).unit[chains.lane]
     distinct, which = np.unique(units, axis=0, return_inverse=True)
-    single = np.zeros((1, problem.n_ops), np.int64)
-    seconds = np.median(interleaved_seconds(ctx.source, np.vstack([single, distinct]), problem.device_names,
-                                            repeats, seed=ctx.seed), axis=1)
-    return seconds[0] / seconds[1:][np.asarray(which).reshape(-1)]
+    single = np.zeros(problem.n_ops, np.int64)
+    speedups = speedups_over(ctx.source, single, distinct, problem.device_names, repeats, seed=ctx.seed)
+    return speedups[np.asarray(which).reshape(-1)]

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["interleaved_seconds"]
+__all__ = ["interleaved_seconds", "speedups_over"]
 
 
 def interleaved_seconds(imported: Any, placements: np.ndarray, device_names: Sequence[str], repeats: int = 10,
@@ -54,3 +54,11 @@ def interleaved_seconds(imported: Any, placements: np.ndarray, device_names: Seq
         for ex in executors:
             ex.close()
     return times
+
+
+def speedups_over(imported: Any, reference: np.ndarray, placements: np.ndarray, device_names: Sequence[str],
+                  repeats: int = 10, seed: int = 0) -> np.ndarray:
+    """``median reference seconds / median seconds`` of each placement, all interleaved in one run."""
+    seconds = np.median(interleaved_seconds(imported, np.vstack([reference, placements]), device_names, repeats,
+                                            seed=seed), axis=1)
+    return seconds[0] / seconds[1:]

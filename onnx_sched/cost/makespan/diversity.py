@@ -20,7 +20,7 @@ Each metric is averaged over all pairs of the set.
 >>> from onnx_sched.cost.makespan.chains import Chains
 >>> c = Chains([[0, 0, 1], [0, 1, 1]], [[0, 1, 2], [0, 1, 2]])
 >>> start = np.array([[0.0, 1.0, 1.0], [0.0, 1.0, 1.0]])
->>> d = diversity(c, start, np.array([[0, 0, 1], [0, 1, 1]]), n_units=2)
+>>> d = diversity(c, start, n_lanes=2)
 >>> d["ged"], d["d_inv"], round(d["d_sen"], 3)
 (100.0, 0.0, 1.414)
 """
@@ -55,14 +55,15 @@ def chain_edges(chains: Chains) -> list[np.ndarray]:
     return out
 
 
-def diversity(chains: Chains, start: np.ndarray, placement: np.ndarray, n_units: int) -> dict[str, float]:
-    """Average pairwise GED (percent), d_inv and d_sen of the schedules (see module docstring)."""
+def diversity(chains: Chains, start: np.ndarray, n_lanes: int) -> dict[str, float]:
+    """Average pairwise GED (percent), d_inv and d_sen of the schedules (see module docstring; the placement
+    of d_sen is each op's lane, one-hot over ``n_lanes``)."""
     k_count = len(chains)
     if k_count < 2:
         return {"ged": 0.0, "d_inv": 0.0, "d_sen": 0.0}
     edges = chain_edges(chains)
     start = np.asarray(start, np.float64)
-    onehot = np.eye(n_units)[np.asarray(placement, np.int64)].reshape(k_count, -1)
+    onehot = np.eye(n_lanes)[chains.lane].reshape(k_count, -1)
     sen = np.hstack([start, onehot])
     ged, inv, sens = [], [], []
     for i in range(k_count):
