@@ -381,6 +381,30 @@ def test_expert_orders_are_cached_approximate_dp_orders(tmp_path) -> None:
     assert load_expert(specs[0], tmp_path).tolist() == list(range(30))
 
 
+def test_training_mixture_takes_the_families_in_turn(tmp_path) -> None:
+    """Issue 17's mixture: demonstrations and validation graphs cycle through the named families, each
+    demonstration is the beam order of exactly that family's graph, and the cache names the family."""
+    pytest.importorskip("torch")
+    from onnx_sched.models.training.expert_orders import load_expert
+    from onnx_sched.models.training.train_peakmem import TrainConfig, imitation_specs, validation_set
+    from onnx_sched.synth import generate
+
+    cfg = TrainConfig(families=("er", "layered", "ws"), val_families=("ba", "layered"), expert_graphs=5, expert_width=8,
+                      min_ops=20, max_ops=30, val_graphs=4, val_ops=25)
+    specs = imitation_specs(cfg)
+    assert [s.family for s in specs] == ["er", "layered", "ws", "er", "layered"]
+    assert len({s.seed for s in specs}) == 5 and all(20 <= s.n_ops <= 30 for s in specs)
+    spec = specs[2]
+    order = load_expert(spec, tmp_path)
+    assert (tmp_path / f"ws_n{spec.n_ops}_seed{spec.seed}_beam8.npy").is_file()
+    g = generate("ws", spec.n_ops, spec.seed)
+    assert is_topological_order(g, order.tolist())
+    val = validation_set(cfg)
+    want = [generate(f, 25, 9000 + i) for i, f in enumerate(["ba", "layered", "ba", "layered"])]
+    assert [p.graph.n_ops for p in val] == [w.n_ops for w in want]
+    assert all(np.array_equal(p.graph.tensor_bytes, w.tensor_bytes) for p, w in zip(val, want, strict=True))
+
+
 def test_imitation_raises_the_likelihood_of_the_demonstration(tmp_path) -> None:
     torch = pytest.importorskip("torch")
     from onnx_sched.models.training.expert_orders import ExpertSpec, load_expert

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import json
 import math
 
@@ -251,7 +252,8 @@ def _check_runnable(model: onnx.ModelProto, graph: Graph) -> dict[str, np.ndarra
     return values
 
 
-@pytest.mark.parametrize("family", sorted(FAMILIES))
+# the mixture families (memory units); issue 17's shaped families: tests/test_synth_mixture.py
+@pytest.mark.parametrize("family", sorted(f for f in FAMILIES if "unit_bytes" in inspect.signature(FAMILIES[f]).parameters))
 def test_onnx_model_runs_in_ort_with_the_graph_sizes(family: str) -> None:
     g = generate(family, 60, 4, unit_bytes=256)
     model = graph_to_onnx(g)

@@ -9,9 +9,9 @@ the result.  Any topological order is reachable by eq. 8 (give each op a higher
 priority than every op after it), so the target is always representable.
 
 The demonstrations are the orders of the registry pass ``beam`` (approximate DP
-with state collapsing) on layered training graphs.  They are costly (about a
-second per 500-op graph at width 10^4), so each one is cached as an ``.npy`` file
-named by size, seed and width, and :func:`build_experts` fills a cache with a
+with state collapsing) on training graphs of any synthetic family (layered by
+default).  They are costly (about a second per 500-op graph at width 10^4), so
+each one is cached as an ``.npy`` file named by family, size, seed and width, and :func:`build_experts` fills a cache with a
 process pool; a later run, or a later session, reuses the cache.
 
 Example:
@@ -38,14 +38,20 @@ __all__ = ["ExpertSpec", "build_experts", "expert_order", "load_expert"]
 
 @dataclass(frozen=True)
 class ExpertSpec:
-    """One demonstration: the layered graph ``(n_ops, seed)`` ordered by beam search of ``width``."""
+    """One demonstration: the graph ``generate(family, n_ops, seed)`` ordered by beam search of ``width``."""
 
     n_ops: int
     seed: int
     width: int
+    family: str = "layered"
+
+    def graph(self) -> Graph:
+        from onnx_sched.synth import generate
+
+        return generate(self.family, self.n_ops, self.seed)
 
     def path(self, cache_dir: str | os.PathLike[str]) -> Path:
-        return Path(cache_dir) / f"layered_n{self.n_ops}_seed{self.seed}_beam{self.width}.npy"
+        return Path(cache_dir) / f"{self.family}_n{self.n_ops}_seed{self.seed}_beam{self.width}.npy"
 
 
 def expert_order(graph: Graph, width: int) -> np.ndarray:
@@ -57,11 +63,9 @@ def expert_order(graph: Graph, width: int) -> np.ndarray:
 
 
 def _build_one(spec: ExpertSpec, cache_dir: str) -> Path:
-    from onnx_sched.synth.layered import layered_graph
-
     path = spec.path(cache_dir)
     if not path.is_file():
-        order = expert_order(layered_graph(spec.n_ops, spec.seed), spec.width)
+        order = expert_order(spec.graph(), spec.width)
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(path.name + f".{os.getpid()}.tmp.npy")
         np.save(tmp, order)

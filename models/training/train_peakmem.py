@@ -1,7 +1,8 @@
 """REINFORCE training of the Topoformer priority policy for peak memory (paper 000 4.3, C.1, C.4;
 paper 001 section 3) -- torch, only with the ``[train]`` extra.
 
-One step, per training graph (a layered graph of paper 000 appendix A):
+One step, per training graph (a layered graph of paper 000 appendix A, or of the synthetic families
+``families`` names, taken in turn: the mixture of issue 17):
 
 1. encoder -> priorities ``y``; ``samples`` orders drawn exactly from eq. 8
    (exponential race, :func:`onnx_sched.models.inference.decoders.sample_orders`); their
@@ -140,6 +141,8 @@ class TrainConfig:
     expert_graphs: int = 2400  # imitation: number of demonstration graphs (cycled through, epoch after epoch)
     expert_dir: str = "runs/experts"  # imitation: demonstration cache, shared between runs
     expert_workers: int = 1  # imitation: processes building missing demonstrations before training
+    families: tuple[str, ...] = ("layered",)  # training mixture: graph k of the run is of family k mod len
+    val_families: tuple[str, ...] = ("layered",)  # validation graphs, split evenly over these families
 
     @staticmethod
     def for_variant(variant: str, **overrides: Any) -> TrainConfig:
@@ -171,17 +174,19 @@ def prepare(g: Graph) -> Prepared:
 
 
 def imitation_specs(cfg: TrainConfig) -> list[ExpertSpec]:
-    """The demonstrations of an imitation run: training seeds ``0 ..``, sizes uniform in ``[min_ops, max_ops]``."""
+    """The demonstrations of an imitation run: training seeds ``0 ..``, sizes uniform in ``[min_ops, max_ops]``,
+    families taken in turn from ``cfg.families``."""
     return [
-        ExpertSpec(int(np.random.default_rng([cfg.seed, k]).integers(cfg.min_ops, cfg.max_ops + 1)), TRAIN_SEEDS[0] + k, cfg.expert_width)
+        ExpertSpec(int(np.random.default_rng([cfg.seed, k]).integers(cfg.min_ops, cfg.max_ops + 1)), TRAIN_SEEDS[0] + k,
+                   cfg.expert_width, cfg.families[k % len(cfg.families)])
         for k in range(cfg.expert_graphs)
     ]
 
 
-def _layered(n: int, seed: int) -> Graph:
-    from onnx_sched.synth.layered import layered_graph
+def _graph(family: str, n: int, seed: int) -> Graph:
+    from onnx_sched.synth import generate
 
-    return layered_graph(n, seed)
+    return generate(family, n, seed)
 
 
 def seq_log_prob(y: torch.Tensor, orders: np.ndarray, dg: DecodeGraph, mem_beta: float = 0.0) -> torch.Tensor:
@@ -314,11 +319,11 @@ def _training_batch(cfg: TrainConfig, step: int, hi: int, specs: list[ExpertSpec
     for k in _graph_indices(cfg, step):
         if cfg.objective == "imitation":
             spec = specs[k % len(specs)]
-            batch.append((prepare(_layered(spec.n_ops, spec.seed)), load_expert(spec, cfg.expert_dir)))
+            batch.append((prepare(spec.graph()), load_expert(spec, cfg.expert_dir)))
         else:
             seed = TRAIN_SEEDS[0] + k % (TRAIN_SEEDS[1] - TRAIN_SEEDS[0])
             n = int(np.random.default_rng([cfg.seed, k]).integers(cfg.min_ops, hi + 1))
-            batch.append(prepare(_layered(n, seed)))
+            batch.append(prepare(_graph(cfg.families[k % len(cfg.families)], n, seed)))
     return batch
 
 
@@ -329,12 +334,14 @@ def _graph_indices(cfg: TrainConfig, step: int) -> list[int]:
 
 # -------------------------------------------------------------- validation
 def validation_set(cfg: TrainConfig) -> list[Prepared]:
-    return [prepare(_layered(cfg.val_ops, VAL_SEEDS[0] + i)) for i in range(cfg.val_graphs)]
+    fams = cfg.val_families
+    return [prepare(_graph(fams[i % len(fams)], cfg.val_ops, VAL_SEEDS[0] + i)) for i in range(cfg.val_graphs)]
 
 
 def validation_reference(cfg: TrainConfig, val: list[Prepared], out_dir: Path) -> list[int]:
     """Peaks of the registry pass ``beam`` (width ``reference_beam``) on the validation graphs, cached."""
-    path = out_dir / f"val_reference_n{cfg.val_ops}_k{cfg.val_graphs}_beam{cfg.reference_beam}.json"
+    mix = "" if cfg.val_families == ("layered",) else "_" + "+".join(cfg.val_families)
+    path = out_dir / f"val_reference{mix}_n{cfg.val_ops}_k{cfg.val_graphs}_beam{cfg.reference_beam}.json"
     if path.is_file():
         return json.loads(path.read_text())["peaks"]
     from onnx_sched.passes import PassContext, get_pass

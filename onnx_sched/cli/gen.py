@@ -7,7 +7,10 @@
     onnx-sched gen ws --nodes 100 --count 10 --seed 0 -o data/ws --param k=6 --param p=0.1
 
 Families: ``layered`` (paper 000 appendix A), ``er``, ``sbm`` (paper 001 C.3),
-``ws``, ``ba`` (paper 002 E.5); see :mod:`onnx_sched.synth`.  Graph ``i`` uses
+``ws``, ``ba`` (paper 002 E.5), and issue 17's export-like ones: ``randwire-er``,
+``randwire-ws``, ``randwire-ba``, ``transformer``, ``corpus-subgraph`` (train-split
+corpus pieces); see :mod:`onnx_sched.synth`.  ``--nodes`` is the number of ops
+(randwire: within 10% or 12 ops; the others exactly).  Graph ``i`` uses
 seed ``S + i`` (convention: training ``0..9999``, test ``10000+``).
 
 Output folder: ``{family}-{i:05d}.npz`` (compact arrays, layout in
@@ -22,7 +25,7 @@ from __future__ import annotations
 
 import inspect
 import json
-from dataclasses import asdict
+from dataclasses import asdict, is_dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -45,13 +48,19 @@ def _parse_value(text: str) -> Any:
     raise ValueError(f"--param value {text!r} is not a number")
 
 
+def _params_default(family: str) -> Any:
+    """The family's default ``params`` dataclass (layered, randwire-*, ...), or None."""
+    p = inspect.signature(FAMILIES[family]).parameters.get("params")
+    return p.default if p is not None and is_dataclass(p.default) else None
+
+
 def family_params(family: str, overrides: dict[str, Any]) -> dict[str, Any]:
     """The family's numeric keyword parameters with ``overrides`` applied; unknown names raise."""
     fn = FAMILIES[family]
-    if family == "layered":
-        from onnx_sched.synth.layered import LayeredParams
-
-        defaults = {k: v for k, v in asdict(LayeredParams()).items() if k != "mixture"}
+    dataclass_default = _params_default(family)
+    if dataclass_default is not None:
+        defaults = {k: v for k, v in asdict(dataclass_default).items()
+                    if isinstance(v, (int, float)) and not isinstance(v, bool)}
     else:
         defaults = {
             name: p.default
@@ -65,11 +74,13 @@ def family_params(family: str, overrides: dict[str, Any]) -> dict[str, Any]:
 
 
 def _generate(family: str, n: int, seed: int, params: dict[str, Any], unit_bytes: int):  # noqa: ANN202
-    if family == "layered":
-        from onnx_sched.synth.layered import LayeredParams, layered_graph
-
-        return layered_graph(n, seed, LayeredParams(**params), unit_bytes=unit_bytes)
-    return FAMILIES[family](n, seed, **params, unit_bytes=unit_bytes)
+    fn = FAMILIES[family]
+    # families whose sizes come from tensor shapes (randwire-*, transformer, corpus-subgraph) have no unit
+    extra = {"unit_bytes": unit_bytes} if "unit_bytes" in inspect.signature(fn).parameters else {}
+    dataclass_default = _params_default(family)
+    if dataclass_default is not None:
+        return fn(n, seed, replace(dataclass_default, **params), **extra)
+    return fn(n, seed, **params, **extra)
 
 
 def write_dataset(
@@ -135,7 +146,8 @@ def write_dataset(
 def command(
     family: str, nodes: int, count: int, seed: int, out: Path, fmt: str, params: tuple[str, ...], unit_bytes: int
 ) -> None:
-    """Write COUNT synthetic graphs of FAMILY (layered, er, sbm, ws, ba) with manifest.json."""
+    """Write COUNT synthetic graphs of FAMILY (layered, er, sbm, ws, ba, randwire-er|ws|ba, transformer,
+    corpus-subgraph) with manifest.json."""
     overrides: dict[str, Any] = {}
     for item in params:
         name, sep, value = item.partition("=")

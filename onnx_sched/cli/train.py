@@ -40,6 +40,17 @@ import click
 from onnx_sched.errors import OnnxSchedError
 
 
+def _families(text: str) -> tuple[str, ...]:
+    """``er,layered`` -> ``("er", "layered")``; unknown names fail with the list of families."""
+    from onnx_sched.synth import FAMILIES
+
+    names = tuple(f.strip() for f in text.split(",") if f.strip())
+    unknown = [f for f in names if f not in FAMILIES]
+    if not names or unknown:
+        raise click.BadParameter(f"unknown graph family {', '.join(unknown) or text!r}; choose from {', '.join(FAMILIES)}")
+    return names
+
+
 def _need_torch() -> None:
     try:
         import torch  # noqa: F401
@@ -93,9 +104,12 @@ def command() -> None:
 @click.option("--resume", is_flag=True, help="Continue from OUT_DIR/checkpoint.pt.")
 @click.option("--export", "export_stem", default=None, help="After training write STEM.onnx and STEM.pt (best validation weights).")
 @click.option("--export-only", is_flag=True, help="Skip training; export OUT_DIR/checkpoint.pt to --export.")
+@click.option("--families", default=None,
+              help="Training mixture: comma-separated `onnx-sched gen` families, taken in turn (default layered).")
+@click.option("--val-families", default=None, help="Validation graphs' families, comma-separated (default layered).")
 def peak_mem(out_dir: str, variant: str, encoder: str, resume: bool, export_stem: str | None,
              export_only: bool, **overrides: object) -> None:
-    """Train the learned ordering policy for peak-mem on synthetic layered graphs."""
+    """Train the learned ordering policy for peak-mem on synthetic graphs (layered, or a --families mixture)."""
     _need_torch()
     from pathlib import Path
 
@@ -113,6 +127,9 @@ def peak_mem(out_dir: str, variant: str, encoder: str, resume: bool, export_stem
         kwargs = {k: v for k, v in overrides.items() if v is not None}
         if "objective_" in kwargs:
             kwargs["objective"] = kwargs.pop("objective_")
+        for key in ("families", "val_families"):
+            if key in kwargs:
+                kwargs[key] = _families(str(kwargs[key]))
         cfg = TrainConfig.for_variant(variant, out_dir=out_dir, encoder=encoder, **kwargs)
         train(cfg, resume=resume, echo=click.echo)
     if export_stem and is_main():  # under torchrun, rank 0 writes the files

@@ -20,7 +20,9 @@
 
 The best order wins.  It is never worse than the file order: if nothing beats the
 file order, the file order is returned with ``info["kept_input_order"] = True``.
-``lower_bound`` is the best bound proven (graph bound or exact search);
+``lower_bound`` is the best bound proven: the must-live and min-cut graph bounds (the
+latter computed once the cheap orders are in, on at most ``CUT_SHARE`` of the time left) or
+exact search;
 ``optimal`` when the exact search proved it or the peak meets the bound.
 """
 
@@ -31,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from onnx_sched.cost.memory_bound import lower_bound
+from onnx_sched.cost.memory_cut_bound import cut_lower_bound
 from onnx_sched.deadline import Deadline
 from onnx_sched.graph import Graph
 from onnx_sched.jit import work_clock
@@ -39,6 +42,7 @@ from onnx_sched.passes.order import exact
 from onnx_sched.passes.order._common import make_schedule, peak_of
 from onnx_sched.passes.order._portfolio import cheap_orders
 from onnx_sched.passes.order.beam import beam_search
+from onnx_sched.passes.order.exact import CUT_SHARE
 from onnx_sched.passes.order.random_orders import best_random_order
 from onnx_sched.schedule import Schedule
 
@@ -71,11 +75,12 @@ def learned_order(graph: Graph, ctx: PassContext) -> tuple[np.ndarray | None, st
 
 
 def exact_rounds(graph: Graph, ctx: PassContext, clock: Deadline, offer: Any, peaks: dict[str, int],
-                 orders: dict[str, np.ndarray], info: dict[str, Any], state_rate: float) -> tuple[int, bool]:
+                 orders: dict[str, np.ndarray], info: dict[str, Any], state_rate: float, graph_lb: int) -> tuple[int, bool]:
     """Exact search seeded with the best order, repeated with a 4x larger state cap (up to the memory
     budget) while it stops at its cap and the next round is predicted to fit in half of the time left;
-    each round starts from the bound the previous one proved.  Returns (proven bound, proved)."""
-    proven_lb = int(lower_bound(graph, ctx.inplace))
+    each round starts from the bound the previous one proved (the first from ``graph_lb``).  Returns
+    (proven bound, proved)."""
+    proven_lb = int(graph_lb)
     cap = max(1000, int(state_rate * max(clock.left(), 0.0) / 20))
     limit = exact.default_max_states(graph.n_ops)
     rounds = []
@@ -126,6 +131,12 @@ def run(graph: Graph, ctx: PassContext) -> Schedule:
             offer("learned", order)
         info["learned"] = status
 
+    if best_peak() > graph_lb and clock.left() > 0:
+        best_name = min(peaks, key=lambda k: (peaks[k], k != "file"))
+        cut = cut_lower_bound(graph, inplace, orders[best_name], deadline=work_clock() + CUT_SHARE * clock.left())
+        graph_lb = max(graph_lb, cut.bound)
+        info["cut_bound"] = {"bytes": cut.bound, "cuts": cut.cuts, "complete": cut.complete}
+
     max_width = int(ctx.option("beam_width", DEFAULT_MAX_WIDTH))
     state_rate = 1e5  # states expanded per second, measured by the beam ladder
     width = CALIBRATION_WIDTH // 4
@@ -161,7 +172,7 @@ def run(graph: Graph, ctx: PassContext) -> Schedule:
     proven_lb, proved = graph_lb, False
     best_name = min(peaks, key=lambda k: (peaks[k], k != "file"))
     if peaks[best_name] > graph_lb and clock.left() > 0.05:
-        proven_lb, proved = exact_rounds(graph, ctx, clock, offer, peaks, orders, info, state_rate)
+        proven_lb, proved = exact_rounds(graph, ctx, clock, offer, peaks, orders, info, state_rate, graph_lb)
         if not proved and graph.n_ops > 0:
             # the exact search gave up early: spend the rest on beams as wide as fit, re-measuring the speed
             cap = int(ctx.option("beam_width", FINAL_BEAM_MAX))  # the user's width cap, else memory's

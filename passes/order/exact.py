@@ -17,7 +17,9 @@ independent; the peak is the maximum of the segment peaks.  Segments are solved
 in decreasing order of their incumbent peak, each only while it can still lower
 the overall peak, so easy segments cost nothing.
 
-Result: ``optimal=True`` when every segment was proven; otherwise the best order
+The graph bound is the larger of the must-live bound and the min-cut bound
+(:mod:`onnx_sched.cost.memory_cut_bound`: per op, the least memory of any order while it
+runs).  Result: ``optimal=True`` when every segment was proven; otherwise the best order
 found and ``lower_bound`` = the best bound proven (graph bound, solved segments,
 and for a search cut short the lowest peak among its open states).
 
@@ -36,6 +38,7 @@ import numpy as np
 
 from onnx_sched.cost.memory import profile
 from onnx_sched.cost.memory_bound import lower_bound, op_lower_bounds
+from onnx_sched.cost.memory_cut_bound import cut_lower_bound
 from onnx_sched.dag import check_order, kahn_order
 from onnx_sched.graph import Graph
 from onnx_sched.jit import work_clock
@@ -92,6 +95,8 @@ def seed_incumbent(graph: Graph, *, inplace: bool, seed: int, time_limit: float)
     return best_of(graph, orders, inplace)[1]
 
 
+#: Share of the time limit the min-cut graph bound may take (its result is remembered per graph).
+CUT_SHARE = 0.1
 MEMORY_BUDGET = 128 * 2**20  # bytes for one layer's states, and again for its candidates
 
 
@@ -122,6 +127,8 @@ def solve_exact(
         incumbent = seed_incumbent(graph, inplace=inplace, seed=seed, time_limit=0.1 * float(time_limit))
     order = check_order(graph, incumbent).copy()
     prof = profile(graph, order, inplace)
+    if prof.peak > graph_lb:
+        graph_lb = max(graph_lb, cut_lower_bound(graph, inplace, order, deadline=t0 + CUT_SHARE * float(time_limit)).bound)
     info: dict[str, Any] = {"graph_lower_bound": graph_lb, "incumbent_peak": prof.peak}
     if n == 0 or prof.peak <= graph_lb:
         return ExactResult(order, prof.peak, True, prof.peak, {**info, "segments": 0 if n == 0 else 1, "solved_segments": 0})

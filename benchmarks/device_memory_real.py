@@ -1,0 +1,100 @@
+"""Per-device peak memory of placed corpus models, measured with one process per device (paper 003).
+
+For each model: split it over two devices with the multi-device memory objective
+(`optimize_model(path, "peak-mem", method, devices=("CPU", "GPU"))`: both are
+labels, both run on this CPU), read the schedule back from the optimized model and
+its report (`load_schedule`), give the stripped corpus weights seeded random values
+(`with_random_weights`, so the output check means something), and run it with one
+OS process per device (`measure_schedule`: one ONNX Runtime session per op,
+transfers through pipes, tensors freed when the model frees them).  Each device
+process measures its own live native heap (memray) and peak RSS delta over one run;
+the table puts them beside the predicted per-device peak (the host's caller-owned
+graph inputs apart).  With `--baseline`, also the objective's baseline: every op on
+the first device, in file order.
+
+    python benchmarks/device_memory_real.py --time-limit 10 --baseline --out docs/device_memory_real.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from onnx_sched.api import optimize_model
+from onnx_sched.bench.measure import random_inputs
+from onnx_sched.bench.runtimes.device_plan import PlacedSchedule, load_schedule, single_device
+from onnx_sched.bench.runtimes.device_processes import measure_schedule
+from onnx_sched.bench.weights import with_random_weights
+
+CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus" / "onnx"
+MODELS = ("light_squeezenet", "resnet50", "mobilenet_v2", "randwire_ws", "nasnet_a_mobile")
+
+
+def _rows(model: str, setting: str, sched: PlacedSchedule, feed: dict) -> list[dict]:
+    t0 = time.perf_counter()
+    m = measure_schedule(sched, feed)
+    seconds = time.perf_counter() - t0
+    return [{"model": model, "setting": setting, "device": d.device, "ops": d.ops, "sends": d.sends,
+             "receives": d.receives, "predicted_peak_bytes": d.predicted_peak_bytes,
+             "heap_peak_bytes": d.heap_peak_bytes, "ratio": d.ratio, "heap_end_bytes": d.heap_end_bytes,
+             "peak_rss_delta": d.peak_rss_delta, "outputs_equal": m.outputs_equal, "max_abs_diff": m.max_abs_diff,
+             "run_seconds": d.seconds, "measure_seconds": seconds}
+            for d in m.devices]
+
+
+def run(path: Path, method: str, devices: tuple[str, ...], time_limit: float, baseline: bool) -> list[dict]:
+    result = optimize_model(path, "peak-mem", method, time_limit, devices=devices)
+    sched = load_schedule(result.model, report=result.report)
+    sched = replace(sched, imported=with_random_weights(sched.imported))
+    feed = random_inputs(sched.imported.model, seed=0)
+    rows = _rows(path.stem, f"split ({result.report['method_used']})", sched, feed)
+    if baseline:
+        rows += _rows(path.stem, f"{devices[0]} only", single_device(sched.imported, devices), feed)
+    return rows
+
+
+def _mib(v: float) -> str:
+    return f"{v / 2**20:.3f}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--corpus", type=Path, default=CORPUS)
+    ap.add_argument("--models", nargs="*", default=list(MODELS))
+    ap.add_argument("--method", default="auto")
+    ap.add_argument("--devices", default="CPU,GPU")
+    ap.add_argument("--time-limit", type=float, default=10.0)
+    ap.add_argument("--baseline", action="store_true", help="also run every op on the first device")
+    ap.add_argument("--out", type=Path)
+    args = ap.parse_args(argv)
+    devices = tuple(args.devices.split(","))
+    rows: list[dict] = []
+    console = Console(width=150)
+    for name in args.models:
+        console.print(f"[bold]{name}[/]")
+        rows += run(args.corpus / f"{name}.onnx", args.method, devices, args.time_limit, args.baseline)
+    table = Table(title=f"Per-device peak memory, one process per device ({', '.join(devices)} on this CPU)")
+    for col in ("model", "setting", "device", "ops", "recv", "predicted MiB", "heap peak MiB", "ratio",
+                "peak RSS delta MiB", "outputs equal"):
+        table.add_column(col, justify="left" if col in ("model", "setting", "device") else "right")
+    for r in rows:
+        table.add_row(r["model"], r["setting"], r["device"], str(r["ops"]), str(r["receives"]),
+                      _mib(r["predicted_peak_bytes"]), _mib(r["heap_peak_bytes"]), f"{r['ratio']:.3f}",
+                      _mib(r["peak_rss_delta"]), str(r["outputs_equal"]))
+    console.print(table)
+    if args.out:
+        meta = {"command": " ".join(["python", "benchmarks/device_memory_real.py", *sys.argv[1:]]),
+                "method": args.method, "devices": list(devices), "time_limit": args.time_limit}
+        args.out.write_text(json.dumps({**meta, "rows": rows}, indent=1) + "\n")
+    return 0 if all(r["outputs_equal"] for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,279 @@
+"""The least memory any order can have while an op runs: a minimum cut per op.
+
+While op ``v`` runs, the ops already run form a set ``D``: every ancestor of ``v`` is
+in it, ``v`` and its descendants are not, and it is closed under predecessors.  Given
+``D``, the live bytes are fixed: the graph inputs, ``v``'s outputs and transient bytes,
+and every tensor produced in ``D`` that is a graph output or still has a reader outside
+``D``.  Choosing ``D`` to make that sum smallest is a maximum-weight closure problem (pay
+an op's output bytes when it is in ``D``, get a tensor's bytes back when all its readers
+are in ``D`` too), which is a minimum ``s``-``t`` cut (Picard 1976).  So for each op the
+cut gives the exact minimum over all orders of the memory at that op's step, and the
+peak of every order is at least the largest of them.
+
+This dominates the "must be live" bound of :mod:`onnx_sched.cost.memory_bound` (which
+counts only the tensors live for every ``D``): on irregular 80-op graphs it raises the
+bound by 10-20 % (docs/results.md section 11).  It is still a bound on one moment at a
+time; two ops whose best ``D`` disagree are not combined.
+
+One max-flow (Dinic, numba) per op.  With an order at hand, only the ops whose step in
+that order exceeds the bound found so far can raise it (an order's step is one choice
+of ``D``), so :func:`cut_lower_bound` visits ops by decreasing step and stops early.
+
+Example:
+    >>> from onnx_sched.graph import Graph
+    >>> # 0 -> 1 -> 3 -> 4 and 0 -> 2 -> 4: while 3 runs, either 2 has run (its output waits
+    >>> # for 4) or not (0's output waits for 2); the must-live bound counts neither
+    >>> g = Graph.from_edges(5, [(0, 1), (0, 2), (1, 3), (2, 4), (3, 4)], output_bytes=[8, 5, 6, 20, 1])
+    >>> least_memory_at(g).tolist()
+    [8, 13, 14, 31, 27]
+    >>> op_lower_bounds(g).tolist()
+    [8, 13, 14, 25, 27]
+    >>> cut_lower_bound(g)
+    CutBound(bound=31, cuts=5, op=3, complete=True)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numba
+import numpy as np
+
+from onnx_sched.cost.memory import memory_arrays, profile
+from onnx_sched.cost.memory_bound import MAX_CLOSURE_OPS, lower_bound, op_lower_bounds
+from onnx_sched.dag import reachability
+from onnx_sched.graph import Graph
+from onnx_sched.jit import work_clock
+
+__all__ = ["CutBound", "cut_lower_bound", "least_memory_at"]
+
+_SOURCE, _SINK, _FIRST_OP = 0, 1, 2
+
+
+@dataclass(frozen=True)
+class CutBound:
+    """The bound, the ops whose cut was computed, the op that attains the bound (-1: the
+    must-live bound was not raised), and whether every op that could raise it was cut."""
+
+    bound: int
+    cuts: int
+    op: int
+    complete: bool
+
+
+@dataclass(frozen=True, eq=False)
+class _Network:
+    """The closure network shared by every op's cut: nodes ``s``, ``t``, one per op, one per
+    freeable tensor; edges stored in pairs (edge ``e`` and its reverse ``e ^ 1``)."""
+
+    n_nodes: int
+    adj_ptr: np.ndarray
+    adj_edge: np.ndarray
+    head: np.ndarray
+    cap: np.ndarray  # capacities with no op pinned to either side
+    src_edge: np.ndarray  # per op, its s -> op edge (capacity 0 unless pinned to D)
+    sink_edge: np.ndarray  # per op, its op -> t edge (its output bytes; infinite when pinned out)
+    refund: int  # bytes of all freeable tensors (each has an s -> tensor edge of its size)
+    own: np.ndarray  # per op: base + outputs + transient - in-place reuse, the part of its step D does not decide
+    inf: int
+
+
+@lru_cache(maxsize=16)
+def _network(g: Graph, inplace: bool) -> _Network:
+    a = memory_arrays(g, inplace)
+    n = g.n_ops
+    producer = g.tensor_producer
+    readers = g.tensor_consumers
+    out_bytes = np.zeros(n, np.int64)
+    tails: list[int] = []
+    heads: list[int] = []
+    caps: list[int] = []
+
+    def edge(u: int, w: int, c: int) -> int:
+        tails.extend((u, w))
+        heads.extend((w, u))
+        caps.extend((c, 0))
+        return len(caps) - 2
+
+    freeable = [t for t in range(g.n_tensors) if producer[t] >= 0 and a.size[t] > 0]
+    for t in freeable:
+        out_bytes[producer[t]] += a.size[t]
+    inf = int(out_bytes.sum()) + 1
+    node = _FIRST_OP + n
+    refund = 0
+    for t in freeable:
+        if a.keep[t]:
+            continue  # a graph output stays live once produced
+        edge(_SOURCE, node, int(a.size[t]))
+        refund += int(a.size[t])
+        edge(node, _FIRST_OP + int(producer[t]), inf)  # freed only if produced ...
+        for c in readers.row(t).tolist():
+            edge(node, _FIRST_OP + c, inf)  # ... and read by every reader
+        node += 1
+    for u in range(n):
+        for p in g.preds(u).tolist():
+            edge(_FIRST_OP + u, _FIRST_OP + p, inf)  # D is closed under predecessors
+    src_edge = np.array([edge(_SOURCE, _FIRST_OP + u, 0) for u in range(n)], np.int64)
+    sink_edge = np.array([edge(_FIRST_OP + u, _SINK, int(out_bytes[u])) for u in range(n)], np.int64)
+    tail = np.asarray(tails, np.int64)
+    order = np.argsort(tail, kind="stable")
+    adj_ptr = np.zeros(node + 1, np.int64)
+    np.cumsum(np.bincount(tail, minlength=node), out=adj_ptr[1:])
+    reuse = np.zeros(n, np.int64)
+    rows = np.flatnonzero(np.diff(a.inplace_ptr) > 0)
+    if len(rows):
+        reuse[rows] = np.maximum.reduceat(a.size[a.inplace_idx], a.inplace_ptr[rows])
+    own = a.base + out_bytes + a.param - reuse
+    return _Network(node, adj_ptr, order.astype(np.int64), np.asarray(heads, np.int64), np.asarray(caps, np.int64),
+                    src_edge, sink_edge, refund, own, inf)
+
+
+@numba.njit(cache=True)
+def _max_flow(n_nodes, s, t, adj_ptr, adj_edge, head, cap):  # noqa: ANN001, ANN202
+    """Dinic's algorithm; ``cap`` becomes the residual capacities.  Returns the flow value."""
+    level = np.empty(n_nodes, np.int64)
+    it = np.empty(n_nodes, np.int64)
+    queue = np.empty(n_nodes, np.int64)
+    path = np.empty(n_nodes, np.int64)
+    flow = 0
+    while True:
+        level[:] = -1
+        level[s] = 0
+        qh, qt = 0, 1
+        queue[0] = s
+        while qh < qt:
+            u = queue[qh]
+            qh += 1
+            for k in range(adj_ptr[u], adj_ptr[u + 1]):
+                e = adj_edge[k]
+                w = head[e]
+                if cap[e] > 0 and level[w] < 0:
+                    level[w] = level[u] + 1
+                    queue[qt] = w
+                    qt += 1
+        if level[t] < 0:
+            return flow
+        it[:] = adj_ptr[:-1]
+        while True:  # augmenting paths in the level graph, with current-arc pointers
+            u, depth = s, 0
+            while u != t:
+                moved = False
+                while it[u] < adj_ptr[u + 1]:
+                    e = adj_edge[it[u]]
+                    w = head[e]
+                    if cap[e] > 0 and level[w] == level[u] + 1:
+                        path[depth] = e
+                        depth += 1
+                        u = w
+                        moved = True
+                        break
+                    it[u] += 1
+                if not moved:
+                    if depth == 0:
+                        break
+                    level[u] = -1  # dead end: never enter it again this phase
+                    depth -= 1
+                    u = head[path[depth] ^ 1]
+                    it[u] += 1
+            if u != t:
+                break
+            f = cap[path[0]]
+            for i in range(1, depth):
+                if cap[path[i]] < f:
+                    f = cap[path[i]]
+            for i in range(depth):
+                cap[path[i]] -= f
+                cap[path[i] ^ 1] += f
+            flow += f
+
+
+@numba.njit(cache=True)
+def _cuts(ops, anc, desc, n_nodes, adj_ptr, adj_edge, head, base_cap, src_edge, sink_edge, own, refund, inf,  # noqa: ANN001, ANN202
+          stop_at, step_of):
+    """Least memory while each op of ``ops`` runs, in the given order; stops before an op
+    whose ``step_of`` is at most the largest value found (it cannot raise it).  Unvisited: -1."""
+    n = len(src_edge)
+    out = np.full(len(ops), -1, np.int64)
+    cap = np.empty_like(base_cap)
+    best = stop_at
+    for i in range(len(ops)):
+        v = ops[i]
+        if step_of[i] <= best:
+            break
+        cap[:] = base_cap
+        for u in range(n):
+            w, b = u >> 6, np.uint64(u & 63)
+            if (anc[v, w] >> b) & np.uint64(1):
+                cap[src_edge[u]] = inf
+            elif u == v or (desc[v, w] >> b) & np.uint64(1):
+                cap[sink_edge[u]] = inf
+        cut = _max_flow(n_nodes, 0, 1, adj_ptr, adj_edge, head, cap)
+        out[i] = own[v] + cut - refund
+        if out[i] > best:
+            best = out[i]
+    return out
+
+
+def _run_cuts(g: Graph, inplace: bool, ops: np.ndarray, step_of: np.ndarray, stop_at: int) -> np.ndarray:
+    net = _network(g, bool(inplace))
+    return _cuts(np.ascontiguousarray(ops, np.int64), reachability(g, reverse=True), reachability(g),
+                 net.n_nodes, net.adj_ptr, net.adj_edge, net.head, net.cap, net.src_edge, net.sink_edge, net.own,
+                 np.int64(net.refund), np.int64(net.inf), np.int64(stop_at), np.ascontiguousarray(step_of, np.int64))
+
+
+def least_memory_at(g: Graph, inplace: bool = False) -> np.ndarray:
+    """Per op, the least live bytes over all orders while it runs (int64 ``(n,)``)."""
+    if g.n_ops == 0:
+        return np.zeros(0, np.int64)
+    never = np.full(g.n_ops, np.iinfo(np.int64).max, np.int64)
+    return _run_cuts(g, inplace, np.arange(g.n_ops), never, -1)
+
+
+def cut_lower_bound(g: Graph, inplace: bool = False, order: np.ndarray | None = None,
+                    deadline: float | None = None) -> CutBound:
+    """A peak no order beats: the largest least-memory step, and the must-live bounds.
+
+    With ``order`` (any valid order, e.g. the incumbent), ops are visited by decreasing
+    step in that order and the search stops at the first whose step cannot raise the
+    bound; without it every op is cut.  ``deadline`` (an :func:`onnx_sched.jit.work_clock`
+    value) stops it early with the bound found so far (``complete=False``).  A complete
+    result does not depend on the order and is remembered per graph.  Graphs beyond
+    ``MAX_CLOSURE_OPS`` get the must-live bound alone."""
+    key = (g, bool(inplace))
+    if key in _complete:
+        return _complete[key]
+    must = int(lower_bound(g, inplace))
+    n = g.n_ops
+    if n == 0 or n > MAX_CLOSURE_OPS:
+        return CutBound(must, 0, -1, True)
+    if order is None:
+        ops = np.argsort(-op_lower_bounds(g, inplace), kind="stable")
+        step_of = np.full(n, np.iinfo(np.int64).max, np.int64)
+    else:
+        step = profile(g, order, inplace).step
+        rank = np.argsort(-step, kind="stable")
+        ops, step_of = np.asarray(order)[rank], step[rank]
+    best, best_op, cuts, complete = must, -1, 0, True
+    for lo in range(0, n, _CHUNK):
+        if deadline is not None and work_clock() >= deadline:
+            complete = False
+            break
+        values = _run_cuts(g, inplace, ops[lo : lo + _CHUNK], step_of[lo : lo + _CHUNK], best)
+        done = values >= 0
+        cuts += int(done.sum())
+        if done.any() and int(values.max()) > best:
+            i = int(np.argmax(values))
+            best, best_op = int(values[i]), int(ops[lo + i])
+        if not done.all():
+            break  # the rest cannot raise the bound
+    result = CutBound(best, cuts, best_op, complete)
+    if complete:
+        if len(_complete) >= 16:
+            _complete.pop(next(iter(_complete)))
+        _complete[key] = result
+    return result
+
+
+_CHUNK = 64  # ops cut between deadline checks
+_complete: dict[tuple[Graph, bool], CutBound] = {}

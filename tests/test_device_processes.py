@@ -1,0 +1,82 @@
+"""One process per device: a two-device schedule's measured heap peaks against the predicted ones.
+
+The model (1 MiB tensors, ``S`` floats): ``a = Exp(x)`` on CPU, ``a`` to GPU,
+``b = Exp(a)`` and ``c = Concat(a, b)`` (2 MiB) on GPU, ``c`` back to CPU,
+``y = Concat(c, x)`` (3 MiB, the graph output) on CPU.  Predicted, the caller's
+``x`` apart: CPU 5 MiB (``c`` received, then ``y`` while ``c`` is live), GPU 4 MiB
+(``a``, ``b``, ``c`` live when Concat runs).  A runtime that kept a tensor after its
+last reader, or copied a tensor on send or receive, would be 1-2 MiB above.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper
+
+from onnx_sched.bench.runtimes.device_plan import PlacedSchedule, Recv, RunOp, Send, device_plans, single_device
+from onnx_sched.cost import device_memory as dm
+from onnx_sched.importers.onnx import import_onnx
+
+S = 1 << 18  # float32 elements: 1 MiB
+MIB = 1 << 20
+#: allowed excess of the measured heap peak: ORT's per-run bookkeeping and Python objects (measured: about 3 KB)
+SLACK = 64 * 1024
+
+
+def _vi(name: str, k: int = 1) -> onnx.ValueInfoProto:
+    return helper.make_tensor_value_info(name, TensorProto.FLOAT, [k * S])
+
+
+def _model() -> onnx.ModelProto:
+    nodes = [helper.make_node("Exp", ["x"], ["a"], name="A"),
+             helper.make_node("Exp", ["a"], ["b"], name="B"),
+             helper.make_node("Concat", ["a", "b"], ["c"], name="C", axis=0),
+             helper.make_node("Concat", ["c", "x"], ["y"], name="Y", axis=0)]
+    g = helper.make_graph(nodes, "two_devices", [_vi("x")], [_vi("y", 3)], value_info=[_vi("a"), _vi("b"), _vi("c", 2)])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=10)
+
+
+def _split() -> PlacedSchedule:
+    imported = import_onnx(_model())
+    problem = dm.DeviceMemoryProblem.build(imported.graph, ("CPU", "GPU"))
+    t = {n: i for i, n in enumerate(imported.graph.tensor_names)}
+    steps = (dm.Step("op", 0, 0), dm.Step("transfer", t["a"], 1, 0), dm.Step("op", 1, 1), dm.Step("op", 2, 1),
+             dm.Step("transfer", t["c"], 0, 1), dm.Step("op", 3, 0))
+    return PlacedSchedule(imported, problem, steps)
+
+
+def test_plan_frees_what_the_model_frees():
+    cpu, gpu = device_plans(_split())
+    assert cpu.predicted_peak_bytes == 5 * MIB and gpu.predicted_peak_bytes == 4 * MIB
+    assert [type(a) for a in cpu.actions] == [RunOp, Send, Recv, RunOp]
+    assert cpu.actions[1] == Send("a", 1, free=True)  # its only use on CPU was the transfer
+    assert cpu.actions[3].frees == ("c",) and cpu.outputs == ("y",)  # y (graph output) and x (input) stay
+    assert [a.frees for a in gpu.actions if isinstance(a, RunOp)] == [(), ("a", "b")]
+    assert gpu.actions[-1] == Send("c", 0, free=True) and gpu.outputs == ()
+
+
+def test_measured_per_device_heap_peaks_equal_the_predicted_ones():
+    pytest.importorskip("memray")
+    from onnx_sched.bench.runtimes.device_processes import measure_schedule
+
+    feed = {"x": np.random.default_rng(0).random(S, dtype=np.float32)}
+    result = measure_schedule(_split(), feed)
+    assert result.outputs_equal and result.max_abs_diff == 0.0
+    for d in result.devices:
+        assert d.predicted_peak_bytes <= d.heap_peak_bytes <= d.predicted_peak_bytes + SLACK, d
+    cpu, gpu = result.devices
+    assert cpu.heap_end_bytes >= 3 * MIB and gpu.heap_end_bytes < SLACK  # y stays on CPU; GPU ends empty
+
+
+def test_single_device_baseline_runs_in_one_process():
+    pytest.importorskip("memray")
+    from onnx_sched.bench.runtimes.device_processes import measure_schedule
+
+    sched = single_device(import_onnx(_model()), ("CPU", "GPU"))
+    assert sched.predicted_peaks() == [5 * MIB, 0]  # a, b, c (4 MiB) at C; then c, y (5 MiB) at Y
+    result = measure_schedule(sched, {"x": np.ones(S, np.float32)})
+    cpu, gpu = result.devices
+    assert result.outputs_equal and gpu.ops == 0
+    assert 5 * MIB <= cpu.heap_peak_bytes <= 5 * MIB + SLACK
