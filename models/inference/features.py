@@ -205,11 +205,13 @@ def laplacian_pe(g: Graph, dim: int = PE_DIM) -> np.ndarray:
     after the first, zero-padded when the graph has fewer than ``dim + 1`` nodes.
     Each vector is divided by its largest-magnitude entry (fixes the sign and makes
     the scale independent of ``n``, like the other features' max-normalisation).  Graphs
-    above 64 ops use sparse shift-invert Lanczos (scipy), tiny ones dense ``eigh``; BLAS
+    above 64 ops use sparse shift-invert Lanczos (scipy), tiny ones (and any graph where
+Lanczos stalls) dense ``eigh``; BLAS
     is limited to one thread here when ``threadpoolctl`` is installed (threaded BLAS on
     these small problems is up to 50x slower on a busy machine).
     """
     import scipy.sparse as sp
+    from scipy.sparse.linalg import ArpackError
 
     n = g.n_ops
     out = np.zeros((n, dim), dtype=np.float32)
@@ -226,7 +228,12 @@ def laplacian_pe(g: Graph, dim: int = PE_DIM) -> np.ndarray:
         if n <= _DENSE_PE_MAX or k >= n - 1:
             vals, vecs = np.linalg.eigh(lap.toarray())
         else:
-            vals, vecs = _smallest_eigs(lap, k)
+            try:
+                vals, vecs = _smallest_eigs(lap, k)
+            except ArpackError:
+                # Lanczos can stall on highly degenerate spectra (e.g. many components of a cut-out
+                # subgraph); the dense solver always answers, at O(n^3)
+                vals, vecs = np.linalg.eigh(lap.toarray())
     idx = np.argsort(vals, kind="stable")[1:k]
     vecs = vecs[:, idx]
     pivot = vecs[np.abs(vecs).argmax(axis=0), np.arange(vecs.shape[1])]

@@ -18,12 +18,12 @@ capacities, a placement whose peak exceeds one is infeasible; :func:`fitness`
 ranks every feasible solution above every infeasible one.
 
 What a step does to memory is written once (``_run_op``, ``_run_transfer``) and
-used by two kernels:
+used by two kernels, both in :mod:`onnx_sched.cost.device_memory_kernels`:
 
-* ``_order_kernel`` turns a placement and priorities into steps: a topological
+* ``order_kernel`` turns a placement and priorities into steps: a topological
   sort of ops + the transfers the placement implies, highest priority first
   (the chromosome decoding of paper 003, section 3.2.1), scoring it as it goes;
-* ``_walk_kernel`` runs any given step sequence, checks it (every input present
+* ``walk_kernel`` runs any given step sequence, checks it (every input present
   on the op's device when it runs) and returns per-device peaks and the live
   bytes of each device after every step.
 
@@ -48,11 +48,18 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
-import numba
 import numpy as np
 
+from onnx_sched.cost.device_memory_kernels import (
+    Work,
+    evaluate_population,
+    fresh,
+    order_kernel,
+    split_keys,
+    walk_kernel,
+    work_arrays,
+)
 from onnx_sched.cost.memory import MemoryArrays, memory_arrays
-from onnx_sched.dag_kernels import heap_pop, heap_push
 from onnx_sched.graph import Graph, TensorKind
 
 __all__ = [
@@ -151,221 +158,22 @@ class DeviceMemoryProblem:
         return int((self.transfer_slot >= 0).sum())
 
     def kernel_args(self) -> tuple:
+        """The graph's arrays every kernel reads, then fresh work arrays (:class:`Work`)."""
         a = self.arrays
         ptr, idx = self.consumers
-        return (a.in_ptr, a.in_idx, a.out_ptr, a.out_idx, a.size, a.keep, a.param, self.is_input,
-                np.asarray(self.graph.tensor_producer, dtype=np.int64), ptr, idx, a.base)
+        return (a.in_ptr, a.in_idx, a.out_ptr, a.out_idx, a.size, a.keep, a.param,
+                np.asarray(self.graph.tensor_producer, dtype=np.int64), ptr, idx, a.base, fresh(self._work))
+
+    @cached_property
+    def _work(self) -> Work:
+        a = self.arrays
+        return work_arrays(self.n_devices, a.in_ptr, a.in_idx, self.is_input, self.consumers[0])
 
 
 def chromosome_size(problem: DeviceMemoryProblem) -> int:
     """|N| x |D| affinities + |N| op priorities + |T| x |D| transfer priorities (paper 003, 3.2.1)."""
     n, d = problem.graph.n_ops, problem.n_devices
     return n * d + n + problem.n_transfer_slots * d
-
-
-# ----------------------------------------------------------------------------- kernels
-
-
-@numba.njit(cache=True)
-def _homes(placement, producer):  # noqa: ANN001, ANN202
-    """The device each tensor is produced on (graph inputs: the host)."""
-    home = np.zeros(len(producer), np.int64)
-    for t in range(len(producer)):
-        if producer[t] >= 0:
-            home[t] = placement[producer[t]]
-    return home
-
-
-@numba.njit(cache=True, inline="always")
-def _run_op(j, d, live, peak, remaining, present, home, in_ptr, in_idx, out_ptr, out_idx, size, keep, param):  # noqa: ANN001, ANN202
-    """Op ``j`` runs on device ``d``: its outputs (and transient bytes) arrive, then every
-    tensor whose last reader on ``d`` this was leaves (kept: inputs and outputs at home)."""
-    alloc = param[j]
-    n_dev = len(live)
-    for k in range(out_ptr[j], out_ptr[j + 1]):
-        t = out_idx[k]
-        alloc += size[t]
-        present[t * n_dev + d] = True
-    live[d] += alloc
-    if live[d] > peak[d]:
-        peak[d] = live[d]
-    live[d] -= param[j]
-    for k in range(in_ptr[j], in_ptr[j + 1]):
-        t = in_idx[k]
-        remaining[t * n_dev + d] -= 1
-        if remaining[t * n_dev + d] == 0 and not (keep[t] and d == home[t]):
-            live[d] -= size[t]
-    for k in range(out_ptr[j], out_ptr[j + 1]):
-        t = out_idx[k]
-        if remaining[t * n_dev + d] == 0 and not keep[t]:
-            live[d] -= size[t]
-
-
-@numba.njit(cache=True, inline="always")
-def _run_transfer(t, h, d, live, peak, remaining, present, size, keep):  # noqa: ANN001, ANN202
-    """Tensor ``t`` is copied from its home ``h`` to ``d``: it arrives on ``d``, and leaves ``h``
-    if this was its last reader there."""
-    n_dev = len(live)
-    present[t * n_dev + d] = True
-    live[d] += size[t]
-    if live[d] > peak[d]:
-        peak[d] = live[d]
-    remaining[t * n_dev + h] -= 1
-    if remaining[t * n_dev + h] == 0 and not keep[t]:
-        live[h] -= size[t]
-
-
-@numba.njit(cache=True)
-def _start(n_dev, is_input, base, peak):  # noqa: ANN001, ANN202
-    """Live bytes and presence before the first step: graph inputs on the host."""
-    n_t = len(is_input)
-    live = np.zeros(n_dev, np.int64)
-    live[0] = base
-    present = np.zeros(n_t * n_dev, np.bool_)
-    for t in range(n_t):
-        if is_input[t]:
-            present[t * n_dev] = True
-    for d in range(n_dev):
-        peak[d] = live[d]
-    return live, present
-
-
-@numba.njit(cache=True, inline="always")
-def _release_readers(t, d, placement, cons_ptr, cons_idx, waits, op_prio, hf, hv, nh):  # noqa: ANN001, ANN202
-    """Tensor ``t`` is now on device ``d``: readers there wait for one input less; push the ready ones."""
-    for c in range(cons_ptr[t], cons_ptr[t + 1]):
-        j = cons_idx[c]
-        if placement[j] == d:
-            waits[j] -= 1
-            if waits[j] == 0:
-                nh = heap_push(hf, hv, nh, -op_prio[j], j)
-    return nh
-
-
-@numba.njit(cache=True)
-def _order_kernel(placement, op_prio, xfer_prio, slot, n_dev, in_ptr, in_idx, out_ptr, out_idx, size, keep, param,  # noqa: ANN001, ANN202
-                  is_input, producer, cons_ptr, cons_idx, base, kind, item, dev, src, peak):
-    """Topological order of ops + the transfers ``placement`` implies, highest priority first
-    (transfer (t, d): key ``xfer_prio[slot[t] * n_dev + d]``), walked as it is built: fills the
-    step arrays (when they have room) and ``peak`` per device (plus, in an extra last slot if
-    ``peak`` has one, the bytes transferred); returns the step count."""
-    n = len(placement)
-    n_t = len(producer)
-    remaining = np.zeros(n_t * n_dev, np.int64)  # readers on d, + outgoing transfers at home
-    waits = np.zeros(n, np.int64)
-    for j in range(n):
-        d = placement[j]
-        for k in range(in_ptr[j], in_ptr[j + 1]):
-            t = in_idx[k]
-            remaining[t * n_dev + d] += 1
-            if not (producer[t] < 0 and d == 0):  # a graph input is on the host from the start
-                waits[j] += 1
-    home = _homes(placement, producer)
-    for t in range(n_t):
-        h = home[t]
-        for d in range(n_dev):
-            if d != h and remaining[t * n_dev + d] > 0:
-                remaining[t * n_dev + h] += 1
-    live, present = _start(n_dev, is_input, base, peak)
-    record = len(kind) > 0
-    cap = n + n_t * n_dev
-    hf = np.empty(cap, np.float64)
-    hv = np.empty(cap, np.int64)
-    nh = 0
-    for j in range(n):
-        if waits[j] == 0:
-            nh = heap_push(hf, hv, nh, -op_prio[j], j)
-    for t in range(n_t):
-        if producer[t] < 0:
-            for d in range(1, n_dev):
-                if remaining[t * n_dev + d] > 0:
-                    nh = heap_push(hf, hv, nh, -xfer_prio[slot[t] * n_dev + d], n + t * n_dev + d)
-    steps = 0
-    while nh > 0:
-        v, nh = heap_pop(hf, hv, nh)
-        if v < n:
-            d = placement[v]
-            _run_op(v, d, live, peak, remaining, present, home, in_ptr, in_idx, out_ptr, out_idx, size, keep, param)
-            if record:
-                kind[steps], item[steps], dev[steps], src[steps] = 0, v, d, -1
-            for k in range(out_ptr[v], out_ptr[v + 1]):
-                t = out_idx[k]
-                nh = _release_readers(t, d, placement, cons_ptr, cons_idx, waits, op_prio, hf, hv, nh)
-                for e in range(n_dev):
-                    if e != d and remaining[t * n_dev + e] > 0:  # read on e: nothing there can have run yet
-                        nh = heap_push(hf, hv, nh, -xfer_prio[slot[t] * n_dev + e], n + t * n_dev + e)
-        else:
-            t = (v - n) // n_dev
-            d = (v - n) % n_dev
-            h = home[t]
-            _run_transfer(t, h, d, live, peak, remaining, present, size, keep)
-            if len(peak) > n_dev:  # a slot past the devices counts the bytes moved
-                peak[n_dev] += size[t]
-            if record:
-                kind[steps], item[steps], dev[steps], src[steps] = 1, t, d, h
-            nh = _release_readers(t, d, placement, cons_ptr, cons_idx, waits, op_prio, hf, hv, nh)
-        steps += 1
-    return steps
-
-
-@numba.njit(cache=True)
-def _walk_kernel(kind, item, dev, src, steps, placement, n_dev, in_ptr, in_idx, out_ptr, out_idx, size, keep, param,  # noqa: ANN001, ANN202
-                 is_input, producer, cons_ptr, cons_idx, base, peak, live_trace):
-    """Run the given steps; fill ``peak`` (per device) and ``live_trace`` (live bytes per device
-    after each step).  Returns -1 if valid, else the index of the first invalid step."""
-    n_t = len(producer)
-    remaining = np.zeros(n_t * n_dev, np.int64)
-    for s in range(steps):
-        if kind[s] == 0:
-            j = item[s]
-            for k in range(in_ptr[j], in_ptr[j + 1]):
-                remaining[in_idx[k] * n_dev + dev[s]] += 1
-        else:
-            remaining[item[s] * n_dev + src[s]] += 1
-    live, present = _start(n_dev, is_input, base, peak)
-    home = _homes(placement, producer)
-    for s in range(steps):
-        d = dev[s]
-        if kind[s] == 0:
-            j = item[s]
-            if placement[j] != d:
-                return s
-            for k in range(in_ptr[j], in_ptr[j + 1]):
-                if not present[in_idx[k] * n_dev + d]:
-                    return s
-            _run_op(j, d, live, peak, remaining, present, home, in_ptr, in_idx, out_ptr, out_idx, size, keep, param)
-        else:
-            t = item[s]
-            h = src[s]
-            if h != home[t] or h == d or not present[t * n_dev + h] or present[t * n_dev + d]:
-                return s
-            _run_transfer(t, h, d, live, peak, remaining, present, size, keep)
-        for e in range(n_dev):
-            live_trace[s, e] = live[e]
-    return -1
-
-
-@numba.njit(cache=True)
-def _split_keys(keys, n, n_dev):  # noqa: ANN001, ANN202
-    placement = np.empty(n, np.int64)
-    for j in range(n):
-        best = 0
-        for d in range(1, n_dev):
-            if keys[j * n_dev + d] > keys[j * n_dev + best]:
-                best = d
-        placement[j] = best
-    return placement, keys[n * n_dev: n * n_dev + n], keys[n * n_dev + n:]
-
-
-@numba.njit(cache=True)
-def _evaluate_population(keys, n_dev, slot, in_ptr, in_idx, out_ptr, out_idx, size, keep, param, is_input,  # noqa: ANN001, ANN202
-                         producer, cons_ptr, cons_idx, base, out_peaks):
-    n = len(in_ptr) - 1
-    none = np.empty(0, np.int64)
-    for r in range(keys.shape[0]):
-        placement, op_prio, xfer_prio = _split_keys(keys[r], n, n_dev)
-        _order_kernel(placement, op_prio, xfer_prio, slot, n_dev, in_ptr, in_idx, out_ptr, out_idx, size, keep,
-                      param, is_input, producer, cons_ptr, cons_idx, base, none, none, none, none, out_peaks[r])
 
 
 # ----------------------------------------------------------------------------- Python API
@@ -402,7 +210,7 @@ def decode_keys(problem: DeviceMemoryProblem, keys: np.ndarray) -> tuple[np.ndar
     keys = np.asarray(keys, dtype=np.float64)
     if keys.shape != (chromosome_size(problem),):
         raise ValueError(f"chromosome must have {chromosome_size(problem)} keys, got shape {keys.shape}")
-    placement, op_prio, xfer = _split_keys(keys, problem.graph.n_ops, problem.n_devices)
+    placement, op_prio, xfer = split_keys(keys, problem.graph.n_ops, problem.n_devices)
     return placement, _decode_arrays(problem, placement, op_prio, xfer)
 
 
@@ -411,7 +219,7 @@ def _decode_arrays(problem: DeviceMemoryProblem, placement: np.ndarray, op_prio:
     nd = problem.n_devices
     cap = problem.graph.n_ops + problem.graph.n_tensors * nd
     kind, item, dev, src = (np.empty(cap, np.int64) for _ in range(4))
-    steps = _order_kernel(placement, op_prio, xfer, problem.transfer_slot, nd, *problem.kernel_args(),
+    steps = order_kernel(placement, op_prio, xfer, problem.transfer_slot, nd, *problem.kernel_args(),
                           kind, item, dev, src, np.zeros(nd, np.int64))
     return tuple(Step("op" if kind[s] == OP else "transfer", int(item[s]), int(dev[s]), int(src[s]))
                  for s in range(steps))
@@ -447,7 +255,7 @@ def walk(problem: DeviceMemoryProblem, steps: Sequence[Step]) -> Walk:
         raise ValueError(f"step devices must be in 0..{nd - 1}")
     peak = np.zeros(nd, dtype=np.int64)
     live = np.zeros((len(steps), nd), dtype=np.int64)
-    bad = _walk_kernel(kind, item, dev, src, len(steps), placement, nd, *problem.kernel_args(), peak, live)
+    bad = walk_kernel(kind, item, dev, src, len(steps), placement, nd, *problem.kernel_args(), peak, live)
     if bad >= 0:
         s = steps[bad]
         raise ValueError(f"step {bad} ({s.kind} {s.item} on {problem.devices[s.device]}) is invalid: an input is "
@@ -464,7 +272,7 @@ def evaluate_keys(problem: DeviceMemoryProblem, keys: np.ndarray, *, transferred
         raise ValueError(f"chromosomes must have {chromosome_size(problem)} keys, got {keys.shape[1]}")
     nd = problem.n_devices
     out = np.zeros((keys.shape[0], nd + 1), dtype=np.int64)
-    _evaluate_population(keys, nd, problem.transfer_slot, *problem.kernel_args(), out)
+    evaluate_population(keys, nd, problem.transfer_slot, *problem.kernel_args(), np.empty(0, np.int64), out)
     return (out[:, :nd], out[:, nd]) if transferred else out[:, :nd]
 
 

@@ -1,0 +1,321 @@
+"""The numba kernels of :mod:`onnx_sched.cost.device_memory` (paper 003, section 3.1).
+
+What a step does to memory is written once (``_run_op``, ``_run_transfer``) and
+used by two kernels:
+
+* ``order_kernel`` turns a placement and priorities into steps: a topological
+  sort of ops + the transfers the placement implies, highest priority first
+  (the chromosome decoding of paper 003, section 3.2.1), scoring it as it goes;
+* ``walk_kernel`` runs any given step sequence, checks it (every input present
+  on the op's device when it runs) and returns per-device peaks and the live
+  bytes of each device after every step.
+
+``evaluate_population`` decodes and scores a whole population of random-key
+chromosomes with ``order_kernel``, whose scratch arrays (:class:`Work`) are
+allocated once per population and reset per chromosome.
+
+Speed (issue 14, docs/results.md 14.3), every change giving the same steps and peaks:
+the decoder and the population loop are compiled without reference counting
+(``_nrt=False``: they allocate nothing), because numba counted references (atomic
+operations) around every inlined step and heap operation, about half the time; each
+chromosome's consumers are grouped by device once (flat loops over the consumer
+entries), so releasing a tensor's readers touches only the readers on its device; the
+priorities are copied in order before the heap reads them at random; a step's frees
+are counted without a branch (whether a tensor leaves is a coin flip).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numba
+import numpy as np
+
+from onnx_sched import dag_kernels
+
+
+class Work(NamedTuple):
+    """The decoder's arrays for one problem (:func:`work_arrays`): scratch, reset per
+    chromosome, then per-problem constants."""
+
+    remaining: np.ndarray  # (tensor, device): readers on the device, + outgoing transfers at home
+    waits: np.ndarray  # per op: inputs not yet on its device
+    home: np.ndarray  # per read tensor: the device it is produced on
+    present: np.ndarray  # (tensor, device): there (written by the steps, read by the walk)
+    live: np.ndarray  # bytes per device
+    hf: np.ndarray  # the ready heap: keys
+    hv: np.ndarray  # the ready heap: op j, or transfer n + t * n_dev + d
+    hi: np.ndarray  # (tensor, device): where the tensor's readers on the device end in ``readers``
+    readers: np.ndarray  # per tensor and device, its readers there (room for all its consumers on each device)
+    okey: np.ndarray  # per op: its heap key, -priority
+    xkey: np.ndarray  # (transfer slot, device): the heap key of the transfer there
+    placement: np.ndarray  # per op: its device (the population's decoder)
+    reads: np.ndarray  # the tensors some op reads
+    inputs: np.ndarray  # the graph inputs
+    n_in: np.ndarray  # per op: its inputs (what it waits for off the host)
+    n_graph_in: np.ndarray  # per op: its inputs that are graph inputs (on the host from the start)
+    cons_t: np.ndarray  # per consumer entry (``cons_idx``), its tensor
+    lo: np.ndarray  # (tensor, device): where the tensor's readers on the device start in ``readers``
+
+
+SCRATCH = Work._fields.index("reads")  # the fields before it are written before they are read: no zeroing
+
+
+def work_arrays(n_dev: int, in_ptr: np.ndarray, in_idx: np.ndarray, is_input: np.ndarray,
+                cons_ptr: np.ndarray) -> Work:
+    """The arrays for a graph (op inputs ``in_ptr``/``in_idx``, consumers ``cons_ptr``) on ``n_dev`` devices."""
+    n, n_t = len(in_ptr) - 1, len(is_input)
+    ops = np.repeat(np.arange(n, dtype=np.int64), np.diff(in_ptr))
+    pairs = n_t * n_dev
+    return Work(remaining=np.zeros(pairs, np.int64), waits=np.zeros(n, np.int64), home=np.zeros(n_t, np.int64),
+                present=np.zeros(pairs, np.bool_), live=np.zeros(n_dev, np.int64),
+                hf=np.empty(n + pairs, np.float64), hv=np.empty(n + pairs, np.int64),
+                hi=np.zeros(pairs, np.int64), readers=np.zeros(len(in_idx) * n_dev, np.int64),
+                okey=np.zeros(n, np.float64), xkey=np.zeros(pairs, np.float64), placement=np.zeros(n, np.int64),
+                reads=np.flatnonzero(np.diff(cons_ptr) > 0).astype(np.int64),
+                inputs=np.flatnonzero(is_input).astype(np.int64), n_in=np.diff(in_ptr).astype(np.int64),
+                n_graph_in=np.bincount(ops, weights=is_input[in_idx], minlength=n).astype(np.int64),
+                cons_t=np.repeat(np.arange(n_t, dtype=np.int64), np.diff(cons_ptr)),
+                lo=(n_dev * cons_ptr[:-1, None] + np.diff(cons_ptr)[:, None] * np.arange(n_dev)).reshape(-1))
+
+
+def fresh(work: Work) -> Work:
+    """A copy of ``work`` with its own scratch arrays (the constants shared)."""
+    return Work(*(np.empty_like(a) for a in work[:SCRATCH]), *work[SCRATCH:])
+
+
+# dag_kernels' binary heap (ties pop the smaller item first), compiled again to be inlined: its
+# calls from kernels compiled without reference counting would otherwise count references
+heap_push = numba.njit(inline="always")(dag_kernels.heap_push.py_func)
+heap_pop = numba.njit(inline="always")(dag_kernels.heap_pop.py_func)
+
+
+@numba.njit(cache=True)
+def homes(placement, producer):  # noqa: ANN001, ANN201
+    """The device each tensor is produced on (graph inputs: the host)."""
+    home = np.zeros(len(producer), np.int64)
+    for t in range(len(producer)):
+        if producer[t] >= 0:
+            home[t] = placement[producer[t]]
+    return home
+
+
+@numba.njit(cache=True, inline="always")
+def _run_op(j, d, live, peak, remaining, present, home, in_ptr, in_idx, out_ptr, out_idx, size, keep, param):  # noqa: ANN001, ANN202
+    """Op ``j`` runs on device ``d``: its outputs (and transient bytes) arrive, then every
+    tensor whose last reader on ``d`` this was leaves (kept: inputs and outputs at home)."""
+    n_dev = len(live)
+    now = live[d] + param[j]  # live bytes on d, kept in a register
+    for k in range(out_ptr[j], out_ptr[j + 1]):
+        t = out_idx[k]
+        now += size[t]
+        present[t * n_dev + d] = True
+    if now > peak[d]:
+        peak[d] = now
+    now -= param[j]
+    for k in range(in_ptr[j], in_ptr[j + 1]):  # branch-free: whether a tensor leaves is a coin flip
+        t = in_idx[k]
+        left = remaining[t * n_dev + d] - 1
+        remaining[t * n_dev + d] = left
+        now -= size[t] * ((left == 0) & ((not keep[t]) | (d != home[t])))
+    for k in range(out_ptr[j], out_ptr[j + 1]):
+        t = out_idx[k]
+        now -= size[t] * ((remaining[t * n_dev + d] == 0) & (not keep[t]))
+    live[d] = now
+
+
+@numba.njit(cache=True, inline="always")
+def _run_transfer(t, h, d, live, peak, remaining, present, size, keep):  # noqa: ANN001, ANN202
+    """Tensor ``t`` is copied from its home ``h`` to ``d``: it arrives on ``d``, and leaves ``h``
+    if this was its last reader there."""
+    n_dev = len(live)
+    present[t * n_dev + d] = True
+    live[d] += size[t]
+    if live[d] > peak[d]:
+        peak[d] = live[d]
+    remaining[t * n_dev + h] -= 1
+    if remaining[t * n_dev + h] == 0 and not keep[t]:
+        live[h] -= size[t]
+
+
+@numba.njit(cache=True, inline="always")
+def _start(inputs, base, peak, live, present):  # noqa: ANN001, ANN202
+    """Live bytes and presence before the first step: graph inputs on the host."""
+    n_dev = len(live)
+    for i in range(len(present)):
+        present[i] = False
+    for d in range(n_dev):
+        live[d] = 0
+    live[0] = base
+    for t in inputs:
+        present[t * n_dev] = True
+    for d in range(n_dev):
+        peak[d] = live[d]
+
+
+@numba.njit(cache=True, inline="always")
+def _release_readers(td, lo, hi, readers, waits, okey, hf, hv, nh):  # noqa: ANN001, ANN202
+    """Tensor ``t`` is now on device ``d`` (``td = t * n_dev + d``): readers there wait for one
+    input less; push the ready ones."""
+    for c in range(lo[td], hi[td]):
+        j = readers[c]
+        waits[j] -= 1
+        if waits[j] == 0:
+            nh = heap_push(hf, hv, nh, okey[j], j)
+    return nh
+
+
+@numba.njit(cache=True, inline="always")
+def _prepare(placement, op_prio, xfer_prio, n_dev, producer, cons_idx, work):  # noqa: ANN001, ANN202
+    """Per chromosome: the waits, reader counts (+ outgoing transfers at home), homes, readers
+    grouped by device and heap keys.  Flat loops, no branch on the placement."""
+    remaining, waits, home, lo, hi, readers, okey, xkey = (work.remaining, work.waits, work.home, work.lo, work.hi,
+                                                           work.readers, work.okey, work.xkey)
+    n_in, n_graph_in, cons_t = work.n_in, work.n_graph_in, work.cons_t
+    for j in range(len(placement)):
+        waits[j] = n_in[j] - n_graph_in[j] * (placement[j] == 0)  # a graph input is on the host from the start
+        okey[j] = -op_prio[j]
+    for i in range(len(xfer_prio)):
+        xkey[i] = -xfer_prio[i]
+    for i in range(len(hi)):
+        hi[i] = lo[i]
+    for c in range(len(cons_idx)):
+        j = cons_idx[c]
+        td = cons_t[c] * n_dev + placement[j]
+        readers[hi[td]] = j
+        hi[td] += 1
+    for i in range(len(hi)):
+        remaining[i] = hi[i] - lo[i]
+    for t in work.reads:
+        h = placement[producer[t]] if producer[t] >= 0 else 0
+        home[t] = h
+        away = 0  # devices other than h reading t: one transfer each
+        for d in range(n_dev):
+            away += remaining[t * n_dev + d] > 0
+        remaining[t * n_dev + h] += away - (remaining[t * n_dev + h] > 0)
+
+
+@numba.njit(cache=True, _nrt=False)
+def order_kernel(placement, op_prio, xfer_prio, slot, n_dev, in_ptr, in_idx, out_ptr, out_idx, size, keep, param,  # noqa: ANN001, ANN201
+                 producer, cons_ptr, cons_idx, base, work, kind, item, dev, src, peak):
+    """Topological order of ops + the transfers ``placement`` implies, highest priority first
+    (transfer (t, d): key ``xfer_prio[slot[t] * n_dev + d]``), walked as it is built: fills the
+    step arrays (when they have room) and ``peak`` per device (plus, in an extra last slot if
+    ``peak`` has one, the bytes transferred); returns the step count."""
+    _prepare(placement, op_prio, xfer_prio, n_dev, producer, cons_idx, work)
+    remaining, waits, home, present, live, hf, hv = (work.remaining, work.waits, work.home, work.present, work.live,
+                                                     work.hf, work.hv)
+    lo, hi, readers, okey, xkey = work.lo, work.hi, work.readers, work.okey, work.xkey
+    n = len(placement)
+    _start(work.inputs, base, peak, live, present)
+    if len(peak) > n_dev:
+        peak[n_dev] = 0
+    record = len(kind) > 0
+    nh = 0
+    for j in range(n):
+        if waits[j] == 0:
+            nh = heap_push(hf, hv, nh, okey[j], j)
+    for t in work.inputs:
+        for d in range(1, n_dev):
+            if remaining[t * n_dev + d] > 0:
+                nh = heap_push(hf, hv, nh, xkey[slot[t] * n_dev + d], n + t * n_dev + d)
+    steps = 0
+    while nh > 0:
+        v, nh = heap_pop(hf, hv, nh)
+        if v < n:
+            d = placement[v]
+            _run_op(v, d, live, peak, remaining, present, home, in_ptr, in_idx, out_ptr, out_idx, size, keep, param)
+            if record:
+                kind[steps], item[steps], dev[steps], src[steps] = 0, v, d, -1
+            for k in range(out_ptr[v], out_ptr[v + 1]):
+                t = out_idx[k]
+                nh = _release_readers(t * n_dev + d, lo, hi, readers, waits, okey, hf, hv, nh)
+                for e in range(n_dev):
+                    if e != d and remaining[t * n_dev + e] > 0:  # read on e: nothing there can have run yet
+                        nh = heap_push(hf, hv, nh, xkey[slot[t] * n_dev + e], n + t * n_dev + e)
+        else:
+            t = (v - n) // n_dev
+            d = (v - n) % n_dev
+            h = home[t]
+            _run_transfer(t, h, d, live, peak, remaining, present, size, keep)
+            if len(peak) > n_dev:  # a slot past the devices counts the bytes moved
+                peak[n_dev] += size[t]
+            if record:
+                kind[steps], item[steps], dev[steps], src[steps] = 1, t, d, h
+            nh = _release_readers(t * n_dev + d, lo, hi, readers, waits, okey, hf, hv, nh)
+        steps += 1
+    return steps
+
+
+@numba.njit(cache=True)
+def walk_kernel(kind, item, dev, src, steps, placement, n_dev, in_ptr, in_idx, out_ptr, out_idx, size, keep, param,  # noqa: ANN001, ANN201
+                producer, cons_ptr, cons_idx, base, work, peak, live_trace):
+    """Run the given steps; fill ``peak`` (per device) and ``live_trace`` (live bytes per device
+    after each step).  Returns -1 if valid, else the index of the first invalid step."""
+    remaining, present, live = work.remaining, work.present, work.live
+    remaining[:] = 0
+    for s in range(steps):
+        if kind[s] == 0:
+            j = item[s]
+            for k in range(in_ptr[j], in_ptr[j + 1]):
+                remaining[in_idx[k] * n_dev + dev[s]] += 1
+        else:
+            remaining[item[s] * n_dev + src[s]] += 1
+    _start(work.inputs, base, peak, live, present)
+    home = homes(placement, producer)
+    for s in range(steps):
+        d = dev[s]
+        if kind[s] == 0:
+            j = item[s]
+            if placement[j] != d:
+                return s
+            for k in range(in_ptr[j], in_ptr[j + 1]):
+                if not present[in_idx[k] * n_dev + d]:
+                    return s
+            _run_op(j, d, live, peak, remaining, present, home, in_ptr, in_idx, out_ptr, out_idx, size, keep, param)
+        else:
+            t = item[s]
+            h = src[s]
+            if h != home[t] or h == d or not present[t * n_dev + h] or present[t * n_dev + d]:
+                return s
+            _run_transfer(t, h, d, live, peak, remaining, present, size, keep)
+        for e in range(n_dev):
+            live_trace[s, e] = live[e]
+    return -1
+
+
+@numba.njit(cache=True, inline="always")
+def _place(keys, n, n_dev, placement):  # noqa: ANN001, ANN202
+    """Each op's device: the first largest of its affinities."""
+    for j in range(n):
+        best = 0
+        top = keys[j * n_dev]
+        for d in range(1, n_dev):
+            x = keys[j * n_dev + d]
+            if x > top:
+                best = d
+                top = x
+        placement[j] = best
+
+
+@numba.njit(cache=True)
+def split_keys(keys, n, n_dev):  # noqa: ANN001, ANN201
+    """A chromosome's placement, op priorities and transfer priorities."""
+    placement = np.empty(n, np.int64)
+    _place(keys, n, n_dev, placement)
+    return placement, keys[n * n_dev: n * n_dev + n], keys[n * n_dev + n:]
+
+
+@numba.njit(cache=True, _nrt=False)
+def evaluate_population(keys, n_dev, slot, in_ptr, in_idx, out_ptr, out_idx, size, keep, param,  # noqa: ANN001, ANN201
+                        producer, cons_ptr, cons_idx, base, work, none, out_peaks):
+    """Peaks (and bytes moved) of each row of ``keys`` into ``out_peaks`` (``none``: an empty
+    array, no steps recorded)."""
+    n = len(in_ptr) - 1
+    placement = work.placement
+    for r in range(keys.shape[0]):
+        row = keys[r]
+        _place(row, n, n_dev, placement)
+        order_kernel(placement, row[n * n_dev: n * n_dev + n], row[n * n_dev + n:], slot, n_dev, in_ptr, in_idx,
+                     out_ptr, out_idx, size, keep, param, producer, cons_ptr, cons_idx, base, work,
+                     none, none, none, none, out_peaks[r])
