@@ -59,16 +59,23 @@ def _row(name: str, peaks: list[int], times: list[float], ref: list[int]) -> dic
 
 
 def bench_size(n: int, count: int, ref_width: int, model: str, extra_models: dict[str, str], time_limit: float,
-               console: Console) -> dict[str, Any]:
+               console: Console, reference: dict[str, Any] | None = None, classical: bool = True) -> dict[str, Any]:
     graphs = [layered_graph(n, TEST_SEED0 + i) for i in range(count)]
     small = layered_graph(50, 0)
     for method, opts in (("beam", {"beam_width": 8}), *((m, o) for _, m, o in CLASSICAL)):
         _run(method, opts, small, 0, time_limit)  # warm-up: numba compile / cache load is not timed
     rows: list[dict[str, Any]] = []
-    ref, ref_t = zip(*(_run("beam", {"beam_width": ref_width}, g, 0, time_limit) for g in graphs))
+    if reference is not None:  # the same graphs' reference row of an earlier run (beam is deterministic)
+        ref_row = reference["rows"][0]
+        ref = tuple(ref_row["peaks"][:count])
+        ref_t = (ref_row["time_s"],) * count
+        if reference["seeds"][:count] != [TEST_SEED0 + i for i in range(count)] or len(ref) != count:
+            raise SystemExit(f"--reference-from: no reference for {count} graphs of {n} ops with seeds {TEST_SEED0}+")
+    else:
+        ref, ref_t = zip(*(_run("beam", {"beam_width": ref_width}, g, 0, time_limit) for g in graphs))
     rows.append(_row(f"Approx. DP (beam, width {ref_width})", list(ref), list(ref_t), list(ref)))
     console.log(f"n={n}: reference done, mean {np.mean(ref_t):.2f}s per graph")
-    for label, method, opts in CLASSICAL:
+    for label, method, opts in CLASSICAL if classical else ():
         res = [_run(method, opts, g, i, time_limit) for i, g in enumerate(graphs)]
         rows.append(_row(label, [r[0] for r in res], [r[1] for r in res], list(ref)))
     models = {"Neural topo order (Topoformer)": model, **extra_models}
@@ -110,6 +117,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--model", default=str(CHECKPOINTS / "topoformer_peakmem.onnx"))
     ap.add_argument("--ablation", action="append", default=[], metavar="NAME=PATH", help="extra model rows (first size only)")
     ap.add_argument("--time-limit", type=float, default=3600.0)
+    ap.add_argument("--reference-from", type=Path, default=None,
+                    help="take the reference peaks from an earlier --out JSON of the same sizes and seeds")
+    ap.add_argument("--learned-only", action="store_true", help="skip the classical rows")
     ap.add_argument("--markdown", help="write the tables as markdown here")
     ap.add_argument("--out", help="write all numbers as JSON here")
     args = ap.parse_args(argv)
@@ -119,8 +129,14 @@ def main(argv: list[str] | None = None) -> int:
     extra = dict(a.split("=", 1) for a in args.ablation)
     console = Console(width=220)
     results = []
+    earlier = {}
+    if args.reference_from:
+        earlier = {r["n_ops"]: r for r in json.loads(args.reference_from.read_text())["results"]}
     for i, (n, c) in enumerate(zip(args.sizes, counts)):
-        results.append(bench_size(n, c, args.ref_width, args.model, extra if i == 0 else {}, args.time_limit, console))
+        if args.reference_from and (n not in earlier or earlier[n]["ref_width"] != args.ref_width):
+            ap.error(f"--reference-from has no width-{args.ref_width} reference for {n} ops")
+        results.append(bench_size(n, c, args.ref_width, args.model, extra if i == 0 else {}, args.time_limit, console,
+                                  earlier.get(n), not args.learned_only))
     main_rows = [{**r, "rows": [x for x in r["rows"] if not any(x["method"].startswith(k) for k in extra)]} for r in results]
     t1, md1 = _table("Learned ordering vs baselines on unseen layered graphs (gap from approx. DP)", main_rows)
     console.print(t1)
