@@ -178,6 +178,20 @@ def test_exact_without_time_returns_incumbent_with_a_valid_bound():
     assert lower_bound(g) <= res.lower_bound <= res.peak == peak_memory(g, res.order)
 
 
+def test_exact_and_auto_prove_with_the_min_cut_bound_before_searching():
+    """0 -> 1 -> 3 -> 4, 0 -> 2 -> 4: the must-live bound is 27 but while op 3 runs either 0's or 2's
+    output is live, so no order beats 31 (the min cut) -- which the incumbent reaches: both passes
+    prove it without a search (no segment searched), and report the cut as the bound."""
+    g = Graph.from_edges(5, [(0, 1), (0, 2), (1, 3), (2, 4), (3, 4)], output_bytes=[8, 5, 6, 20, 1])
+    assert lower_bound(g) == 27
+    res = solve_exact(g, inplace=False, time_limit=5.0)
+    assert res.optimal and res.peak == res.lower_bound == 31
+    assert res.info["graph_lower_bound"] == 31 and res.info.get("searched_segments", 0) == 0
+    s = run("auto", g, time_limit=5.0)
+    assert s.optimal and s.lower_bound == 31 == peak_memory(g, s.order)
+    assert s.info["cut_bound"]["bytes"] == 31 and "exact" not in s.info
+
+
 def test_single_node_cuts_split_a_chain_of_diamonds():
     # 0 -> {1, 2} -> 3 -> {4, 5} -> 6: ops 0, 3 and 6 lie on every path
     g = Graph.from_edges(7, [(0, 1), (0, 2), (1, 3), (2, 3), (3, 4), (3, 5), (4, 6), (5, 6)], output_bytes=[1] * 7)
