@@ -17,6 +17,8 @@ problems of each set, as a PNG.
 
     python benchmarks/regal_eval.py --synthetic 30 --fig5 15 --out benchmarks/regal_eval.json \\
         --plot benchmarks/regal_fig5.png
+
+``--model PATH`` evaluates another policy file (the ``regal`` pass's ``model`` option).
 """
 
 from __future__ import annotations
@@ -63,7 +65,8 @@ def evaluate(graph: Graph, fig5: bool) -> dict[str, Any]:
         for method in ("brkga", "regal"):
             for k in LIMITS:
                 if k not in curve[method]:
-                    curve[method][k] = score(graph, problem, method, {"evaluations": k})[0]
+                    options = {**PASS[method][1], "evaluations": k} if method == "regal" else {"evaluations": k}
+                    curve[method][k] = score(graph, problem, method, options)[0]
         row["curve"] = {m: {str(k): v for k, v in sorted(c.items())} for m, c in curve.items()}
     return row
 
@@ -146,7 +149,11 @@ def main() -> None:
     ap.add_argument("--fig5", type=int, default=0, help="Figure 5 curves on the first N problems of each set")
     ap.add_argument("--out", type=Path, default=Path("benchmarks/regal_eval.json"))
     ap.add_argument("--plot", type=Path, default=None, help="Figure 5 PNG")
+    ap.add_argument("--model", default=None, help="REGAL policy .onnx (default: the shipped checkpoint)")
     args = ap.parse_args()
+    if args.model:
+        for m in ("regal", "regal-nopin"):
+            PASS[m][1]["model"] = args.model
     sets = {"synthetic": synthetic_graphs(args.synthetic, TEST_SEED_BASE, args.min_ops, args.max_ops, seed=2),
             "corpus": [corpus_graph(m) for m in args.corpus]}
     warm = synthetic_graphs(1, TEST_SEED_BASE, 30, 30, seed=9)[0]  # numba compiled off the clock

@@ -95,3 +95,20 @@ def test_missing_checkpoint_is_one_clear_line(monkeypatch, tmp_path) -> None:
     with pytest.raises(ValueError, match="REGAL checkpoint .* missing") as err:
         regal_pass.run(g, PassContext(problem=p))
     assert "\n" not in str(err.value)
+
+
+def test_pin_follows_the_checkpoint_metadata(tmp_path) -> None:
+    torch = pytest.importorskip("torch")
+    from onnx_sched.models.training.regal_net import PolicyNet, export_policy
+
+    torch.manual_seed(0)
+    net = PolicyNet(n_node_features(2), 2, hidden=8, rounds=2)
+    pinned = rg.RegalPolicy(export_policy(net, tmp_path / "pinned.onnx"))
+    free_path = export_policy(net, tmp_path / "free.onnx", pin=False)
+    assert pinned.pin and not rg.RegalPolicy(free_path).pin
+    g, p = _problem(20, 7)
+    run = get_pass("regal", "peak-mem-devices")
+    s = run(g, PassContext(seed=0, options={"evaluations": 500, "model": str(free_path)}, problem=p))
+    assert s.info["pinned"] is False  # the pass's default: as the policy was trained
+    s = run(g, PassContext(seed=0, options={"evaluations": 500, "model": str(free_path), "pin": "true"}, problem=p))
+    assert s.info["pinned"] is True

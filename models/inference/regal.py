@@ -143,6 +143,7 @@ class RegalPolicy:
         meta = self.session.get_modelmeta().custom_metadata_map
         self.devices = int(meta.get("devices", 2))
         self.levels = int(meta.get("levels", LEVELS))
+        self.pin = meta.get("pin", "true").lower() == "true"  # trained with the symmetry pin (older files: yes)
 
     def logits(self, inputs: RegalInputs) -> np.ndarray:
         """(n, heads, k) logits of the per-op categorical actions."""
@@ -184,12 +185,13 @@ class RegalRun:
 
 
 def run_regal(problem: dm.DeviceMemoryProblem, policy: RegalPolicy, evaluations: int = 5000, seed: int = 0,
-              sample: bool = False, deadline: Deadline | None = None, pin: bool = True) -> RegalRun:
+              sample: bool = False, deadline: Deadline | None = None, pin: bool | None = None) -> RegalRun:
     """Features, one policy action, BRKGA with it: ``evaluations`` in all (paper 003, A.1);
-    ``pin``: hold the symmetry op on device 0 (see :func:`regal_features.prepare`)."""
+    ``pin``: hold the symmetry op on device 0 (see :func:`regal_features.prepare`); None: as the policy was trained."""
     if problem.n_devices != policy.devices:
         raise ValueError(f"the REGAL checkpoint was trained for {policy.devices} devices, the problem has "
                          f"{problem.n_devices}")
+    pin = policy.pin if pin is None else pin
     inputs = prepare(problem, seed, deadline, pin)
     actions = policy.actions(inputs, np.random.default_rng(seed) if sample else None)
     result = solve_with_actions(problem, inputs, actions, evaluations, seed, deadline)

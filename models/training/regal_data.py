@@ -101,10 +101,11 @@ def corpus_variants(models: Iterable[str], copies: int, seed: int) -> list[Graph
     return out
 
 
-def make_instance(graph: Graph, evaluations: int = 5000, feature_seed: int = 0) -> Instance:
+def make_instance(graph: Graph, evaluations: int = 5000, feature_seed: int = 0, pin: bool = True) -> Instance:
     problem = dm.DeviceMemoryProblem.build(graph, DEVICES)
     standard = solve(problem, BrkgaParams(evaluations=evaluations), seed=0).best_fitness
-    return Instance(name=graph.name, problem=problem, inputs=prepare(problem, feature_seed), standard=standard)
+    return Instance(name=graph.name, problem=problem, inputs=prepare(problem, feature_seed, pin=pin),
+                    standard=standard)
 
 
 def split_graphs(split: str, synthetic: int, copies: int, min_ops: int, max_ops: int, seed: int) -> list[Graph]:
@@ -119,10 +120,11 @@ def split_graphs(split: str, synthetic: int, copies: int, min_ops: int, max_ops:
     raise ValueError(f"split must be train, validation or test, got {split!r}")
 
 
-def make_instances(graphs: list[Graph], evaluations: int, echo: Callable[[str], None] = print) -> list[Instance]:
+def make_instances(graphs: list[Graph], evaluations: int, echo: Callable[[str], None] = print,
+                   pin: bool = True) -> list[Instance]:
     out = []
     for i, g in enumerate(graphs):
-        out.append(make_instance(g, evaluations))
+        out.append(make_instance(g, evaluations, pin=pin))
         if (i + 1) % 25 == 0:
             echo(f"  {i + 1}/{len(graphs)} instances")
     return out

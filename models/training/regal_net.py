@@ -134,9 +134,10 @@ class _Graph:
         return self.linear(self.op("Relu", [self.linear(x, m.l1, f"{name}.l1")]), m.l2, f"{name}.l2")
 
 
-def export_policy(net: PolicyNet, path: str | Path) -> Path:
+def export_policy(net: PolicyNet, path: str | Path, pin: bool = True) -> Path:
     """Write ``net`` as ONNX: inputs ``x`` (n, F), ``edge_x`` (E, 1), ``src``, ``dst`` (E,) int64;
-    output ``logits`` (n, heads, k); metadata ``devices``, ``levels``, ``rounds``, ``hidden``."""
+    output ``logits`` (n, heads, k); metadata ``devices``, ``levels``, ``rounds``, ``hidden``, ``pin``
+    (whether it was trained with the symmetry op held on device 0)."""
     g = _Graph()
     gnn = net.gnn
     h = g.mlp("x", gnn.node, "node")
@@ -161,7 +162,7 @@ def export_policy(net: PolicyNet, path: str | Path) -> Path:
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8,
                               producer_name="onnx-sched regal_train")
     helper.set_model_props(model, {"devices": str(net.n_devices), "levels": str(net.levels),
-                                   "rounds": str(gnn.rounds), "hidden": str(gnn.hidden)})
+                                   "rounds": str(gnn.rounds), "hidden": str(gnn.hidden), "pin": str(bool(pin)).lower()})
     onnx.checker.check_model(model)
     path = Path(path)
     onnx.save(model, str(path))

@@ -13,7 +13,8 @@ action on the validation problems, mean reward; the best weights are exported.
     onnx-sched train regal --minutes 35 --export models/checkpoints/regal
 
 writes ``regal.onnx`` (policy, ONNX Runtime), ``regal.pt`` (policy + baseline state,
-config) and ``regal_train_log.json``.
+config) and ``regal_train_log.json``.  ``pin=False`` (``--no-pin``) trains without the symmetry pin; the
+flag is written into the ONNX metadata and the pass follows it by default.
 
 Under ``torchrun --nproc_per_node N`` (:mod:`onnx_sched.models.training.distributed`) each rank
 builds and draws from its share of the training problems (seed ``[seed, rank]``), every step
@@ -61,6 +62,7 @@ class RegalTrainConfig:
     validate_every: int = 100
     seed: int = 0
     threads: int = 1
+    pin: bool = False  # hold the op with the most memory on device 0 (paper's symmetry breaking; shipped: no)
 
 
 def _tensors(inst: Instance) -> tuple[torch.Tensor, ...]:
@@ -91,9 +93,9 @@ def train(cfg: RegalTrainConfig, echo: Callable[[str], None] = print) -> dict[st
     start = time.time()
     echo("building training problems (features + standard BRKGA per problem)")
     graphs = split_graphs("train", cfg.synthetic, cfg.copies, cfg.min_ops, cfg.max_ops, cfg.seed)
-    train_set = make_instances(distributed.shard(graphs) or graphs, cfg.evaluations, echo)
+    train_set = make_instances(distributed.shard(graphs) or graphs, cfg.evaluations, echo, cfg.pin)
     val_set = make_instances(split_graphs("validation", cfg.synthetic // 4, max(1, cfg.copies // 3), cfg.min_ops,
-                                          cfg.max_ops, cfg.seed), cfg.evaluations, echo) if main else []
+                                          cfg.max_ops, cfg.seed), cfg.evaluations, echo, cfg.pin) if main else []
     prep_s = time.time() - start
     echo(f"{len(graphs)} training, {len(val_set)} validation problems in {prep_s:.0f} s")
     nf = n_node_features(len(DEVICES))
@@ -153,7 +155,7 @@ def export(result: dict[str, Any], stem: str | Path) -> tuple[Path, Path, Path]:
     """Write STEM.onnx (policy), STEM.pt (both state dicts + config) and STEM_train_log.json."""
     stem = Path(stem)
     stem.parent.mkdir(parents=True, exist_ok=True)
-    onnx_path = export_policy(result["policy"], stem.with_suffix(".onnx"))
+    onnx_path = export_policy(result["policy"], stem.with_suffix(".onnx"), pin=result["summary"]["config"].get("pin", True))
     pt_path = stem.with_suffix(".pt")
     torch.save({"policy": result["policy"].state_dict(), "baseline": result["baseline"].state_dict(),
                 "config": result["summary"]["config"]}, pt_path)

@@ -148,6 +148,8 @@ def peak_mem(out_dir: str, variant: str, encoder: str, resume: bool, export_stem
 @click.option("--lr", type=float, default=1e-3, show_default=True)
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--threads", type=int, default=1, show_default=True, help="torch threads.")
+@click.option("--pin/--no-pin", default=False, show_default=True,
+              help="Hold the op with the most memory on device 0 (paper's symmetry breaking); stored in the ONNX metadata.")
 @click.option("--export", "export_stem", default="models/checkpoints/regal", show_default=True,
               help="Write STEM.onnx, STEM.pt and STEM_train_log.json.")
 def regal(export_stem: str, **options: object) -> None:

@@ -6,11 +6,13 @@ Beta distributions for its affinity, priority and transfer genes and an elite bi
 (:mod:`onnx_sched.models.inference.regal`); BRKGA then spends the rest of the budget
 with them.  Option ``evaluations`` (default 5,000) is the whole budget, feature run
 included; ``sample`` (default false) draws the action from the policy instead of taking
-its mode; ``pin`` (default true, as trained and as in the paper) holds the op with the
-most memory on device 0 (symmetry breaking; ``pin=false`` lets BRKGA move it, which matters
-because the host is not interchangeable with the other devices).  The first population holds the host-only solution, so the result is never
-worse than it.  Fails with one line when the checkpoint is missing or was trained for
-another device count.
+its mode; ``pin`` (default: as the checkpoint was trained, its ONNX metadata ``pin``; true in
+the paper and for checkpoints without it) holds the op with the most memory on device 0
+(symmetry breaking; ``pin=false`` lets BRKGA move it, which matters because the host is not
+interchangeable with the other devices); ``model`` (default the shipped
+``models/checkpoints/regal.onnx``) is the policy file.  The first population holds the
+host-only solution, so the result is never worse than it.  Fails with one line when the
+checkpoint is missing or was trained for another device count.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ def run(graph: Graph, ctx: PassContext) -> Schedule:
     from onnx_sched.models.inference.regal import load_policy, run_regal
 
     problem = problem_of(graph, ctx)
-    result = run_regal(problem, load_policy(), int(ctx.option("evaluations", 5000)), seed=ctx.seed,
-                       sample=_flag(ctx, "sample", False), deadline=Deadline(ctx.time_limit), pin=_flag(ctx, "pin", True))
+    pin = None if ctx.option("pin", None) is None else _flag(ctx, "pin", True)  # None: as the checkpoint was trained
+    result = run_regal(problem, load_policy(ctx.option("model", None)), int(ctx.option("evaluations", 5000)),
+                       seed=ctx.seed, sample=_flag(ctx, "sample", False), deadline=Deadline(ctx.time_limit), pin=pin)
     return schedule_of_keys(problem, result.best_keys, "regal", **result.info)
