@@ -20,15 +20,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
 from pathlib import Path
 
+from learned import _run
 from rich.console import Console
 from rich.table import Table
 
-from onnx_sched.cost.memory import peak_memory
 from onnx_sched.importers.onnx import import_onnx
-from onnx_sched.passes import PassContext, get_pass
 from onnx_sched.synth import TEST_SEED_BASE, generate
 from onnx_sched.synth.corpus_split import HELD_OUT_PEAKMEM
 
@@ -40,10 +38,9 @@ REFERENCES = {"file": {}, "beam": {"beam_width": 10_000}, "auto": {}}
 
 
 def timed(method: str, graph, options: dict, time_limit: float) -> dict:  # noqa: ANN001
-    """Peak and seconds of one registry pass on ``graph``."""
-    t = time.perf_counter()
-    order = get_pass(method, "peak-mem")(graph, PassContext(time_limit=time_limit, seed=0, options=options)).order
-    return {"peak_bytes": int(peak_memory(graph, order)), "seconds": round(time.perf_counter() - t, 3)}
+    """Peak and seconds of one registry pass on ``graph`` (``learned.py``'s runner)."""
+    peak, seconds = _run(method, options, graph, 0, time_limit)
+    return {"peak_bytes": peak, "seconds": round(seconds, 3)}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -12,7 +12,7 @@ peak of every order is at least the largest of them.
 
 This dominates the "must be live" bound of :mod:`onnx_sched.cost.memory_bound` (which
 counts only the tensors live for every ``D``): on irregular 80-op graphs it raises the
-bound by 10-20 % (docs/results.md section 11).  It is still a bound on one moment at a
+bound by 10-22 % (docs/results.md section 11).  It is still a bound on one moment at a
 time; two ops whose best ``D`` disagree are not combined.
 
 One max-flow (Dinic, numba) per op.  With an order at hand, only the ops whose step in
@@ -77,6 +77,8 @@ class _Network:
     refund: int  # bytes of all freeable tensors (each has an s -> tensor edge of its size)
     own: np.ndarray  # per op: base + outputs + transient - in-place reuse, the part of its step D does not decide
     inf: int
+    anc: np.ndarray  # per op, its ancestors as bitsets (pinned into D)
+    desc: np.ndarray  # per op, its descendants as bitsets (pinned out of D, with the op)
 
 
 @lru_cache(maxsize=16)
@@ -126,7 +128,7 @@ def _network(g: Graph, inplace: bool) -> _Network:
         reuse[rows] = np.maximum.reduceat(a.size[a.inplace_idx], a.inplace_ptr[rows])
     own = a.base + out_bytes + a.param - reuse
     return _Network(node, adj_ptr, order.astype(np.int64), np.asarray(heads, np.int64), np.asarray(caps, np.int64),
-                    src_edge, sink_edge, refund, own, inf)
+                    src_edge, sink_edge, refund, own, inf, reachability(g, reverse=True), reachability(g))
 
 
 @numba.njit(cache=True)
@@ -217,7 +219,7 @@ def _cuts(ops, anc, desc, n_nodes, adj_ptr, adj_edge, head, base_cap, src_edge, 
 
 def _run_cuts(g: Graph, inplace: bool, ops: np.ndarray, step_of: np.ndarray, stop_at: int) -> np.ndarray:
     net = _network(g, bool(inplace))
-    return _cuts(np.ascontiguousarray(ops, np.int64), reachability(g, reverse=True), reachability(g),
+    return _cuts(np.ascontiguousarray(ops, np.int64), net.anc, net.desc,
                  net.n_nodes, net.adj_ptr, net.adj_edge, net.head, net.cap, net.src_edge, net.sink_edge, net.own,
                  np.int64(net.refund), np.int64(net.inf), np.int64(stop_at), np.ascontiguousarray(step_of, np.int64))
 

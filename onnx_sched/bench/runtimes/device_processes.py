@@ -43,13 +43,13 @@ from typing import Any
 
 import numpy as np
 
+from onnx_sched.bench.outputs import compare_outputs
 from onnx_sched.bench.runtimes.device_plan import DevicePlan, PlacedSchedule, Recv, RunOp, Send, device_plans
 from onnx_sched.errors import OnnxSchedError
 
-__all__ = ["ATOL", "RTOL", "DeviceMeasurement", "DeviceProcesses", "ScheduleMeasurement", "measure_schedule",
+__all__ = ["DeviceMeasurement", "DeviceProcesses", "ScheduleMeasurement", "measure_schedule",
            "reference_outputs"]
 
-RTOL, ATOL = 1e-4, 1e-5
 #: Seconds a device process may take for one run (or to start) before the parent gives up.
 TIMEOUT_S = 600.0
 
@@ -282,20 +282,6 @@ def reference_outputs(model: Any, feed: Mapping[str, np.ndarray]) -> dict[str, n
     return dict(zip(names, sess.run(names, dict(feed))))
 
 
-def _compare(ref: Mapping[str, np.ndarray], got: Mapping[str, np.ndarray]) -> tuple[bool, float]:
-    ok, worst = True, 0.0
-    for name, a in ref.items():
-        b = got.get(name)
-        if b is None or np.shape(a) != np.shape(b):
-            return False, float("inf")
-        ok = ok and bool(np.allclose(a, b, rtol=RTOL, atol=ATOL, equal_nan=True))
-        if np.size(a):
-            with np.errstate(invalid="ignore"):  # inf - inf: equal infinities, left out as NaN
-                diff = np.abs(np.asarray(a, np.float64) - np.asarray(b, np.float64))
-            worst = max(worst, float(np.nanmax(diff)) if not np.isnan(diff).all() else 0.0)
-    return ok, worst
-
-
 def measure_schedule(sched: PlacedSchedule, feed: Mapping[str, np.ndarray]) -> ScheduleMeasurement:
     """Run ``sched`` with one process per device (warm-up, heap run, RSS run); compare each
     device's measured peaks with the model's and the outputs with a plain ORT run."""
@@ -304,7 +290,7 @@ def measure_schedule(sched: PlacedSchedule, feed: Mapping[str, np.ndarray]) -> S
         _, timed = procs.run(feed, "time")
         _, heap = procs.run(feed, "heap")
         outputs, rss = procs.run(feed, "rss")
-    equal, worst = _compare(reference_outputs(sched.imported.model, feed), outputs)
+    equal, worst = compare_outputs(reference_outputs(sched.imported.model, feed), outputs)
     devices = tuple(
         DeviceMeasurement(device=p.name, predicted_peak_bytes=p.predicted_peak_bytes,
                           heap_peak_bytes=h["heap_peak_bytes"], heap_end_bytes=h["heap_end_bytes"],
