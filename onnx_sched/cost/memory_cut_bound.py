@@ -131,6 +131,25 @@ def _network(g: Graph, inplace: bool) -> _Network:
                     src_edge, sink_edge, refund, own, inf, reachability(g, reverse=True), reachability(g))
 
 
+@numba.njit(cache=True, inline="always")
+def residual_levels(s, adj_ptr, adj_edge, head, cap, level, queue):  # noqa: ANN001, ANN201
+    """Breadth-first distances from ``s`` over edges with residual capacity (-1: unreachable)."""
+    level[:] = -1
+    level[s] = 0
+    qh, qt = 0, 1
+    queue[0] = s
+    while qh < qt:
+        u = queue[qh]
+        qh += 1
+        for k in range(adj_ptr[u], adj_ptr[u + 1]):
+            e = adj_edge[k]
+            w = head[e]
+            if cap[e] > 0 and level[w] < 0:
+                level[w] = level[u] + 1
+                queue[qt] = w
+                qt += 1
+
+
 @numba.njit(cache=True)
 def _max_flow(n_nodes, s, t, adj_ptr, adj_edge, head, cap):  # noqa: ANN001, ANN202
     """Dinic's algorithm; ``cap`` becomes the residual capacities.  Returns the flow value."""
@@ -140,20 +159,7 @@ def _max_flow(n_nodes, s, t, adj_ptr, adj_edge, head, cap):  # noqa: ANN001, ANN
     path = np.empty(n_nodes, np.int64)
     flow = 0
     while True:
-        level[:] = -1
-        level[s] = 0
-        qh, qt = 0, 1
-        queue[0] = s
-        while qh < qt:
-            u = queue[qh]
-            qh += 1
-            for k in range(adj_ptr[u], adj_ptr[u + 1]):
-                e = adj_edge[k]
-                w = head[e]
-                if cap[e] > 0 and level[w] < 0:
-                    level[w] = level[u] + 1
-                    queue[qt] = w
-                    qt += 1
+        residual_levels(s, adj_ptr, adj_edge, head, cap, level, queue)
         if level[t] < 0:
             return flow
         it[:] = adj_ptr[:-1]
@@ -190,12 +196,23 @@ def _max_flow(n_nodes, s, t, adj_ptr, adj_edge, head, cap):  # noqa: ANN001, ANN
             flow += f
 
 
+@numba.njit(cache=True, inline="always")
+def pin_op(cap, base_cap, v, anc, desc, src_edge, sink_edge, inf):  # noqa: ANN001, ANN201
+    """``cap`` = ``base_cap`` with op ``v`` running: its ancestors already run, ``v`` and its descendants not."""
+    cap[:] = base_cap
+    for u in range(len(src_edge)):
+        w, b = u >> 6, np.uint64(u & 63)
+        if (anc[v, w] >> b) & np.uint64(1):
+            cap[src_edge[u]] = inf
+        elif u == v or (desc[v, w] >> b) & np.uint64(1):
+            cap[sink_edge[u]] = inf
+
+
 @numba.njit(cache=True)
 def _cuts(ops, anc, desc, n_nodes, adj_ptr, adj_edge, head, base_cap, src_edge, sink_edge, own, refund, inf,  # noqa: ANN001, ANN202
           stop_at, step_of):
     """Least memory while each op of ``ops`` runs, in the given order; stops before an op
     whose ``step_of`` is at most the largest value found (it cannot raise it).  Unvisited: -1."""
-    n = len(src_edge)
     out = np.full(len(ops), -1, np.int64)
     cap = np.empty_like(base_cap)
     best = stop_at
@@ -203,13 +220,7 @@ def _cuts(ops, anc, desc, n_nodes, adj_ptr, adj_edge, head, base_cap, src_edge, 
         v = ops[i]
         if step_of[i] <= best:
             break
-        cap[:] = base_cap
-        for u in range(n):
-            w, b = u >> 6, np.uint64(u & 63)
-            if (anc[v, w] >> b) & np.uint64(1):
-                cap[src_edge[u]] = inf
-            elif u == v or (desc[v, w] >> b) & np.uint64(1):
-                cap[sink_edge[u]] = inf
+        pin_op(cap, base_cap, v, anc, desc, src_edge, sink_edge, inf)
         cut = _max_flow(n_nodes, 0, 1, adj_ptr, adj_edge, head, cap)
         out[i] = own[v] + cut - refund
         if out[i] > best:

@@ -17,12 +17,18 @@
    rest of the time goes to beams as wide as the measured speed allows (re-measured
    after each; up to ``beam_width`` when given, else :data:`FINAL_BEAM_MAX`), to
    tighten the peak.
+4. Before those final beams, when nothing is proven yet, probing
+   (:mod:`onnx_sched.cost.memory_probe`, on up to :data:`PROBE_SHARE` of the time left)
+   raises the bound by refuting thresholds between it and the best peak, and yields
+   precedences that every order below a threshold obeys; beams on the graph constrained by
+   them (at the smallest threshold not refuted, then at the best peak) look for better
+   orders where they can only be (:func:`probe_phase`).
 
 The best order wins.  It is never worse than the file order: if nothing beats the
 file order, the file order is returned with ``info["kept_input_order"] = True``.
 ``lower_bound`` is the best bound proven: the must-live and min-cut graph bounds (the
-latter computed once the cheap orders are in, on at most ``CUT_SHARE`` of the time left) or
-exact search;
+latter computed once the cheap orders are in, on at most ``CUT_SHARE`` of the time left),
+exact search or probing;
 ``optimal`` when the exact search proved it or the peak meets the bound.
 """
 
@@ -34,6 +40,7 @@ import numpy as np
 
 from onnx_sched.cost.memory_bound import lower_bound
 from onnx_sched.cost.memory_cut_bound import cut_lower_bound
+from onnx_sched.cost.memory_probe import precedences_below, probe_bound, with_precedences
 from onnx_sched.deadline import Deadline
 from onnx_sched.graph import Graph
 from onnx_sched.jit import work_clock
@@ -54,6 +61,8 @@ FINAL_BEAM_MAX = 200_000
 CALIBRATION_WIDTH = 16
 LEARNED_MAX_OPS = 3000
 LEARNED_SAMPLES = 16
+#: Share of the time left that probing may use (the bisection; the constrained beams get half the rest).
+PROBE_SHARE = 0.4
 
 
 def learned_order(graph: Graph, ctx: PassContext) -> tuple[np.ndarray | None, str]:
@@ -100,6 +109,40 @@ def exact_rounds(graph: Graph, ctx: PassContext, clock: Deadline, offer: Any, pe
         cap *= 4
     info["exact_rounds"] = len(rounds)
     return proven_lb, bool(res.optimal)
+
+
+def probe_phase(graph: Graph, ctx: PassContext, clock: Deadline, offer: Any, best_peak: Any, proven_lb: int,
+                info: dict[str, Any]) -> int:
+    """Probing: a higher bound, then beams on the graph constrained by the precedences that orders below
+    the smallest unrefuted threshold, and orders below the best peak, must obey.  Returns the bound."""
+    probed = probe_bound(graph, ctx.inplace, proven_lb, best_peak(), deadline=work_clock() + PROBE_SHARE * clock.left())
+    proven_lb = max(proven_lb, probed.bound)
+    info["probe"] = {"bound": probed.bound, "threshold": probed.threshold, "precedences": len(probed.precedences),
+                     "probes": probed.probes, "complete": probed.complete}
+    end = clock.elapsed() + 0.5 * clock.left()
+    tried = []
+    for threshold in (probed.threshold, best_peak()):
+        if best_peak() <= proven_lb or clock.elapsed() >= end or threshold in tried:
+            break
+        tried.append(threshold)
+        pairs = probed.precedences if threshold == probed.threshold else \
+            precedences_below(graph, ctx.inplace, threshold, deadline=work_clock() + 0.25 * (end - clock.elapsed())).precedences
+        if threshold == best_peak() and len(pairs) == 0:
+            continue  # the plain beams already searched this graph
+        constrained = with_precedences(graph, pairs)
+        width = CALIBRATION_WIDTH
+        while best_peak() > proven_lb and clock.elapsed() < end:
+            t0 = work_clock()
+            order, _ = beam_search(constrained, width, inplace=ctx.inplace, seed=ctx.seed,
+                                   time_limit=max(end - clock.elapsed(), 0.0), cutoff=best_peak())
+            if order is not None and peak_of(graph, order, ctx.inplace) < best_peak():
+                offer("probe_beam", order)
+                info["probe_beam"] = {"threshold": int(threshold), "width": width}
+            took = work_clock() - t0
+            if width >= int(ctx.option("beam_width", DEFAULT_MAX_WIDTH)) or clock.elapsed() + 4 * took > end:
+                break
+            width *= 4
+    return proven_lb
 
 
 @register("auto", objective="peak-mem")
@@ -173,6 +216,8 @@ def run(graph: Graph, ctx: PassContext) -> Schedule:
     best_name = min(peaks, key=lambda k: (peaks[k], k != "file"))
     if peaks[best_name] > graph_lb and clock.left() > 0.05:
         proven_lb, proved = exact_rounds(graph, ctx, clock, offer, peaks, orders, info, state_rate, graph_lb)
+        if not proved and graph.n_ops > 0 and clock.left() > 0.05:
+            proven_lb = probe_phase(graph, ctx, clock, offer, best_peak, proven_lb, info)
         if not proved and graph.n_ops > 0:
             # the exact search gave up early: spend the rest on beams as wide as fit, re-measuring the speed
             cap = int(ctx.option("beam_width", FINAL_BEAM_MAX))  # the user's width cap, else memory's
