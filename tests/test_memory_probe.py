@@ -70,3 +70,39 @@ def test_bisection_stops_at_the_deadline_with_what_it_proved() -> None:
     g = _random_dag(rng, 8)
     result = probe_bound(g, False, 0, 10**6, deadline=0.0)
     assert result.bound == 0 and not result.complete and result.probes == 0
+
+
+def test_auto_probe_phase_raises_the_bound_and_keeps_every_better_order() -> None:
+    """auto's probing step from a poor incumbent: the bound it returns is proven (at most the optimum),
+    what it offers beats the incumbent, and the graph it hands to the final beams still holds every
+    order below the incumbent."""
+    from onnx_sched.deadline import Deadline
+    from onnx_sched.passes import PassContext
+    from onnx_sched.passes.order.auto import probe_phase
+
+    rng = np.random.default_rng(8)
+    raised = 0
+    for _ in range(12):
+        g = _random_dag(rng, 8)
+        orders = _peaks(g, False)
+        best = min(p for _, p in orders)
+        worst_order, worst = max(orders, key=lambda op: op[1])
+        if worst == best:
+            continue
+        peaks = {"start": worst}
+        offered = []
+
+        def offer(name: str, order: np.ndarray) -> None:
+            offered.append(profile(g, order, False).peak)
+            peaks[name] = min(peaks.get(name, worst), offered[-1])
+
+        start = cut_lower_bound(g, False).bound
+        search, bound, _ = probe_phase(g, PassContext(time_limit=10.0), Deadline(10.0), offer,
+                                       lambda: min(peaks.values()), start, {})
+        assert start <= bound <= best
+        assert all(p < worst for p in offered)
+        for order, peak in orders:
+            if peak < worst:
+                assert is_topological_order(search, order)
+        raised += bound > start
+    assert raised >= 1

@@ -39,13 +39,21 @@ Example:
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numba
 import numpy as np
 
-from onnx_sched.cost.memory_cut_bound import _FIRST_OP, _cuts, _max_flow, _network, pin_op, residual_levels
+from onnx_sched.cost.memory_cut_bound import (
+    _FIRST_OP,
+    _cuts,
+    _max_flow,
+    _network,
+    pin_op,
+    residual_levels,
+)
 from onnx_sched.dag import CycleError
 from onnx_sched.graph import Csr, Graph, TensorKind
 from onnx_sched.jit import work_clock
@@ -125,12 +133,32 @@ def _probe_kernel(crit, threshold, anc, desc, n_nodes, adj_ptr, adj_edge, head, 
     return False, pairs[:k], cuts
 
 
-def precedences_below(g: Graph, inplace: bool, threshold: int, *, critical: np.ndarray | int = CRITICAL_OPS,
-                      max_rounds: int = MAX_ROUNDS, deadline: float | None = None) -> Probe:
-    """Probe ``threshold`` (see module docstring).  ``critical``: the ops to probe, or how many of
-    those with the largest least memory under the precedences found so far (chosen again each
-    round); ``deadline``: a :func:`onnx_sched.jit.work_clock` value after which nothing new starts
-    (checked between cuts of 64 ops and between probed ops; what was found so far still holds)."""
+def _arguments(net: Any) -> tuple:
+    """The closure network's arrays in the order the cut kernels take them."""
+    return (net.anc, net.desc, net.n_nodes, net.adj_ptr, net.adj_edge, net.head, net.cap, net.src_edge,
+            net.sink_edge, net.own, np.int64(net.refund), np.int64(net.inf))
+
+
+def _least_memory(args: tuple, n: int, late: Callable[[], bool]) -> np.ndarray | None:
+    """Every op's least memory on the network of ``args``, 64 ops between deadline checks (None: late)."""
+    least = np.empty(n, np.int64)
+    for lo in range(0, n, _CHUNK):
+        if late():
+            return None
+        ops = np.arange(lo, min(lo + _CHUNK, n), dtype=np.int64)
+        least[ops] = _cuts(ops, *args, np.int64(-1), np.full(len(ops), np.iinfo(np.int64).max, np.int64))
+    return least
+
+
+def precedences_below(g: Graph, inplace: bool, threshold: int, *, critical: int = CRITICAL_OPS,
+                      max_rounds: int = MAX_ROUNDS, deadline: float | None = None,
+                      least: np.ndarray | None = None) -> Probe:
+    """Probe ``threshold`` (see module docstring).  ``critical``: how many ops to probe each round,
+    those with the largest least memory under the precedences found so far; ``least``: the least
+    memory of every op without precedences, when the caller has it
+    (:func:`~onnx_sched.cost.memory_cut_bound.least_memory_at`); ``deadline``: a
+    :func:`onnx_sched.jit.work_clock` value after which nothing new starts (checked between cuts of
+    64 ops and between probed ops; what was found so far still holds)."""
     found = np.zeros((0, 2), np.int64)
     cuts = rounds = 0
     late = lambda: deadline is not None and work_clock() >= deadline  # noqa: E731
@@ -139,24 +167,16 @@ def precedences_below(g: Graph, inplace: bool, threshold: int, *, critical: np.n
             net = _network(with_precedences(g, found), bool(inplace))
         except CycleError:
             return Probe(True, found, cuts, rounds)  # the precedences contradict each other
-        args = (net.anc, net.desc, net.n_nodes, net.adj_ptr, net.adj_edge, net.head, net.cap, net.src_edge,
-                net.sink_edge, net.own, np.int64(net.refund), np.int64(net.inf))
-        if isinstance(critical, (int, np.integer)):  # the ops whose least memory is largest under the precedences
-            least = np.empty(g.n_ops, np.int64)
-            never = np.full(_CHUNK, np.iinfo(np.int64).max, np.int64)
-            for lo in range(0, g.n_ops, _CHUNK):
-                if late():
-                    return Probe(False, found, cuts, rounds)
-                ops = np.arange(lo, min(lo + _CHUNK, g.n_ops), dtype=np.int64)
-                least[ops] = _cuts(ops, *args, np.int64(-1), never[: len(ops)])
+        args = _arguments(net)
+        if rounds > 0 or least is None:  # every op again: a precedence can raise any op's least memory
+            least = _least_memory(args, g.n_ops, late)
+            if least is None:
+                return Probe(False, found, cuts, rounds)
             cuts += g.n_ops
-            if g.n_ops and int(least.max()) >= threshold:
-                return Probe(True, found, cuts, rounds + 1)
-            crit = np.argsort(-least, kind="stable")[: int(critical)]
-        else:
-            crit = np.asarray(critical, np.int64)
+        if g.n_ops and int(least.max()) >= threshold:
+            return Probe(True, found, cuts, rounds + 1)
         new = []
-        for v in crit.tolist():
+        for v in np.argsort(-least, kind="stable")[:critical].tolist():
             if late():
                 break
             refuted, pairs, run = _probe_kernel(np.array([v], np.int64), np.int64(threshold), *args)
@@ -178,13 +198,19 @@ def probe_bound(g: Graph, inplace: bool, low: int, high: int, *, deadline: float
     the refuted and unrefuted thresholds are ``resolution`` bytes apart or ``deadline`` passes.  A
     bound equal to ``high`` proves that order optimal."""
     lo, hi = int(low), int(high) + 1  # no order has a peak below low; the order at high is below high + 1
+    late = lambda: deadline is not None and work_clock() >= deadline  # noqa: E731
     edges = np.zeros((0, 2), np.int64)
     probes = 0
+    least = None
     while hi - lo > resolution:
-        if deadline is not None and work_clock() >= deadline:
+        if late():
             return ProbeBound(lo, hi, edges, probes, False)
+        if least is None:  # shared by every probe's first round
+            least = _least_memory(_arguments(_network(g, bool(inplace))), g.n_ops, late)
+            if least is None:
+                return ProbeBound(lo, hi, edges, probes, False)
         mid = (lo + hi + 1) // 2
-        probe = precedences_below(g, inplace, mid, critical=critical, deadline=deadline)
+        probe = precedences_below(g, inplace, mid, critical=critical, deadline=deadline, least=least)
         probes += 1
         if probe.refuted:
             lo = mid

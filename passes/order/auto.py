@@ -19,10 +19,12 @@
    tighten the peak.
 4. Before those final beams, when nothing is proven yet, probing
    (:mod:`onnx_sched.cost.memory_probe`, on up to :data:`PROBE_SHARE` of the time left)
-   raises the bound by refuting thresholds between it and the best peak, and yields
-   precedences that every order below a threshold obeys; beams on the graph constrained by
-   them (at the smallest threshold not refuted, then at the best peak) look for better
-   orders where they can only be (:func:`probe_phase`).
+   finds precedences that every order below the best peak obeys (or proves there is none),
+   raises the bound by refuting thresholds between it and the best peak, and runs a few
+   beams on the graph constrained at the smallest threshold not refuted.  The final beams
+   then search the graph constrained by the precedences below the best peak: every better
+   order obeys them, and the partial orders that do not are no longer kept (:func:`probe_phase`).
+   When no wider final beam fits, the time left resumes the bisection.
 
 The best order wins.  It is never worse than the file order: if nothing beats the
 file order, the file order is returned with ``info["kept_input_order"] = True``.
@@ -40,7 +42,7 @@ import numpy as np
 
 from onnx_sched.cost.memory_bound import lower_bound
 from onnx_sched.cost.memory_cut_bound import cut_lower_bound
-from onnx_sched.cost.memory_probe import precedences_below, probe_bound, with_precedences
+from onnx_sched.cost.memory_probe import ProbeBound, precedences_below, probe_bound, with_precedences
 from onnx_sched.deadline import Deadline
 from onnx_sched.graph import Graph
 from onnx_sched.jit import work_clock
@@ -61,8 +63,9 @@ FINAL_BEAM_MAX = 200_000
 CALIBRATION_WIDTH = 16
 LEARNED_MAX_OPS = 3000
 LEARNED_SAMPLES = 16
-#: Share of the time left that probing may use (the bisection; the constrained beams get half the rest).
-PROBE_SHARE = 0.4
+#: Share of the time left that probing may use: half for the precedences below the best peak and the
+#: bisection, half for beams near the bound.  The rest goes to the final beams.
+PROBE_SHARE = 0.3
 
 
 def learned_order(graph: Graph, ctx: PassContext) -> tuple[np.ndarray | None, str]:
@@ -112,37 +115,34 @@ def exact_rounds(graph: Graph, ctx: PassContext, clock: Deadline, offer: Any, pe
 
 
 def probe_phase(graph: Graph, ctx: PassContext, clock: Deadline, offer: Any, best_peak: Any, proven_lb: int,
-                info: dict[str, Any]) -> int:
-    """Probing: a higher bound, then beams on the graph constrained by the precedences that orders below
-    the smallest unrefuted threshold, and orders below the best peak, must obey.  Returns the bound."""
-    probed = probe_bound(graph, ctx.inplace, proven_lb, best_peak(), deadline=work_clock() + PROBE_SHARE * clock.left())
+                info: dict[str, Any]) -> tuple[Graph, int, ProbeBound | None]:
+    """Probing (module docstring, step 4).  Returns the graph the final beams should search (constrained
+    by the precedences every order below the best peak obeys), the bound and the bisection (to resume)."""
+    share = lambda f: work_clock() + f * clock.left()  # noqa: E731
+    below_best = precedences_below(graph, ctx.inplace, best_peak(), deadline=share(PROBE_SHARE / 2))
+    if below_best.refuted:
+        info["probe"] = {"bound": best_peak(), "refuted_best_peak": True}
+        return graph, best_peak(), None
+    probed = probe_bound(graph, ctx.inplace, proven_lb, best_peak() - 1, deadline=share(PROBE_SHARE / 2))
     proven_lb = max(proven_lb, probed.bound)
     info["probe"] = {"bound": probed.bound, "threshold": probed.threshold, "precedences": len(probed.precedences),
-                     "probes": probed.probes, "complete": probed.complete}
-    end = clock.elapsed() + 0.5 * clock.left()
-    tried = []
-    for threshold in (probed.threshold, best_peak()):
-        if best_peak() <= proven_lb or clock.elapsed() >= end or threshold in tried:
-            break
-        tried.append(threshold)
-        pairs = probed.precedences if threshold == probed.threshold else \
-            precedences_below(graph, ctx.inplace, threshold, deadline=work_clock() + 0.25 * (end - clock.elapsed())).precedences
-        if threshold == best_peak() and len(pairs) == 0:
-            continue  # the plain beams already searched this graph
-        constrained = with_precedences(graph, pairs)
-        width = CALIBRATION_WIDTH
-        while best_peak() > proven_lb and clock.elapsed() < end:
+                     "precedences_below_best": len(below_best.precedences), "probes": probed.probes,
+                     "complete": probed.complete}
+    if len(probed.precedences) and probed.threshold < best_peak():
+        # orders near the bound, if any, obey many more precedences: a few cheap beams look there first
+        near = with_precedences(graph, probed.precedences)
+        end, width = clock.elapsed() + PROBE_SHARE / 2 * clock.left(), CALIBRATION_WIDTH
+        while best_peak() > proven_lb and clock.elapsed() < end and width <= int(ctx.option("beam_width", DEFAULT_MAX_WIDTH)):
             t0 = work_clock()
-            order, _ = beam_search(constrained, width, inplace=ctx.inplace, seed=ctx.seed,
+            order, _ = beam_search(near, width, inplace=ctx.inplace, seed=ctx.seed,
                                    time_limit=max(end - clock.elapsed(), 0.0), cutoff=best_peak())
             if order is not None and peak_of(graph, order, ctx.inplace) < best_peak():
                 offer("probe_beam", order)
-                info["probe_beam"] = {"threshold": int(threshold), "width": width}
-            took = work_clock() - t0
-            if width >= int(ctx.option("beam_width", DEFAULT_MAX_WIDTH)) or clock.elapsed() + 4 * took > end:
+                info["probe_beam_width"] = width
+            if clock.elapsed() + 4 * (work_clock() - t0) > end:
                 break
             width *= 4
-    return proven_lb
+    return with_precedences(graph, below_best.precedences), proven_lb, probed
 
 
 @register("auto", objective="peak-mem")
@@ -201,9 +201,10 @@ def run(graph: Graph, ctx: PassContext) -> Schedule:
             if clock.elapsed() >= budget_end:
                 break
 
-    def beam(w: int, seconds: float) -> int:
-        """One beam that only keeps states below the best peak so far; returns states expanded."""
-        order, res = beam_search(graph, w, inplace=inplace, seed=ctx.seed, time_limit=seconds, cutoff=best_peak())
+    def beam(w: int, seconds: float, on: Graph = graph) -> int:
+        """One beam (over ``on``: the graph or a constrained copy) that only keeps states below the best
+        peak so far; returns states expanded."""
+        order, res = beam_search(on, w, inplace=inplace, seed=ctx.seed, time_limit=seconds, cutoff=best_peak())
         if order is not None and peak_of(graph, order, inplace) < best_peak():
             offer("beam", order)
             info["beam_width"] = w
@@ -216,8 +217,9 @@ def run(graph: Graph, ctx: PassContext) -> Schedule:
     best_name = min(peaks, key=lambda k: (peaks[k], k != "file"))
     if peaks[best_name] > graph_lb and clock.left() > 0.05:
         proven_lb, proved = exact_rounds(graph, ctx, clock, offer, peaks, orders, info, state_rate, graph_lb)
+        search, probed = graph, None
         if not proved and graph.n_ops > 0 and clock.left() > 0.05:
-            proven_lb = probe_phase(graph, ctx, clock, offer, best_peak, proven_lb, info)
+            search, proven_lb, probed = probe_phase(graph, ctx, clock, offer, best_peak, proven_lb, info)
         if not proved and graph.n_ops > 0:
             # the exact search gave up early: spend the rest on beams as wide as fit, re-measuring the speed
             cap = int(ctx.option("beam_width", FINAL_BEAM_MAX))  # the user's width cap, else memory's
@@ -227,9 +229,15 @@ def run(graph: Graph, ctx: PassContext) -> Schedule:
                 if nxt <= done:
                     break
                 t0 = work_clock()
-                expanded = beam(nxt, 0.95 * clock.left())
+                expanded = beam(nxt, 0.95 * clock.left(), search)
                 state_rate = max(expanded / max(work_clock() - t0, 1e-6), 1.0)
                 done = info["final_beam_width"] = nxt
+        if probed is not None and not probed.complete and best_peak() > proven_lb and clock.left() > 0.1:
+            # no wider beam fits: the rest of the time resumes the bisection
+            more = probe_bound(graph, inplace, proven_lb, min(best_peak(), probed.threshold) - 1,
+                               deadline=work_clock() + 0.9 * clock.left())
+            proven_lb = max(proven_lb, more.bound)
+            info["probe"].update(bound=proven_lb, resumed_probes=more.probes, complete=more.complete)
 
     best_name = min(peaks, key=lambda k: (peaks[k], k != "file"))
     kept = "file" in peaks and peaks[best_name] >= peaks["file"]

@@ -21,7 +21,8 @@ The graph bound is the larger of the must-live bound and the min-cut bound
 (:mod:`onnx_sched.cost.memory_cut_bound`: per op, the least memory of any order while it
 runs).  Result: ``optimal=True`` when every segment was proven; otherwise the best order
 found and ``lower_bound`` = the best bound proven (graph bound, solved segments,
-and for a search cut short the lowest peak among its open states).
+and for a search cut short the lowest peak among its open states).  The pass then
+spends the time left on probing (:mod:`onnx_sched.cost.memory_probe`) to raise that bound.
 
 Options: ``max_states`` (states per layer, default from a 128 MiB budget; the
 children of a layer get another 128 MiB), ``max_total`` (states kept over all
@@ -39,6 +40,7 @@ import numpy as np
 from onnx_sched.cost.memory import profile
 from onnx_sched.cost.memory_bound import lower_bound, op_lower_bounds
 from onnx_sched.cost.memory_cut_bound import cut_lower_bound
+from onnx_sched.cost.memory_probe import probe_bound
 from onnx_sched.dag import check_order, kahn_order
 from onnx_sched.graph import Graph
 from onnx_sched.jit import work_clock
@@ -193,8 +195,15 @@ def solve_exact(
 
 @register("exact", objective="peak-mem")
 def run(graph: Graph, ctx: PassContext) -> Schedule:
+    t0 = work_clock()
     res = solve_exact(
         graph, inplace=ctx.inplace, time_limit=ctx.time_limit, seed=ctx.seed,
         max_states=ctx.option("max_states", None), max_total=int(ctx.option("max_total", 10_000_000)),
     )
-    return make_schedule(graph, res.order, "exact", ctx.inplace, optimal=res.optimal, bound=res.lower_bound, **res.info)
+    bound, info = res.lower_bound, dict(res.info)
+    deadline = t0 + float(ctx.time_limit)
+    if not res.optimal and work_clock() < deadline:  # the search stopped early: the time left raises the bound
+        probed = probe_bound(graph, ctx.inplace, res.lower_bound, res.peak, deadline=deadline)
+        bound = max(bound, probed.bound)
+        info["probe"] = {"bound": probed.bound, "probes": probed.probes, "complete": probed.complete}
+    return make_schedule(graph, res.order, "exact", ctx.inplace, optimal=res.optimal, bound=bound, **info)
