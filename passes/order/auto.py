@@ -19,12 +19,13 @@
    tighten the peak.
 4. Before those final beams, when nothing is proven yet, probing
    (:mod:`onnx_sched.cost.memory_probe`, on up to :data:`PROBE_SHARE` of the time left)
-   finds precedences that every order below the best peak obeys (or proves there is none),
-   raises the bound by refuting thresholds between it and the best peak, and runs a few
-   beams on the graph constrained at the smallest threshold not refuted.  The final beams
-   then search the graph constrained by the precedences below the best peak: every better
-   order obeys them, and the partial orders that do not are no longer kept (:func:`probe_phase`).
-   When no wider final beam fits, the time left resumes the bisection.
+   finds precedences that every order below the best peak obeys (or proves there is none).
+   The final beams search the graph they constrain: every better order obeys them, and
+   partial orders that do not are no longer kept.  On graphs of up to
+   :data:`PROBE_FIRST_MAX_OPS` ops it first raises the bound by refuting thresholds between it
+   and the best peak and runs a few beams on the graph constrained at the smallest threshold
+   not refuted (:func:`probe_phase`); on larger ones, and when it was cut short, the
+   bisection gets the time the final beams leave.
 
 The best order wins.  It is never worse than the file order: if nothing beats the
 file order, the file order is returned with ``info["kept_input_order"] = True``.
@@ -42,7 +43,7 @@ import numpy as np
 
 from onnx_sched.cost.memory_bound import lower_bound
 from onnx_sched.cost.memory_cut_bound import cut_lower_bound
-from onnx_sched.cost.memory_probe import ProbeBound, precedences_below, probe_bound, with_precedences
+from onnx_sched.cost.memory_probe import precedences_below, probe_bound, with_precedences
 from onnx_sched.deadline import Deadline
 from onnx_sched.graph import Graph
 from onnx_sched.jit import work_clock
@@ -63,9 +64,12 @@ FINAL_BEAM_MAX = 200_000
 CALIBRATION_WIDTH = 16
 LEARNED_MAX_OPS = 3000
 LEARNED_SAMPLES = 16
-#: Share of the time left that probing may use: half for the precedences below the best peak and the
-#: bisection, half for beams near the bound.  The rest goes to the final beams.
+#: Share of the time left that probing may use before the final beams: a third each for the precedences
+#: below the best peak, the bisection and the beams near the bound.
 PROBE_SHARE = 0.3
+#: Larger graphs bisect only with the time the final beams leave: there a probe costs seconds and
+#: the final beams' width decides the peak (ws-400: 213 MiB without probing first, 235 with it).
+PROBE_FIRST_MAX_OPS = 300
 
 
 def learned_order(graph: Graph, ctx: PassContext) -> tuple[np.ndarray | None, str]:
@@ -115,23 +119,26 @@ def exact_rounds(graph: Graph, ctx: PassContext, clock: Deadline, offer: Any, pe
 
 
 def probe_phase(graph: Graph, ctx: PassContext, clock: Deadline, offer: Any, best_peak: Any, proven_lb: int,
-                info: dict[str, Any]) -> tuple[Graph, int, ProbeBound | None]:
-    """Probing (module docstring, step 4).  Returns the graph the final beams should search (constrained
-    by the precedences every order below the best peak obeys), the bound and the bisection (to resume)."""
+                info: dict[str, Any]) -> tuple[Graph, int, bool]:
+    """Probing before the final beams (module docstring, step 4).  Returns the graph the final beams should
+    search (constrained by the precedences every order below the best peak obeys), the bound, and whether
+    the bisection should go on with the time the final beams leave."""
     share = lambda f: work_clock() + f * clock.left()  # noqa: E731
-    below_best = precedences_below(graph, ctx.inplace, best_peak(), deadline=share(PROBE_SHARE / 2))
+    below_best = precedences_below(graph, ctx.inplace, best_peak(), deadline=share(PROBE_SHARE / 3))
+    info["probe"] = {"precedences_below_best": len(below_best.precedences)}
     if below_best.refuted:
-        info["probe"] = {"bound": best_peak(), "refuted_best_peak": True}
-        return graph, best_peak(), None
-    probed = probe_bound(graph, ctx.inplace, proven_lb, best_peak() - 1, deadline=share(PROBE_SHARE / 2))
+        info["probe"]["bound"] = best_peak()
+        return graph, best_peak(), False
+    if graph.n_ops > PROBE_FIRST_MAX_OPS:
+        return with_precedences(graph, below_best.precedences), proven_lb, True  # the beams first
+    probed = probe_bound(graph, ctx.inplace, proven_lb, best_peak() - 1, deadline=share(PROBE_SHARE / 3))
     proven_lb = max(proven_lb, probed.bound)
-    info["probe"] = {"bound": probed.bound, "threshold": probed.threshold, "precedences": len(probed.precedences),
-                     "precedences_below_best": len(below_best.precedences), "probes": probed.probes,
-                     "complete": probed.complete}
+    info["probe"].update(bound=probed.bound, threshold=probed.threshold, precedences=len(probed.precedences),
+                         probes=probed.probes, complete=probed.complete)
     if len(probed.precedences) and probed.threshold < best_peak():
         # orders near the bound, if any, obey many more precedences: a few cheap beams look there first
         near = with_precedences(graph, probed.precedences)
-        end, width = clock.elapsed() + PROBE_SHARE / 2 * clock.left(), CALIBRATION_WIDTH
+        end, width = clock.elapsed() + PROBE_SHARE / 3 * clock.left(), CALIBRATION_WIDTH
         while best_peak() > proven_lb and clock.elapsed() < end and width <= int(ctx.option("beam_width", DEFAULT_MAX_WIDTH)):
             t0 = work_clock()
             order, _ = beam_search(near, width, inplace=ctx.inplace, seed=ctx.seed,
@@ -142,7 +149,7 @@ def probe_phase(graph: Graph, ctx: PassContext, clock: Deadline, offer: Any, bes
             if clock.elapsed() + 4 * (work_clock() - t0) > end:
                 break
             width *= 4
-    return with_precedences(graph, below_best.precedences), proven_lb, probed
+    return with_precedences(graph, below_best.precedences), proven_lb, not probed.complete
 
 
 @register("auto", objective="peak-mem")
@@ -217,9 +224,9 @@ def run(graph: Graph, ctx: PassContext) -> Schedule:
     best_name = min(peaks, key=lambda k: (peaks[k], k != "file"))
     if peaks[best_name] > graph_lb and clock.left() > 0.05:
         proven_lb, proved = exact_rounds(graph, ctx, clock, offer, peaks, orders, info, state_rate, graph_lb)
-        search, probed = graph, None
+        search, bisect_later = graph, False
         if not proved and graph.n_ops > 0 and clock.left() > 0.05:
-            search, proven_lb, probed = probe_phase(graph, ctx, clock, offer, best_peak, proven_lb, info)
+            search, proven_lb, bisect_later = probe_phase(graph, ctx, clock, offer, best_peak, proven_lb, info)
         if not proved and graph.n_ops > 0:
             # the exact search gave up early: spend the rest on beams as wide as fit, re-measuring the speed
             cap = int(ctx.option("beam_width", FINAL_BEAM_MAX))  # the user's width cap, else memory's
@@ -232,12 +239,11 @@ def run(graph: Graph, ctx: PassContext) -> Schedule:
                 expanded = beam(nxt, 0.95 * clock.left(), search)
                 state_rate = max(expanded / max(work_clock() - t0, 1e-6), 1.0)
                 done = info["final_beam_width"] = nxt
-        if probed is not None and not probed.complete and best_peak() > proven_lb and clock.left() > 0.1:
-            # no wider beam fits: the rest of the time resumes the bisection
-            more = probe_bound(graph, inplace, proven_lb, min(best_peak(), probed.threshold) - 1,
-                               deadline=work_clock() + 0.9 * clock.left())
+        if bisect_later and best_peak() > proven_lb and clock.left() > 0.1:
+            # no wider beam fits: the rest of the time goes to the bisection
+            more = probe_bound(graph, inplace, proven_lb, best_peak() - 1, deadline=work_clock() + 0.9 * clock.left())
             proven_lb = max(proven_lb, more.bound)
-            info["probe"].update(bound=proven_lb, resumed_probes=more.probes, complete=more.complete)
+            info["probe"].update(bound=proven_lb, later_probes=more.probes, complete=more.complete)
 
     best_name = min(peaks, key=lambda k: (peaks[k], k != "file"))
     kept = "file" in peaks and peaks[best_name] >= peaks["file"]
