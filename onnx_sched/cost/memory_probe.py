@@ -17,7 +17,7 @@ as constraint solvers do it, on the closure relaxation.
 :func:`probe_bound` bisects ``B`` between a proven bound and an order's peak: the largest
 refuted ``B`` is a lower bound on every order's peak, and the precedences at the smallest
 ``B`` not refuted narrow the search for orders below it (``auto`` runs beams on the
-constrained graph).  On irregular 80-op graphs this raises the min-cut bound by 2-17 % in
+constrained graph).  On irregular 80-op graphs this raises the min-cut bound by 2-25 % in
 about a second (docs/results.md section 11).
 
 Each probe re-uses the residual network of ``v``'s unpinned cut and only augments the
