@@ -24,8 +24,9 @@
    partial orders that do not are no longer kept.  On graphs of up to
    :data:`PROBE_FIRST_MAX_OPS` ops it first raises the bound by refuting thresholds between it
    and the best peak and runs a few beams on the graph constrained at the smallest threshold
-   not refuted (:func:`probe_phase`); on larger ones, and when it was cut short, the
-   bisection gets the time the final beams leave.
+   not refuted (:func:`probe_phase`).  The time the final beams leave goes to another
+   bisection (probing every op on graphs of up to :data:`PROBE_FIRST_MAX_OPS` ops, where that
+   is cheap) and beams near the bound it reaches.
 
 The best order wins.  It is never worse than the file order: if nothing beats the
 file order, the file order is returned with ``info["kept_input_order"] = True``.
@@ -43,7 +44,7 @@ import numpy as np
 
 from onnx_sched.cost.memory_bound import lower_bound
 from onnx_sched.cost.memory_cut_bound import cut_lower_bound
-from onnx_sched.cost.memory_probe import precedences_below, probe_bound, with_precedences
+from onnx_sched.cost.memory_probe import CRITICAL_OPS, precedences_below, probe_bound, with_precedences
 from onnx_sched.deadline import Deadline
 from onnx_sched.graph import Graph
 from onnx_sched.jit import work_clock
@@ -135,21 +136,30 @@ def probe_phase(graph: Graph, ctx: PassContext, clock: Deadline, offer: Any, bes
     proven_lb = max(proven_lb, probed.bound)
     info["probe"].update(bound=probed.bound, threshold=probed.threshold, precedences=len(probed.precedences),
                          probes=probed.probes, complete=probed.complete)
-    if len(probed.precedences) and probed.threshold < best_peak():
-        # orders near the bound, if any, obey many more precedences: a few cheap beams look there first
-        near = with_precedences(graph, probed.precedences)
-        end, width = clock.elapsed() + PROBE_SHARE / 3 * clock.left(), CALIBRATION_WIDTH
-        while best_peak() > proven_lb and clock.elapsed() < end and width <= int(ctx.option("beam_width", DEFAULT_MAX_WIDTH)):
-            t0 = work_clock()
-            order, _ = beam_search(near, width, inplace=ctx.inplace, seed=ctx.seed,
-                                   time_limit=max(end - clock.elapsed(), 0.0), cutoff=best_peak())
-            if order is not None and peak_of(graph, order, ctx.inplace) < best_peak():
-                offer("probe_beam", order)
-                info["probe_beam_width"] = width
-            if clock.elapsed() + 4 * (work_clock() - t0) > end:
-                break
-            width *= 4
+    if probed.threshold < best_peak():  # a few cheap beams where orders near the bound can only be
+        beams_near_bound(graph, ctx, clock, offer, best_peak, proven_lb, probed.precedences,
+                         PROBE_SHARE / 3 * clock.left(), int(ctx.option("beam_width", DEFAULT_MAX_WIDTH)), info)
     return with_precedences(graph, below_best.precedences), proven_lb, not probed.complete
+
+
+def beams_near_bound(graph: Graph, ctx: PassContext, clock: Deadline, offer: Any, best_peak: Any, proven_lb: int,
+                     precedences: np.ndarray, seconds: float, max_width: int, info: dict[str, Any]) -> None:
+    """Beams of growing width (x4 from 16) on the graph constrained by ``precedences`` (those of a threshold
+    near the bound: every order below it obeys them) for about ``seconds``."""
+    if len(precedences) == 0:
+        return
+    near = with_precedences(graph, precedences)
+    end, width = clock.elapsed() + seconds, CALIBRATION_WIDTH
+    while best_peak() > proven_lb and clock.elapsed() < end and width <= max_width:
+        t0 = work_clock()
+        order, _ = beam_search(near, width, inplace=ctx.inplace, seed=ctx.seed,
+                               time_limit=max(end - clock.elapsed(), 0.0), cutoff=best_peak())
+        if order is not None and peak_of(graph, order, ctx.inplace) < best_peak():
+            offer("probe_beam", order)
+            info["probe_beam_width"] = width
+        if clock.elapsed() + 4 * (work_clock() - t0) > end:
+            break
+        width *= 4
 
 
 @register("auto", objective="peak-mem")
@@ -239,11 +249,18 @@ def run(graph: Graph, ctx: PassContext) -> Schedule:
                 expanded = beam(nxt, 0.95 * clock.left(), search)
                 state_rate = max(expanded / max(work_clock() - t0, 1e-6), 1.0)
                 done = info["final_beam_width"] = nxt
-        if bisect_later and best_peak() > proven_lb and clock.left() > 0.1:
-            # no wider beam fits: the rest of the time goes to the bisection
-            more = probe_bound(graph, inplace, proven_lb, best_peak() - 1, deadline=work_clock() + 0.9 * clock.left())
+        if not proved and graph.n_ops > 0 and best_peak() > proven_lb and clock.left() > 0.1:
+            # no wider beam fits: the rest of the time bisects again (probing every op, on graphs where that
+            # is cheap), then beams near the new bound
+            critical = CRITICAL_OPS if bisect_later or graph.n_ops > PROBE_FIRST_MAX_OPS else graph.n_ops
+            more = probe_bound(graph, inplace, proven_lb, best_peak() - 1, critical=critical,
+                               deadline=work_clock() + 0.6 * clock.left())
             proven_lb = max(proven_lb, more.bound)
-            info["probe"].update(bound=proven_lb, later_probes=more.probes, complete=more.complete)
+            info.setdefault("probe", {}).update(bound=proven_lb, later_probes=more.probes, later_critical=critical,
+                                                complete=more.complete)
+            if more.threshold < best_peak():
+                beams_near_bound(graph, ctx, clock, offer, best_peak, proven_lb, more.precedences,
+                                 0.9 * clock.left(), int(ctx.option("beam_width", FINAL_BEAM_MAX)), info)
 
     best_name = min(peaks, key=lambda k: (peaks[k], k != "file"))
     kept = "file" in peaks and peaks[best_name] >= peaks["file"]
