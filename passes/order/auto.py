@@ -254,7 +254,7 @@ def run(graph: Graph, ctx: PassContext) -> Schedule:
             # is cheap), then beams near the new bound
             critical = CRITICAL_OPS if bisect_later or graph.n_ops > PROBE_FIRST_MAX_OPS else graph.n_ops
             more = probe_bound(graph, inplace, proven_lb, best_peak() - 1, critical=critical,
-                               deadline=work_clock() + 0.6 * clock.left())
+                               deadline=work_clock() + 0.9 * clock.left())
             proven_lb = max(proven_lb, more.bound)
             info.setdefault("probe", {}).update(bound=proven_lb, later_probes=more.probes, later_critical=critical,
                                                 complete=more.complete)
