@@ -82,8 +82,8 @@ class Probe:
 class ProbeBound:
     """``bound``: the largest threshold refuted (a peak no order beats; the ``low`` given when
     none was).  ``threshold`` / ``precedences``: the smallest threshold probed and not refuted
-    and its precedences (``threshold`` is ``high`` and ``precedences`` empty when every probe
-    was refuted or none ran; ``high + 1`` then).  ``complete``: the bisection closed the interval before the deadline."""
+    and its precedences (``high + 1`` and none when every probe was refuted or none ran).
+    ``complete``: the bisection closed the interval before the deadline."""
 
     bound: int
     threshold: int
@@ -250,6 +250,6 @@ def with_precedences(g: Graph, pairs: np.ndarray | Sequence[tuple[int, int]]) ->
         tensor_bytes=np.concatenate([g.tensor_bytes, np.zeros(len(pairs), np.int64)]),
         tensor_kind=np.concatenate([g.tensor_kind, np.full(len(pairs), int(TensorKind.ACTIVATION), np.int8)]),
         tensor_producer=np.concatenate([g.tensor_producer, pairs[:, 0]]),
-        tensor_dtypes=(*g.tensor_dtypes, *("float32",) * len(pairs)) if g.tensor_dtypes else (),
-        tensor_shapes=(*g.tensor_shapes, *((0,),) * len(pairs)) if g.tensor_shapes else (),
+        tensor_dtypes=(*g.tensor_dtypes, *("float32",) * len(pairs)),  # a Graph always has both, one per tensor
+        tensor_shapes=(*g.tensor_shapes, *((0,),) * len(pairs)),
     )
