@@ -8,7 +8,8 @@ with the lowest (peak, live bytes).  With an unbounded width this is exact.
 States are bitsets (uint64 words) hashed with two Zobrist keys; all per-layer
 work runs in numba kernels (:mod:`onnx_sched.passes.order._kernels`).  When the
 projected time passes ``ctx.time_limit`` the width shrinks (down to 1), so the
-pass always returns a complete order.
+pass always returns a complete order.  The search runs on the graph with its chains contracted
+(:mod:`onnx_sched.cost.memory_chains`: same peaks, 25-45 % fewer ops on the corpus networks).
 
 Options: ``beam_width`` (default 1000).
 """
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from onnx_sched.cost.memory_chains import Contraction, contract_chains
 from onnx_sched.graph import Graph
 from onnx_sched.jit import work_clock
 from onnx_sched.passes import PassContext, register
@@ -36,25 +38,28 @@ DEFAULT_WIDTH = 1000
 
 
 def beam_search(
-    graph: Graph, width: int, *, inplace: bool, seed: int = 0, time_limit: float | None = None, cutoff: int | None = None
+    graph: Graph, width: int, *, inplace: bool, seed: int = 0, time_limit: float | None = None, cutoff: int | None = None,
+    contract: bool = True,
 ) -> tuple[np.ndarray | None, SearchResult]:
     """Best complete order of a width-``width`` beam search and the search record.
 
     With ``cutoff`` (an incumbent's peak) states whose peak reaches it are dropped,
     which leaves the beam to orders that can still beat the incumbent; the order is
-    then ``None`` when none does.
+    then ``None`` when none does.  ``contract=False`` searches the graph as given, chains included.
     """
     if width < 1:
         raise ValueError(f"beam_width must be >= 1, got {width}")
-    kg = kernel_graph(graph, inplace)
-    z1, z2 = zobrist_keys(graph.n_ops, seed)
+    chains = contract_chains(graph, inplace) if contract else Contraction.identity(graph)  # same peaks, fewer states
+    kg = kernel_graph(chains.graph, inplace)
+    z1, z2 = zobrist_keys(chains.graph.n_ops, seed)
     start = start_layer(kg, np.zeros(0, np.int64), kg.base, kg.base, z1, z2)
     deadline = None if time_limit is None else work_clock() + float(time_limit)
     limit = np.iinfo(np.int64).max if cutoff is None else int(cutoff)
-    res = layered_search(kg, start, graph.n_ops, z1=z1, z2=z2, width=int(width), cutoff=limit, deadline=deadline, shrink_to_fit=True)
+    res = layered_search(kg, start, chains.graph.n_ops, z1=z1, z2=z2, width=int(width), cutoff=limit, deadline=deadline,
+                         shrink_to_fit=True)
     if res.order is None and cutoff is None:  # impossible without a cutoff; kept as a guard
         raise RuntimeError(f"beam search on {graph.name!r} ended without a complete order")
-    return res.order, res
+    return (None if res.order is None else chains.expand(res.order)), res
 
 
 @register("beam", objective="peak-mem")

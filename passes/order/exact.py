@@ -17,6 +17,9 @@ independent; the peak is the maximum of the segment peaks.  Segments are solved
 in decreasing order of their incumbent peak, each only while it can still lower
 the overall peak, so easy segments cost nothing.
 
+The search runs on the graph with its chains contracted (:mod:`onnx_sched.cost.memory_chains`:
+chain ops that some optimal order runs back to back become one op; same optimum).
+
 The graph bound is the larger of the must-live bound and the min-cut bound
 (:mod:`onnx_sched.cost.memory_cut_bound`: per op, the least memory of any order while it
 runs).  Result: ``optimal=True`` when every segment was proven; otherwise the best order
@@ -39,6 +42,7 @@ import numpy as np
 
 from onnx_sched.cost.memory import profile
 from onnx_sched.cost.memory_bound import lower_bound, op_lower_bounds
+from onnx_sched.cost.memory_chains import Contraction, contract_chains
 from onnx_sched.cost.memory_cut_bound import cut_lower_bound
 from onnx_sched.cost.memory_probe import probe_bound
 from onnx_sched.dag import check_order, kahn_order
@@ -121,6 +125,10 @@ def solve_exact(
 ) -> ExactResult:
     """Exact search within ``time_limit`` seconds (see module docstring).  ``known_bound`` is a lower
     bound the caller already proved (an earlier, cut-short search): it prunes and merges more states."""
+    chains = contract_chains(graph, inplace)
+    if chains.reduced:
+        return _solve_contracted(graph, chains, inplace=inplace, time_limit=time_limit, incumbent=incumbent, seed=seed,
+                                 max_states=max_states, max_total=max_total, known_bound=known_bound)
     t0 = work_clock()
     deadline = t0 + float(time_limit)
     n = graph.n_ops
@@ -191,6 +199,20 @@ def solve_exact(
         seconds=round(work_clock() - t0, 4),
     )
     return ExactResult(order, peak, bool(optimal), int(lb), info)
+
+
+def _solve_contracted(graph: Graph, chains: Contraction, *, incumbent: np.ndarray | None, **search: Any) -> ExactResult:
+    """:func:`solve_exact` on the graph with its chains contracted (same optimum, fewer states); keeps
+    the caller's incumbent when the search ends above it."""
+    given = None if incumbent is None else check_order(graph, incumbent)
+    inner = solve_exact(chains.graph, incumbent=None if given is None else chains.contract(given), **search)
+    order, peak = chains.expand(inner.order), int(inner.peak)
+    if given is not None and not inner.optimal:
+        given_peak = int(profile(graph, given, search["inplace"]).peak)
+        if given_peak < peak:
+            order, peak = given.copy(), given_peak
+    info = {**inner.info, "contracted_ops": chains.graph.n_ops}
+    return ExactResult(order, peak, inner.optimal, min(int(inner.lower_bound), peak), info)
 
 
 @register("exact", objective="peak-mem")
