@@ -110,40 +110,43 @@ def _contract_cached(g: Graph, inplace: bool) -> Contraction:
     rest = np.add.reduceat(stays[a.out_idx], a.out_ptr[:-1]) if len(a.out_idx) else np.zeros(n, np.int64)
     rest = np.where(n_out > 0, rest, 0)
     has_ip = np.diff(a.inplace_ptr) > 0
-    readers = g.tensor_consumers
+    n_readers = g.tensor_consumers.lengths()
 
-    link = np.full(n, -1, np.int64)  # link[v] = u: v reads only u's single output, and alone
-    for v in np.flatnonzero(n_in == 1).tolist():
-        t = int(a.in_idx[a.in_ptr[v]])
-        u = int(g.tensor_producer[t])
-        if u < 0 or a.keep[t] or n_out[u] != 1 or readers.lengths()[t] != 1 or a.size[t] == 0:
-            continue
-        link[v] = u
+    one = np.flatnonzero(n_in == 1)  # link[v] = u: v reads only u's single output, and alone
+    t_in = np.full(n, -1, np.int64)
+    t_in[one] = a.in_idx[a.in_ptr[one]]
+    u_of = np.where(t_in >= 0, g.tensor_producer[np.maximum(t_in, 0)], -1)
+    ok = (u_of >= 0) & (n_out[np.maximum(u_of, 0)] == 1)
+    ok &= ~a.keep[np.maximum(t_in, 0)] & (n_readers[np.maximum(t_in, 0)] == 1) & (a.size[np.maximum(t_in, 0)] > 0)
+    link = np.where(ok, u_of, -1)
     nxt = np.full(n, -1, np.int64)
     nxt[link[link >= 0]] = np.flatnonzero(link >= 0)
+    in_size = np.where(link >= 0, a.size[np.maximum(t_in, 0)], 0)
+    step = in_size + alloc + a.param - (in_size if inplace else 0) * has_ip  # interior ops: fixed step
+    heads = np.flatnonzero((link < 0) & (nxt >= 0))
+    head_step = np.where(inplace & has_ip[heads], _NEVER, alloc[heads] + a.param[heads])
+    nxt_l, step_l, rest_l, in_l = nxt.tolist(), step.tolist(), rest.tolist(), in_size.tolist()
 
     units: list[list[int]] = []
     params: list[int] = []
-    for c1 in np.flatnonzero((link < 0) & (nxt >= 0)).tolist():
-        t1 = int(a.out_idx[a.out_ptr[c1]])
-        head_s = int(alloc[c1] + a.param[c1]) if not (inplace and has_ip[c1]) else _NEVER
-        stack = [_Unit([c1], head_s, int(a.size[t1]), 0, True)]
-        v = int(nxt[c1])
+    for c1, head_s in zip(heads.tolist(), head_step.tolist(), strict=True):
+        stack = [_Unit([c1], head_s, int(a.size[a.out_idx[a.out_ptr[c1]]]), 0, True)]
+        v = nxt_l[c1]
         while v >= 0:
-            t = int(a.in_idx[a.in_ptr[v]])
-            reuse = int(a.size[t]) if inplace and has_ip[v] else 0
-            b = _Unit([v], int(a.size[t] + alloc[v] + a.param[v] - reuse), int(rest[v]), int(a.size[t]), False)
+            b = _Unit([v], step_l[v], rest_l[v], in_l[v], False)
             while stack:
                 top = stack[-1]
                 if b.r <= top.r and b.s <= top.s:  # b right after top
-                    b = _Unit(top.ops + b.ops, top.s if top.head else max(top.s, b.s), b.r, top.before, top.head)
+                    top.s = top.s if top.head else max(top.s, b.s)
                 elif not top.head and top.before <= top.r and top.s <= b.s:  # top right before b
-                    b = _Unit(top.ops + b.ops, b.s, b.r, top.before, False)
+                    top.s = b.s
                 else:
                     break
-                stack.pop()
+                top.ops.extend(b.ops)
+                top.r = b.r
+                b = stack.pop()
             stack.append(b)
-            v = int(nxt[v])
+            v = nxt_l[v]
         for u in stack:
             if len(u.ops) > 1:
                 units.append(u.ops)
