@@ -7,7 +7,8 @@ used seeds < 10000) are ordered by:
   gaps are ``100 * (peak - peak_beam) / peak_beam`` per graph, then averaged);
 * classical heuristics: ``dfs``, ``bfs``, ``greedy``, ``random`` (best of 100);
 * the learned pass (``passes/order/learned.py``): greedy, sample-16 (best of the greedy
-  order and 16 eq. 8 samples) and beam-16.
+  order and 16 eq. 8 samples) and beam-16, each followed by the pass's min-cut repair, and
+  sample-16 without it (the policy's own orders).
 
 Run time is the wall time of the whole pass (features + ONNX Runtime encoder +
 decoding for ``learned``), after one warm-up call.  ``--ablation NAME=MODEL.onnx``
@@ -40,7 +41,8 @@ from onnx_sched.synth.layered import layered_graph
 TEST_SEED0 = 10000
 CLASSICAL = (("DFS", "dfs", {}), ("BFS", "bfs", {}), ("Greedy (memory-aware list)", "greedy", {}),
              ("Random order (best of 100)", "random", {"samples": 100}))
-LEARNED = (("greedy", {}), ("sample-16", {"samples": 16}), ("beam-16", {"beam": 16}))
+LEARNED = (("greedy", {}), ("sample-16", {"samples": 16}), ("beam-16", {"beam": 16}),
+           ("sample-16, no repair", {"samples": 16, "repair": 0}))
 
 
 def _run(method: str, opts: dict[str, Any], g, seed: int, time_limit: float) -> tuple[int, float]:

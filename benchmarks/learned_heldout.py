@@ -2,7 +2,8 @@
 
 For each model of ``onnx_sched.synth.corpus_split.HELD_OUT_PEAKMEM`` (never read by
 training): the peak and seconds of the file order, of learned sample-16 for every
-``--learned NAME=PATH`` checkpoint (default: the shipped one), of beam search at width
+``--learned NAME=PATH`` checkpoint (default: the shipped one; with the pass's min-cut repair, as
+shipped, and without it: the policy's own orders), of beam search at width
 10^4 and of ``auto``; then per checkpoint the issue's two checks: never worse than the
 file order, and within 2 % of beam 10^4.
 
@@ -67,9 +68,12 @@ def main(argv: list[str] | None = None) -> int:
             row["methods"][method] = old[name]["methods"][method] if name in old else timed(method, graph, opts, args.time_limit)
         for label, path in learned.items():
             row["methods"][f"learned:{label}"] = timed("learned", graph, {"samples": 16, "model": path}, args.time_limit)
+            row["methods"][f"learned:{label}, no repair"] = timed("learned", graph, {"samples": 16, "model": path, "repair": 0},
+                                                                   args.time_limit)
         rows.append(row)
         print(json.dumps(row), flush=True)
-    columns = [*REFERENCES, *(f"learned:{k}" for k in learned)]
+    variants = [v for k in learned for v in (k, f"{k}, no repair")]
+    columns = [*REFERENCES, *(f"learned:{k}" for k in variants)]
     table = Table(title="held-out corpus models: peak MiB (seconds)")
     for col in ["model", "ops", *columns]:
         table.add_column(col, justify="right")
@@ -79,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
         table.add_row(r["model"], str(r["ops"]), *cells)
         lines.append(f"| {r['model']} | {r['ops']} | " + " | ".join(cells) + " |")
     summary = {}
-    for label in learned:
+    for label in variants:
         key = f"learned:{label}"
         peaks = [(r["methods"][key]["peak_bytes"], r["methods"]["file"]["peak_bytes"], r["methods"]["beam"]["peak_bytes"])
                  for r in rows if r["model"] in HELD_OUT_PEAKMEM]

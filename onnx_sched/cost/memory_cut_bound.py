@@ -46,7 +46,7 @@ from onnx_sched.dag import reachability
 from onnx_sched.graph import Graph
 from onnx_sched.jit import work_clock
 
-__all__ = ["CutBound", "cut_lower_bound", "least_memory_at"]
+__all__ = ["CutBound", "cut_lower_bound", "least_memory_at", "least_memory_set"]
 
 _SOURCE, _SINK, _FIRST_OP = 0, 1, 2
 
@@ -226,6 +226,41 @@ def _cuts(ops, anc, desc, n_nodes, adj_ptr, adj_edge, head, base_cap, src_edge, 
         if out[i] > best:
             best = out[i]
     return out
+
+
+@numba.njit(cache=True)
+def _best_set(v, anc, desc, n_nodes, adj_ptr, adj_edge, head, base_cap, src_edge, sink_edge, own, refund, inf):  # noqa: ANN001, ANN202
+    """Op ``v``'s least memory and the set of ops run before it that attains it (bool per op)."""
+    cap = np.empty_like(base_cap)
+    pin_op(cap, base_cap, v, anc, desc, src_edge, sink_edge, inf)
+    flow = _max_flow(n_nodes, 0, 1, adj_ptr, adj_edge, head, cap)
+    level = np.empty(n_nodes, np.int64)
+    queue = np.empty(n_nodes, np.int64)
+    residual_levels(0, adj_ptr, adj_edge, head, cap, level, queue)  # the source side: ops run before v
+    before = np.zeros(len(src_edge), np.bool_)
+    for u in range(len(src_edge)):
+        before[u] = level[_FIRST_OP + u] >= 0
+    before[v] = False
+    return own[v] + flow - refund, before
+
+
+def least_memory_set(g: Graph, inplace: bool, op: int) -> tuple[int, np.ndarray]:
+    """``op``'s least memory over all orders, and a set of ops (bool per op) that attains it when it
+    is exactly what runs before ``op``: it holds every ancestor of ``op`` and no descendant.
+
+    Example (the graph of the module docstring): op 3 needs 31 bytes, with 0, 1 and 2 run before
+    it (2's 6 bytes wait for 4 and 0's 8 are freed; without 2 it would be 33)::
+
+        >>> from onnx_sched.graph import Graph
+        >>> g = Graph.from_edges(5, [(0, 1), (0, 2), (1, 3), (2, 4), (3, 4)], output_bytes=[8, 5, 6, 20, 1])
+        >>> least, before = least_memory_set(g, False, 3)
+        >>> least, before.tolist()
+        (31, [True, True, True, False, False])
+    """
+    net = _network(g, bool(inplace))
+    least, before = _best_set(np.int64(op), net.anc, net.desc, net.n_nodes, net.adj_ptr, net.adj_edge, net.head,
+                              net.cap, net.src_edge, net.sink_edge, net.own, np.int64(net.refund), np.int64(net.inf))
+    return int(least), before
 
 
 def _run_cuts(g: Graph, inplace: bool, ops: np.ndarray, step_of: np.ndarray, stop_at: int) -> np.ndarray:

@@ -28,7 +28,9 @@
    bisection (probing every op on graphs of up to :data:`PROBE_FIRST_MAX_OPS` ops, where that
    is cheap) and beams near the bound it reaches.
 
-Beams, exact search, the min-cut bound and probing all work on the graph with its chains
+Every order offered (except the file order itself) first goes through the min-cut repair
+(:mod:`onnx_sched.passes.order._repair`, on at most :data:`REPAIR_SHARE` of the time left).  Beams, exact search, the min-cut
+bound and probing all work on the graph with its chains
 contracted (:mod:`onnx_sched.cost.memory_chains`: the same peaks and optimum, 25-45 % fewer ops on
 the corpus networks); their orders are expanded before they are compared.
 
@@ -57,6 +59,7 @@ from onnx_sched.passes import PassContext, register
 from onnx_sched.passes.order import exact
 from onnx_sched.passes.order._common import make_schedule, peak_of
 from onnx_sched.passes.order._portfolio import cheap_orders
+from onnx_sched.passes.order._repair import repair
 from onnx_sched.passes.order.beam import beam_search
 from onnx_sched.passes.order.exact import CUT_SHARE
 from onnx_sched.passes.order.random_orders import best_random_order
@@ -70,6 +73,8 @@ FINAL_BEAM_MAX = 200_000
 CALIBRATION_WIDTH = 16
 LEARNED_MAX_OPS = 3000
 LEARNED_SAMPLES = 16
+#: Share of the time left that repairing one offered order may use (a round costs milliseconds).
+REPAIR_SHARE = 0.05
 #: Share of the time left that probing may use before the final beams: a third each for the precedences
 #: below the best peak, the bisection and the beams near the bound.
 PROBE_SHARE = 0.3
@@ -177,7 +182,14 @@ def run(graph: Graph, ctx: PassContext) -> Schedule:
     info: dict[str, Any] = {}
 
     def offer(name: str, order: np.ndarray) -> None:
-        orders[name] = np.asarray(order, dtype=np.int64)
+        """Keep ``order`` under ``name``, min-cut repaired (the file order as given)."""
+        order = np.asarray(order, dtype=np.int64)
+        if name != "file" and clock.left() > 0:
+            fixed = repair(graph, order, inplace, deadline=work_clock() + REPAIR_SHARE * clock.left())
+            if peak_of(graph, fixed, inplace) < peak_of(graph, order, inplace):
+                info.setdefault("repaired", []).append(name)
+                order = fixed
+        orders[name] = order
         peaks[name] = peak_of(graph, order, inplace)
 
     chains = contract_chains(graph, inplace)  # searches, bounds and probes run on the contracted graph

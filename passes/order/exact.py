@@ -52,6 +52,7 @@ from onnx_sched.passes import PassContext, register
 from onnx_sched.passes.order._common import make_schedule
 from onnx_sched.passes.order._kernels import kernel_graph
 from onnx_sched.passes.order._portfolio import best_of, cheap_orders
+from onnx_sched.passes.order._repair import repair
 from onnx_sched.passes.order._search import layered_search, start_layer, zobrist_keys
 from onnx_sched.passes.order.beam import beam_search
 from onnx_sched.schedule import Schedule
@@ -94,11 +95,11 @@ def single_node_cuts(graph: Graph) -> np.ndarray:
 
 
 def seed_incumbent(graph: Graph, *, inplace: bool, seed: int, time_limit: float) -> np.ndarray:
-    """Best of the cheap heuristics and a small beam (width 256, within ``time_limit``)."""
+    """Best of the cheap heuristics and a small beam (width 256, within ``time_limit``), min-cut repaired."""
     orders = cheap_orders(graph, inplace)
     if graph.n_ops:
         orders["beam"], _ = beam_search(graph, 256, inplace=inplace, seed=seed, time_limit=time_limit)
-    return best_of(graph, orders, inplace)[1]
+    return repair(graph, best_of(graph, orders, inplace)[1], inplace, deadline=work_clock() + time_limit)
 
 
 #: Share of the time limit the min-cut graph bound may take (its result is remembered per graph).

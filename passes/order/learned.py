@@ -14,6 +14,10 @@ The policy is eq. 8 over ``priorities / T``, or, for a checkpoint trained with
 (``priorities / T - beta * live-memory change / s`` at every step); all three
 decoders decode that one policy.
 
+The decoded order then goes through the min-cut repair (:mod:`onnx_sched.passes.order._repair`;
+option ``repair=0`` skips it), which lowers its peak where an op's output waits across a later peak;
+``info["policy_peak_bytes"]`` is the peak before it.
+
 Options: ``samples``, ``beam`` (at most one of them), ``model`` (path of an ONNX
 export; default the shipped ``models/checkpoints/topoformer_peakmem.onnx``), ``sample_mode``
 (``race`` = exact eq. 8 samples, ``gumbel`` = paper 001's one-shot perturbation;
@@ -32,11 +36,13 @@ import time
 import numpy as np
 
 from onnx_sched.graph import Graph
+from onnx_sched.jit import work_clock
 from onnx_sched.models.inference.decoders import beam_search, best_of, decode_graph, greedy, sample_orders
 from onnx_sched.models.inference.mem_aware import mem_aware_orders
 from onnx_sched.models.inference.topoformer_onnx import DEFAULT_CHECKPOINT, PriorityModel
 from onnx_sched.passes import PassContext, register
-from onnx_sched.passes.order._common import make_schedule
+from onnx_sched.passes.order._common import make_schedule, peak_of
+from onnx_sched.passes.order._repair import repair
 from onnx_sched.schedule import Schedule
 
 __all__ = ["run"]
@@ -77,10 +83,13 @@ def run(graph: Graph, ctx: PassContext) -> Schedule:
         decoder = f"beam-{int(beam)}"
     if temperature != 1.0 or beta > 0:
         decoder += f" (T={temperature:g}" + (f", mem_beta={beta:g})" if beta > 0 else ")")
+    policy_peak = peak_of(graph, order, ctx.inplace)
+    if int(ctx.option("repair", 1)):
+        order = repair(graph, order, ctx.inplace, deadline=work_clock() + max(float(ctx.time_limit) - (time.perf_counter() - t0), 0.0))
     t2 = time.perf_counter()
     return make_schedule(
         graph, order, "learned", ctx.inplace,
-        decoder=decoder, model=model.path,
+        decoder=decoder, model=model.path, policy_peak_bytes=policy_peak,
         features_s=round(timings.get("features_s", 0.0), 4), encoder_s=round(timings.get("encoder_s", 0.0), 4),
         decode_s=round(t2 - t1, 4), seconds=round(t2 - t0, 4),
     )

@@ -1,0 +1,64 @@
+"""Min-cut repair: lower an order's peak by rebuilding it around its peak step.
+
+At a step where the order peaks, the op ``v`` running there may need less: its least memory over
+all orders is a minimum cut (:func:`onnx_sched.cost.memory_cut_bound.least_memory_set`), and the
+cut names the set of ops to run before ``v``.  The repair runs exactly that set first (in the
+order's own sequence), then ``v``, then everything else (in sequence), and keeps the result when
+its peak is lower, or equal at fewer steps.  It repeats from the new order until no peak step
+improves, ``max_rounds`` pass or the deadline does.  Every order it returns is valid and never
+worse than the one it was given.
+
+It is cheap (one cut and one profile a round: milliseconds on a 1,000-op graph) and knows nothing
+about where the order came from, so it follows the cheap heuristics, the beams and the learned
+policy alike.  What it fixes is the mistake a step-by-step order cannot see coming: ops run early
+whose outputs wait across a later peak (on t5_small the learned policy runs decoder ops during the
+encoder's feed-forward peak: 2.46 -> 2.31 MiB, the optimum; docs/results.md section 20).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from onnx_sched.cost.memory import profile
+from onnx_sched.cost.memory_bound import MAX_CLOSURE_OPS
+from onnx_sched.cost.memory_cut_bound import least_memory_set
+from onnx_sched.graph import Graph
+from onnx_sched.jit import work_clock
+
+__all__ = ["repair"]
+
+MAX_ROUNDS = 100
+
+
+def _score(graph: Graph, order: np.ndarray, inplace: bool) -> tuple[tuple[int, int], np.ndarray]:
+    step = profile(graph, order, inplace).step
+    peak = int(step.max(initial=0))
+    return (peak, int((step == peak).sum())), step
+
+
+def repair(graph: Graph, order: np.ndarray, inplace: bool, *, deadline: float | None = None,
+           max_rounds: int = MAX_ROUNDS) -> np.ndarray:
+    """A valid order with a peak at most ``order``'s (module docstring); ``deadline`` is a
+    :func:`onnx_sched.jit.work_clock` value.  Graphs beyond ``MAX_CLOSURE_OPS`` come back as given."""
+    order = np.asarray(order, dtype=np.int64)
+    if graph.n_ops < 2 or graph.n_ops > MAX_CLOSURE_OPS:
+        return order
+    score, step = _score(graph, order, inplace)
+    for _ in range(max_rounds):
+        improved = False
+        for k in np.flatnonzero(step == score[0]).tolist():
+            if deadline is not None and work_clock() >= deadline:
+                return order
+            v = int(order[k])
+            least, before = least_memory_set(graph, inplace, v)
+            if least >= score[0]:
+                continue  # v needs this much in any order
+            first = before[order]
+            rebuilt = np.concatenate([order[first], [v], order[~first & (order != v)]])
+            new_score, new_step = _score(graph, rebuilt, inplace)
+            if new_score < score:
+                order, score, step, improved = rebuilt, new_score, new_step, True
+                break
+        if not improved:
+            break
+    return order
