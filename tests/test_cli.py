@@ -113,7 +113,7 @@ def test_output_equal_to_input_is_refused_and_input_untouched(tmp_path):
     before = src.read_bytes()
     res = run_cli("optimize", str(src), "-o", str(src), "--method", "dfs")
     assert res.returncode != 0 and len(res.stderr.strip().splitlines()) == 1
-    assert "input model" in res.stderr
+    assert "is an input file" in res.stderr
     assert src.read_bytes() == before
 
 

@@ -4,26 +4,22 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import click
 
+from onnx_sched.exporters.paths import atomic_write_bytes
+
 __all__ = ["import_options", "report_option", "write_json_atomic"]
 
 
 def write_json_atomic(data: Any, path: str | os.PathLike) -> None:
+    """Write ``data`` as indented JSON, atomically; numpy values as lists, anything else as text."""
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", dir=out.parent)
-    with os.fdopen(fd, "w") as f:
-        json.dump(data, f, indent=2, default=lambda o: o.tolist() if hasattr(o, "tolist") else str(o))
-        f.write("\n")
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(tmp, 0o666 & ~umask)
-    os.replace(tmp, out)
+    text = json.dumps(data, indent=2, default=lambda o: o.tolist() if hasattr(o, "tolist") else str(o))
+    atomic_write_bytes(out, (text + "\n").encode())
 
 
 def import_options(fn):  # noqa: ANN001, ANN201

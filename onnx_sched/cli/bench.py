@@ -218,6 +218,10 @@ def command(
     heap peak (ORT: arena off) beside the memory model's predicted peak of its
     file order, and OUT's predicted vs measured saving.
     """
+    from onnx_sched.exporters.paths import check_output_paths, model_files
+
+    inputs = [f for m in (model_in, model_out) if m is not None for f in model_files(m)]
+    check_output_paths(inputs, {"--report": report_path, "--plot": plot_path})
     ort_only = [flag for flag, used in (("--arena", arena != "both"), ("--no-ort-opt", no_ort_opt),
                                         ("--profile", profile), ("--no-mem-pattern", no_mem_pattern)) if used]
     if runtime != "ort" and ort_only:

@@ -61,10 +61,13 @@ def command(model: str, placement_path: str | None, method: str | None, profiles
     from onnx_sched.bench.placement_file import save_placement as write_placement
     from onnx_sched.bench.runtimes.openvino import bench_openvino
     from onnx_sched.bench.runtimes.ort import bench_ort
+    from onnx_sched.exporters.paths import check_output_paths, model_files
     from onnx_sched.importers.dispatch import import_model
     from onnx_sched.importers.onnx import parse_dims, parse_input_shapes
     from onnx_sched.importers.openvino import is_openvino_source
 
+    inputs = [*model_files(model), *([placement_path] if placement_path else []), *profiles]
+    check_output_paths(inputs, {"--save-placement": save_placement, "--report": report_path})
     ir = is_openvino_source(model)
     if ir and runtime != "openvino":
         raise ValueError(f"{model}: ONNX Runtime cannot run an OpenVINO IR; use --runtime openvino")

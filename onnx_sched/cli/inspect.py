@@ -26,9 +26,11 @@ def command(model: Path, inplace: bool, report_path: Path | None, input_shapes: 
     from onnx_sched.cost.memory import profile
     from onnx_sched.cost.memory_bound import lower_bound
     from onnx_sched.dag import longest_path_to_sink
+    from onnx_sched.exporters.paths import check_output_paths, model_files
     from onnx_sched.importers.dispatch import import_model
     from onnx_sched.importers.onnx import parse_dims, parse_input_shapes
 
+    check_output_paths(model_files(model), {"--report": report_path})
     imported = import_model(model, parse_input_shapes(input_shapes), parse_dims(dims))
     g = imported.graph
     prof = profile(g, np.arange(g.n_ops), inplace)

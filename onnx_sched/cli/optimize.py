@@ -88,11 +88,11 @@ def command(model: Path, output: Path, objective: str, method: str, time_limit: 
     """
     clock = Deadline(time_limit)  # first: reading the model counts against the budget
     from onnx_sched.exporters.dispatch import check_output
+    from onnx_sched.exporters.paths import check_output_paths, model_files
     from onnx_sched.importers.onnx import parse_dims, parse_input_shapes
     from onnx_sched.importers.openvino import is_openvino_source
 
-    if output.exists() and model.exists() and output.resolve() == model.resolve():
-        raise ValueError(f"{output}: output path is the input model; choose another -o path")
+    check_output_paths(model_files(model), {"-o": output, "--report": report_path, "--plot": plot_path})
     check_output(model, output)
     if ort_graph is not None and is_openvino_source(model):
         raise ValueError("--ort-graph reorders the graph ONNX Runtime executes; it needs an ONNX model, not an IR")

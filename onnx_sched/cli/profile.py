@@ -42,10 +42,12 @@ def command(model: str, device: str, runtime: str, hosts: str, repeats: int, thr
     """Measure per-op latency of MODEL (ONNX, or OpenVINO IR .xml with --runtime openvino) on a device
     and write a profile file."""
     from onnx_sched.bench.runtimes.torch_parts import torch_device
+    from onnx_sched.exporters.paths import check_output_paths, model_files
     from onnx_sched.importers.dispatch import import_model
     from onnx_sched.importers.onnx import parse_dims, parse_input_shapes
     from onnx_sched.profiling import add_simulated, profile_model, save_profiles
 
+    check_output_paths(model_files(model), {"-o": output})
     imported = import_model(model, input_shapes=parse_input_shapes(input_shapes), dims=parse_dims(dims))
     if runtime == "ort" and device == "CPU":
         device = "CPUExecutionProvider"

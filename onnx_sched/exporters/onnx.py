@@ -11,6 +11,7 @@ keys; a placement, when given, is written per node as ``metadata_props`` key
 
 from __future__ import annotations
 
+import filecmp
 import os
 import shutil
 import tempfile
@@ -20,6 +21,12 @@ from pathlib import Path
 import numpy as np
 import onnx
 
+from onnx_sched.exporters.paths import (
+    atomic_write_bytes,
+    check_output_paths,
+    default_file_mode,
+    external_data_files,
+)
 from onnx_sched.importers.onnx import ImportedOnnx
 from onnx_sched.schedule import Schedule
 
@@ -102,48 +109,45 @@ def export_onnx(
     return model
 
 
-def _external_locations(model: onnx.ModelProto) -> set[str]:
-    locs: set[str] = set()
-    for init in model.graph.initializer:
-        if init.data_location == onnx.TensorProto.EXTERNAL:
-            for e in init.external_data:
-                if e.key == "location":
-                    locs.add(e.value)
-    return locs
+def _copy_external_data(src_file: Path, dst_file: Path) -> None:
+    """Copy one external data file next to the output: a copy (a hard link would let a later write
+    to either change both, and onnx.checker rejects linked data), written atomically; an existing
+    file with the same bytes is kept, one with other bytes is never replaced."""
+    if dst_file.exists():
+        if filecmp.cmp(src_file, dst_file, shallow=False):
+            return
+        raise ValueError(f"{dst_file}: exists and holds other data than the input's {src_file}, which the written "
+                         "model refers to by this name; write the model to another folder or remove that file")
+    dst_file.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{dst_file.name}.", suffix=".tmp", dir=dst_file.parent)
+    os.close(fd)
+    try:
+        shutil.copyfile(src_file, tmp)
+        os.chmod(tmp, default_file_mode())
+        os.replace(tmp, dst_file)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
 
 
 def save_model_atomic(model: onnx.ModelProto, out_path: str | os.PathLike, source_path: str | os.PathLike | None = None) -> None:
     """Write ``model`` to ``out_path`` through a temporary file and ``os.replace``.
 
     External data files the model references (relative to ``source_path``) are
-    hard-linked or copied next to the output when it goes to another folder.
-    Refuses to overwrite ``source_path``.
+    copied next to the output when it goes to another folder.  Refuses to
+    overwrite ``source_path`` or its external data.
     """
     out = Path(out_path)
-    if source_path is not None and out.exists() and out.resolve() == Path(source_path).resolve():
-        raise ValueError(f"{out}: output path is the input model; choose another -o path")
-    if out.is_dir():
-        raise ValueError(f"{out}: is a directory, expected a file path")
+    sources = [] if source_path is None else [Path(source_path), *external_data_files(model, source_path)]
+    check_output_paths(sources, {"-o": out})
     out.parent.mkdir(parents=True, exist_ok=True)
     if source_path is not None:
-        src_dir = Path(source_path).resolve().parent
-        for loc in _external_locations(model):
-            src_file, dst_file = src_dir / loc, out.parent.resolve() / loc
-            if src_file.resolve() == dst_file.resolve() or dst_file.exists():
+        for src_file in sources[1:]:
+            dst_file = out.parent / src_file.relative_to(Path(source_path).parent)
+            if dst_file.exists() and os.path.samefile(src_file, dst_file):
                 continue
             if not src_file.exists():
                 raise ValueError(f"external data file {src_file} referenced by the model is missing")
-            dst_file.parent.mkdir(parents=True, exist_ok=True)
-            try:
-                os.link(src_file, dst_file)
-            except OSError:
-                shutil.copyfile(src_file, dst_file)
-    fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(model.SerializeToString())
-        os.replace(tmp, out)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+            _copy_external_data(src_file, dst_file)
+    atomic_write_bytes(out, model.SerializeToString())

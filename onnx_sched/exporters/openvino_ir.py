@@ -91,14 +91,10 @@ def order_from_rt_info(ov_model: Any) -> list[str] | None:
 def _check_paths(out: Path, source_path: str | os.PathLike | None) -> None:
     if out.suffix.lower() != ".xml":
         raise ValueError(f"{out}: an OpenVINO IR is written as NAME.xml (+ NAME.bin); give -o NAME.xml")
-    if out.is_dir():
-        raise ValueError(f"{out}: is a directory, expected a file path")
-    if source_path is None:
-        return
-    src = Path(source_path)
-    for mine, theirs in ((out, src), (out.with_suffix(".bin"), src.with_suffix(".bin"))):
-        if mine.exists() and theirs.exists() and mine.resolve() == theirs.resolve():
-            raise ValueError(f"{mine}: output path is the input model; choose another -o path")
+    from onnx_sched.exporters.paths import check_output_paths, model_files
+
+    inputs = [] if source_path is None else model_files(source_path)
+    check_output_paths(inputs, {"-o": out, "-o (its .bin)": out.with_suffix(".bin")})
 
 
 def save_ir_atomic(model: Any, out_path: str | os.PathLike, source_path: str | os.PathLike | None = None) -> list[Path]:

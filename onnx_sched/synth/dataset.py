@@ -34,7 +34,6 @@ import hashlib
 import io
 import json
 import os
-import tempfile
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -42,6 +41,7 @@ from typing import Any
 
 import numpy as np
 
+from onnx_sched.exporters.paths import atomic_write_bytes
 from onnx_sched.graph import Graph
 
 __all__ = [
@@ -60,27 +60,6 @@ __all__ = [
 FORMAT = "onnx-sched-synth-npz/1"
 MANIFEST = "manifest.json"
 _ARRAY_META = ("mem_units", "param_units", "layer_of_op")
-
-
-def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> Path:
-    """Write ``data`` to ``path`` via a temp file in the same folder and ``os.replace``."""
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp creates 0600; give the usual mode
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
 
 
 def sha256_file(path: str | os.PathLike[str]) -> str:

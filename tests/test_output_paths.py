@@ -1,0 +1,147 @@
+"""Commands never write over what they read, and models with external data are written so that
+onnx.checker and ONNX Runtime accept them (onnx_sched.exporters.paths, save_model_atomic)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from conftest import assert_bitwise_equal, branchy_model, run_ort
+from onnx import helper, numpy_helper
+
+from onnx_sched.exporters.paths import check_output_paths, model_files
+
+EXE = [sys.executable, "-m", "onnx_sched.cli.__main__"]
+
+
+def run_cli(*args: object) -> subprocess.CompletedProcess:
+    return subprocess.run([*EXE, *map(str, args)], capture_output=True, text=True, timeout=300)
+
+
+def _one_line_error(res: subprocess.CompletedProcess) -> str:
+    assert res.returncode == 2, (res.returncode, res.stdout, res.stderr)
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in res.stderr, res.stderr
+    return lines[0]
+
+
+def _external_model(folder: Path, name: str = "m.onnx", location: str = "m.weights") -> Path:
+    """Two branches through external weights: x + w1 and x * w2, summed."""
+    folder.mkdir(parents=True, exist_ok=True)
+    w1 = numpy_helper.from_array(np.linspace(-1, 1, 256, dtype=np.float32), "w1")
+    w2 = numpy_helper.from_array(np.linspace(2, 3, 256, dtype=np.float32), "w2")
+    vi = helper.make_tensor_value_info
+    graph = helper.make_graph(
+        [helper.make_node("Add", ["x", "w1"], ["a"], name="a"), helper.make_node("Mul", ["x", "w2"], ["b"], name="b"),
+         helper.make_node("Relu", ["a"], ["c"], name="c"), helper.make_node("Add", ["c", "b"], ["y"], name="y")],
+        "ext", [vi("x", onnx.TensorProto.FLOAT, [256])], [vi("y", onnx.TensorProto.FLOAT, [256])], [w1, w2])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 10
+    path = folder / name
+    onnx.save(model, str(path), save_as_external_data=True, location=location, size_threshold=0)
+    return path
+
+
+def _snapshot(folder: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(folder.iterdir())}
+
+
+def test_model_files_names_the_external_data():
+    assert [p.name for p in model_files("missing.onnx")] == ["missing.onnx"]
+
+
+def test_model_files_of_an_onnx_model_with_external_data(tmp_path):
+    src = _external_model(tmp_path)
+    assert [p.name for p in model_files(src)] == ["m.onnx", "m.weights"]
+
+
+@pytest.mark.parametrize("flag", ["--report", "--plot"])
+def test_optimize_refuses_a_report_or_plot_over_the_input(tmp_path, flag):
+    src = _external_model(tmp_path / "in")
+    before = _snapshot(src.parent)
+    for victim in (src, src.parent / "m.weights"):
+        line = _one_line_error(run_cli("optimize", src, "-o", tmp_path / "out.onnx", flag, victim))
+        assert f"{flag} {victim}: is an input file" in line
+    assert _snapshot(src.parent) == before
+    assert not (tmp_path / "out.onnx").exists()
+
+
+def test_optimize_refuses_the_model_over_its_own_external_data(tmp_path):
+    src = _external_model(tmp_path)
+    before = _snapshot(tmp_path)
+    line = _one_line_error(run_cli("optimize", src, "-o", tmp_path / "m.weights", "--method", "dfs"))
+    assert "is an input file" in line
+    assert _snapshot(tmp_path) == before
+
+
+def test_optimize_refuses_two_outputs_on_one_path_and_an_output_under_a_file(tmp_path):
+    src = _external_model(tmp_path / "in")
+    out = tmp_path / "out.onnx"
+    assert "is also the path of -o" in _one_line_error(run_cli("optimize", src, "-o", out, "--report", out))
+    (tmp_path / "afile").write_text("x")
+    line = _one_line_error(run_cli("optimize", src, "-o", out, "--report", tmp_path / "afile" / "r.json"))
+    assert "is not a directory" in line
+    assert not out.exists()
+
+
+def test_external_data_is_copied_not_linked_and_the_output_checks(tmp_path):
+    """Written to another folder, the model gets its own copy of the weights: onnx.checker rejects
+    hard-linked data, and a link would let a later write to either file change both."""
+    src = _external_model(tmp_path / "in")
+    out = tmp_path / "out" / "m.sched.onnx"
+    res = run_cli("optimize", src, "-o", out, "--method", "dfs")
+    assert res.returncode == 0, res.stderr
+    copied, original = out.parent / "m.weights", src.parent / "m.weights"
+    assert copied.read_bytes() == original.read_bytes()
+    assert os.stat(copied).st_nlink == 1 and os.stat(original).st_nlink == 1
+    onnx.checker.check_model(str(out))
+    assert_bitwise_equal(run_ort(str(src)), run_ort(str(out)))
+    assert oct(out.stat().st_mode & 0o777) == oct(0o666 & ~_umask())  # as a plain open() would make it
+    res = run_cli("optimize", src, "-o", out, "--method", "dfs")  # again: the same bytes are kept
+    assert res.returncode == 0, res.stderr
+
+
+def test_a_different_weights_file_in_the_output_folder_is_never_replaced(tmp_path):
+    src = _external_model(tmp_path / "in")
+    stranger = tmp_path / "out" / "m.weights"
+    stranger.parent.mkdir()
+    stranger.write_bytes(b"someone else's weights")
+    line = _one_line_error(run_cli("optimize", src, "-o", tmp_path / "out" / "m.onnx", "--method", "dfs"))
+    assert "exists and holds other data" in line
+    assert stranger.read_bytes() == b"someone else's weights"
+    assert not (tmp_path / "out" / "m.onnx").exists()
+
+
+def test_profile_and_bench_placement_refuse_to_write_over_their_inputs(tmp_path):
+    src = tmp_path / "m.onnx"
+    onnx.save(branchy_model(n=16), str(src))
+    placement = tmp_path / "p.json"
+    placement.write_text("{}")
+    before = _snapshot(tmp_path)
+    assert "is an input file" in _one_line_error(run_cli("profile", src, "--runtime", "ort", "-o", src))
+    line = _one_line_error(run_cli("bench-placement", src, "--runtime", "ort", "--placement", placement,
+                                   "--save-placement", placement))
+    assert "--save-placement" in line and "is an input file" in line
+    assert _snapshot(tmp_path) == before
+
+
+def test_check_output_paths_sees_through_links(tmp_path):
+    src = tmp_path / "m.onnx"
+    src.write_bytes(b"model")
+    (tmp_path / "alias.onnx").symlink_to(src)
+    os.link(src, tmp_path / "hard.onnx")
+    for alias in ("alias.onnx", "hard.onnx"):
+        with pytest.raises(ValueError, match="is an input file"):
+            check_output_paths([src], {"-o": tmp_path / alias})
+    check_output_paths([src], {"-o": tmp_path / "new.onnx", "--report": None})
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
