@@ -158,3 +158,34 @@ def test_makespan_on_a_corpus_model_writes_model_report_and_gantt(tmp_path):
     assert gantt.stat().st_size > 5000
     onnx.checker.check_model(onnx.load(str(out)), full_check=True)
     assert_bitwise_equal(run_ort(src), run_ort(onnx.load(str(out))))
+
+
+@pytest.mark.parametrize("args, expected", [
+    (["--time-limit", "nan"], "positive, finite number of seconds"),
+    (["--time-limit", "0"], "positive, finite number of seconds"),
+    (["--dim", "N=-3"], "positive VALUE"),
+    (["--input-shape", "x=1x-4"], "positive sizes"),
+    (["--objective", "nope"], "Invalid value for '--objective'"),
+    (["--no-such-flag"], "No such option"),
+])
+def test_bad_flags_give_one_line_naming_the_flag(tmp_path, args, expected):
+    src = _save(branchy_model(n=16), tmp_path / "m.onnx")
+    res = run_cli("optimize", str(src), "-o", str(tmp_path / "out.onnx"), *args)
+    assert res.returncode == 2
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("onnx-sched: error: "), res.stderr
+    assert expected in lines[0]
+    assert not (tmp_path / "out.onnx").exists()
+
+
+def test_a_model_without_operators_is_refused_in_one_line(tmp_path):
+    vi = helper.make_tensor_value_info
+    m = helper.make_model(helper.make_graph([], "passthrough", [vi("x", TensorProto.FLOAT, [4])],
+                                            [vi("x", TensorProto.FLOAT, [4])]),
+                          opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 10
+    src = _save(m, tmp_path / "m.onnx")
+    for extra in ([], ["--devices", "CPU,GPU"]):
+        res = run_cli("optimize", str(src), "-o", str(tmp_path / "out.onnx"), *extra)
+        assert res.returncode == 2 and len(res.stderr.strip().splitlines()) == 1, res.stderr
+        assert "no operators" in res.stderr

@@ -175,3 +175,15 @@ def test_onnx_light_models_round_trip(path):
     onnx.checker.check_model(res.model)
     assert res.report["peak_bytes"]["output"] <= res.report["peak_bytes"]["input"]
     assert_bitwise_equal(run_ort(onnx.load(str(path))), run_ort(res.model))
+
+
+def test_sub_byte_tensors_are_counted_packed():
+    """An INT4 tensor of 9 elements takes 5 bytes (two to a byte, rounded up), not numpy's 9."""
+    vi = helper.make_tensor_value_info
+    nodes = [helper.make_node("DequantizeLinear", ["q", "scale"], ["x"], name="dq"),
+             helper.make_node("Relu", ["x"], ["y"], name="relu")]
+    scale = numpy_helper.from_array(np.array(0.5, dtype=np.float32), "scale")
+    m = _model(nodes, [vi("q", TensorProto.INT4, [9])], [vi("y", TensorProto.FLOAT, [9])], [scale], opset=21)
+    g = import_onnx(m).graph
+    sizes = dict(zip(g.tensor_names, g.tensor_bytes.tolist()))
+    assert sizes["q"] == 5 and sizes["x"] == 36 and sizes["y"] == 36

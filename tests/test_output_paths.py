@@ -145,3 +145,15 @@ def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
     return mask
+
+
+def test_ort_graph_of_a_model_with_external_data(tmp_path):
+    """ORT's optimized graph keeps references into the input's weights file; the written model gets its
+    own copy beside it and runs like the input."""
+    src = _external_model(tmp_path / "in")
+    out = tmp_path / "out" / "m.onnx"
+    res = run_cli("optimize", src, "-o", out, "--ort-graph", "basic", "--method", "dfs")
+    assert res.returncode == 0, res.stderr
+    onnx.checker.check_model(str(out))
+    assert (out.parent / "m.weights").read_bytes() == (src.parent / "m.weights").read_bytes()
+    assert_bitwise_equal(run_ort(str(src)), run_ort(str(out)))

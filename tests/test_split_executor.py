@@ -122,6 +122,21 @@ def test_ir3_model_with_initializer_inputs() -> None:
     assert report["outputs_equal"] and report["sub_models"] >= 2
 
 
+def test_a_part_of_dead_ops_still_runs() -> None:
+    """Neg's result is read by nothing: its part has no tensor anyone needs, and still runs as placed."""
+    vi = helper.make_tensor_value_info
+    graph = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["a"], name="r"), helper.make_node("Neg", ["x"], ["b"], name="n"),
+         helper.make_node("Exp", ["a"], ["y"], name="e")],
+        "dead", [vi("x", TensorProto.FLOAT, [4])], [vi("y", TensorProto.FLOAT, [4])])
+    imp = import_onnx(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8))
+    placement = np.array([1 if name == "n" else 0 for name in imp.graph.op_names])
+    parts = split_model(imp, placement)
+    assert [p.outputs for p in parts if p.device == 1] == [("b",)]
+    report = bench_ort(imp, placement, DEVICES, warmup=0, repeats=1, concurrent=True)
+    assert report["outputs_equal"] and report["sub_models"] == 2
+
+
 def test_part_failure_is_raised() -> None:
     imp = import_onnx(diamond_model(branches=2))
     parts = split_model(imp, np.arange(imp.graph.n_ops) % 2)

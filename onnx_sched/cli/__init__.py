@@ -19,6 +19,22 @@ from onnx_sched.errors import OnnxSchedError
 
 
 class _Group(click.Group):
+    def main(self, *args, **kwargs):  # noqa: ANN002, ANN003, ANN201
+        """Usage errors (a bad flag or value) as one line too, with the command's ``--help`` hint in it."""
+        kwargs.pop("standalone_mode", None)
+        try:
+            return super().main(*args, standalone_mode=False, **kwargs)
+        except click.UsageError as exc:
+            hint = f" (see {exc.ctx.command_path} --help)" if exc.ctx is not None else ""
+            click.echo(f"onnx-sched: error: {exc.format_message()}{hint}", err=True)
+            sys.exit(exc.exit_code)
+        except click.ClickException as exc:
+            click.echo(f"onnx-sched: error: {exc.format_message()}", err=True)
+            sys.exit(exc.exit_code)
+        except click.Abort:
+            click.echo("onnx-sched: interrupted", err=True)
+            sys.exit(130)
+
     def invoke(self, ctx: click.Context):  # noqa: ANN201
         try:
             return super().invoke(ctx)

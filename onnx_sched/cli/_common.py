@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 from pathlib import Path
 from typing import Any
@@ -11,7 +12,7 @@ import click
 
 from onnx_sched.exporters.paths import atomic_write_bytes
 
-__all__ = ["import_options", "report_option", "write_json_atomic"]
+__all__ = ["SECONDS", "import_options", "report_option", "write_json_atomic"]
 
 
 def write_json_atomic(data: Any, path: str | os.PathLike) -> None:
@@ -20,6 +21,24 @@ def write_json_atomic(data: Any, path: str | os.PathLike) -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
     text = json.dumps(data, indent=2, default=lambda o: o.tolist() if hasattr(o, "tolist") else str(o))
     atomic_write_bytes(out, (text + "\n").encode())
+
+
+class Seconds(click.ParamType):
+    """A positive, finite number of seconds (``float`` accepts ``nan`` and ``inf``, which no clock can keep)."""
+
+    name = "seconds"
+
+    def convert(self, value, param, ctx):  # noqa: ANN001, ANN201
+        try:
+            seconds = float(value)
+        except (TypeError, ValueError):
+            self.fail(f"{value!r} is not a number of seconds", param, ctx)
+        if not math.isfinite(seconds) or seconds <= 0:
+            self.fail(f"{value!r}: expected a positive, finite number of seconds", param, ctx)
+        return seconds
+
+
+SECONDS = Seconds()
 
 
 def import_options(fn):  # noqa: ANN001, ANN201

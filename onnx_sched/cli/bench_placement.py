@@ -25,7 +25,7 @@ from pathlib import Path
 
 import click
 
-from onnx_sched.cli._common import import_options, report_option
+from onnx_sched.cli._common import SECONDS, import_options, report_option
 
 __all__ = ["command"]
 
@@ -48,7 +48,7 @@ __all__ = ["command"]
 @click.option("--sequential", is_flag=True, help="ORT: run parts one after another (HETERO-like).")
 @click.option("--warmup", type=click.IntRange(0, 1000), default=2, show_default=True)
 @click.option("--repeats", type=click.IntRange(1, 100_000), default=10, show_default=True)
-@click.option("--time-limit", type=float, default=10.0, show_default=True, help="Seconds for --method.")
+@click.option("--time-limit", type=SECONDS, default=10.0, show_default=True, help="Seconds for --method.")
 @click.option("--save-placement", type=click.Path(dir_okay=False), default=None, help="Write the placement used.")
 @report_option("-o", "--output")
 @import_options

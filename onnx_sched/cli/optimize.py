@@ -15,7 +15,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from onnx_sched.cli._common import import_options, report_option, write_json_atomic
+from onnx_sched.cli._common import SECONDS, import_options, report_option, write_json_atomic
 from onnx_sched.deadline import Deadline
 from onnx_sched.objectives import OBJECTIVES, get_objective
 from onnx_sched.report import ReportTable
@@ -39,7 +39,7 @@ def render(table: ReportTable) -> Table:
 @click.option("-o", "--output", type=click.Path(path_type=Path), required=True, help="Where to write the optimized model.")
 @click.option("--objective", type=click.Choice(OBJECTIVES), default="peak-mem", show_default=True)
 @click.option("--method", default="auto", show_default=True, help="Pass name (see `onnx-sched methods`).")
-@click.option("--time-limit", type=float, default=10.0, show_default=True, help="Seconds for search methods.")
+@click.option("--time-limit", type=SECONDS, default=10.0, show_default=True, help="Seconds for search methods.")
 @click.option("--inplace/--no-inplace", default=False, help="Memory model with in-place reuse of dying inputs.")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--beam", "beam", type=int, default=None, help="Beam width (beam, learned).")

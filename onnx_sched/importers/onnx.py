@@ -35,7 +35,9 @@ from onnx_sched.errors import ModelLoadError, UnknownOpError, UnknownShapeError
 from onnx_sched.graph import Graph, TensorKind
 from onnx_sched.importers._assemble import assemble_graph
 
-__all__ = ["ImportedOnnx", "import_onnx", "load_model", "parse_dims", "parse_input_shapes", "stable_op_names"]
+__all__ = [
+    "ImportedOnnx", "import_onnx", "load_model", "parse_dims", "parse_input_shapes", "stable_op_names", "tensor_nbytes",
+]
 
 def stable_op_names(nodes: Sequence[onnx.NodeProto]) -> tuple[str, ...]:
     """A unique name per node that does not depend on the node order.
@@ -97,13 +99,17 @@ def parse_input_shapes(specs: list[str] | tuple[str, ...] | None) -> dict[str, t
             if not sep or not name:
                 raise ValueError
             out[name] = tuple(int(d) for d in dims.lower().split("x"))
+            if min(out[name]) < 1:
+                raise ValueError
         except ValueError:
-            raise ValueError(f"--input-shape {spec!r}: expected NAME=D1xD2x..., e.g. input=1x3x224x224") from None
+            raise ValueError(f"--input-shape {spec!r}: expected NAME=D1xD2x... with positive sizes, "
+                             "e.g. input=1x3x224x224") from None
     return out
 
 
 def parse_dims(specs: list[str] | tuple[str, ...] | None) -> dict[str, int]:
-    """``["batch=1"]`` -> ``{"batch": 1}``."""
+    """``["batch=1"]`` -> ``{"batch": 1}``; sizes must be positive (a zero or negative size would make
+    every tensor empty and every order trivially optimal)."""
     out: dict[str, int] = {}
     for spec in specs or ():
         name, sep, value = spec.rpartition("=")
@@ -111,8 +117,10 @@ def parse_dims(specs: list[str] | tuple[str, ...] | None) -> dict[str, int]:
             if not sep or not name:
                 raise ValueError
             out[name] = int(value)
+            if out[name] < 1:
+                raise ValueError
         except ValueError:
-            raise ValueError(f"--dim {spec!r}: expected NAME=VALUE, e.g. batch_size=1") from None
+            raise ValueError(f"--dim {spec!r}: expected NAME=VALUE with a positive VALUE, e.g. batch_size=1") from None
     return out
 
 
@@ -266,14 +274,30 @@ def _infer_openvino(model: onnx.ModelProto, path: Path | None) -> dict:
     return out
 
 
-def _itemsize(elem_type: int) -> int | None:
+_SUB_BYTE_BITS = {name: bits for name, bits in (("INT4", 4), ("UINT4", 4), ("FLOAT4E2M1", 4), ("INT2", 2), ("UINT2", 2))}
+
+
+def _element_bits(elem_type: int) -> int | None:
+    """Bits per element (sub-byte types are packed: INT4 is 4, not numpy's 8); ``None`` when not fixed."""
     if elem_type in (onnx.TensorProto.STRING, onnx.TensorProto.UNDEFINED):
         return None
+    name = onnx.TensorProto.DataType.Name(elem_type) if elem_type in onnx.TensorProto.DataType.values() else ""
+    if name in _SUB_BYTE_BITS:
+        return _SUB_BYTE_BITS[name]
     try:
-        return int(np.dtype(helper.tensor_dtype_to_np_dtype(elem_type)).itemsize)
-    except Exception:  # noqa: BLE001 - 4-bit and exotic types
-        bits = {onnx.TensorProto.INT4: 4, onnx.TensorProto.UINT4: 4}.get(elem_type)
-        return None if bits is None else 1
+        return 8 * int(np.dtype(helper.tensor_dtype_to_np_dtype(elem_type)).itemsize)
+    except Exception:  # noqa: BLE001 - types numpy cannot hold
+        return None
+
+
+def tensor_nbytes(elem_type: int, shape: tuple[int, ...]) -> int | None:
+    """Bytes of a dense tensor, sub-byte types packed two (or four) to a byte and rounded up.
+
+    >>> tensor_nbytes(onnx.TensorProto.FLOAT, (2, 3)), tensor_nbytes(onnx.TensorProto.INT4, (5,))
+    (24, 3)
+    """
+    bits = _element_bits(elem_type)
+    return None if bits is None else -(-int(np.prod(shape, dtype=np.int64)) * bits // 8)
 
 
 def _param_bytes(model: onnx.ModelProto, op_names: tuple[str, ...]) -> np.ndarray | None:
@@ -450,15 +474,15 @@ def import_onnx(
     shapes: list[tuple[int, ...] | None] = []
     for i, name in enumerate(names):
         elem, shape = types.get(name, (0, None))
-        item = _itemsize(elem) if elem else None
+        nbytes = tensor_nbytes(elem, shape) if elem and shape is not None else None
         dtypes.append(helper.tensor_dtype_to_string(elem).replace("TensorProto.", "").lower() if elem else "unknown")
         shapes.append(shape)
-        if shape is None or item is None:
+        if nbytes is None:
             if kinds[i] != TensorKind.WEIGHT:
                 unknown.append(name)
             sizes[i] = 0 if kinds[i] == TensorKind.WEIGHT else -1
             continue
-        sizes[i] = int(np.prod(shape, dtype=np.int64)) * item
+        sizes[i] = nbytes
     if unknown:
         dyn = sorted({d.dim_param for i in g.input for d in i.type.tensor_type.shape.dim if d.dim_param})
         hint = f"; pin dynamic dims with --dim ({', '.join(dyn)}) or --input-shape" if dyn else ""

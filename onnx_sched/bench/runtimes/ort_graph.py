@@ -67,7 +67,9 @@ def ort_optimized_model(
         so.optimized_model_filepath = str(tmp_path)
         so.log_severity_level = 3
         ort.InferenceSession(str(src), sess_options=so, providers=["CPUExecutionProvider"])
-        model = onnx.load(str(tmp_path))
+        # ORT keeps external initializers as references into the input's data files (relative to the
+        # input's folder); the weights are not read here, and are copied next to ``dst`` below
+        model = onnx.load(str(tmp_path), load_external_data=False)
     if model.ir_version < 4:
         # IR < 4 requires every initializer to be a graph input; ORT's constant
         # folding adds initializers without listing them
@@ -79,8 +81,7 @@ def ort_optimized_model(
     del model.metadata_props[:]
     model.metadata_props.extend(kept)
     model.metadata_props.add(key=ORT_OPTIMIZED_KEY, value=level)
-    dst.parent.mkdir(parents=True, exist_ok=True)
-    part = dst.with_name(dst.name + ".part")
-    onnx.save(model, str(part))
-    os.replace(part, dst)
+    from onnx_sched.exporters.onnx import save_model_atomic
+
+    save_model_atomic(model, dst, source_path=src)
     return dst
