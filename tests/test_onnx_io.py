@@ -187,3 +187,20 @@ def test_sub_byte_tensors_are_counted_packed():
     g = import_onnx(m).graph
     sizes = dict(zip(g.tensor_names, g.tensor_bytes.tolist()))
     assert sizes["q"] == 5 and sizes["x"] == 36 and sizes["y"] == 36
+
+
+@pytest.mark.parametrize("nodes, expected", [
+    ([helper.make_node("Relu", ["x"], ["a"], name="r"), helper.make_node("Add", ["a", "ghost"], ["y"], name="add")],
+     "node 'add' (Add) reads 'ghost', which nothing defines"),
+    ([helper.make_node("Add", ["a", "x"], ["y"], name="add"), helper.make_node("Relu", ["x"], ["a"], name="r")],
+     "not in topological order (node 'add' (Add) reads 'a' before node 'r' (Relu) writes it)"),
+    ([helper.make_node("Relu", ["b"], ["a"], name="r"), helper.make_node("Add", ["a", "x"], ["b"], name="add"),
+      helper.make_node("Neg", ["b"], ["y"], name="n")],
+     "graph has a cycle: 'r' (Relu) -> 'add' (Add) -> 'r' (Relu)"),
+])
+def test_topology_errors_say_what_is_wrong(nodes, expected):
+    vi = helper.make_tensor_value_info
+    m = _model(nodes, [vi("x", TensorProto.FLOAT, [4])], [vi("y", TensorProto.FLOAT, [4])])
+    with pytest.raises(ModelLoadError) as err:
+        import_onnx(m)
+    assert expected in str(err.value)
