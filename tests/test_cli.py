@@ -165,6 +165,7 @@ def test_makespan_on_a_corpus_model_writes_model_report_and_gantt(tmp_path):
     (["--time-limit", "0"], "positive, finite number of seconds"),
     (["--dim", "N=-3"], "positive VALUE"),
     (["--input-shape", "x=1x-4"], "positive sizes"),
+    (["--input-shape", "x=16"], "--input-shape x=16: the input has 2 dimensions (16x16), not 1"),
     (["--objective", "nope"], "Invalid value for '--objective'"),
     (["--no-such-flag"], "No such option"),
 ])
