@@ -33,7 +33,7 @@ def test_work_clock_does_not_count_compilation() -> None:
     w0, t0, c0 = jit.work_clock(), time.perf_counter(), jit.compile_seconds()
     assert fresh(np.arange(10.0)) == 285.0
     wall, work, compiled = time.perf_counter() - t0, jit.work_clock() - w0, jit.compile_seconds() - c0
-    assert compiled > 0.05 and wall >= compiled  # it really compiled, and that took wall time ...
+    assert compiled > 0.01 and wall >= compiled  # it really compiled, and that took wall time ...
     assert work < wall - 0.9 * compiled  # ... which the work clock leaves out
     assert clock.elapsed() < wall - 0.9 * compiled
 

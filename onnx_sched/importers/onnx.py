@@ -34,6 +34,7 @@ from onnx_sched.cost.flops import op_flops
 from onnx_sched.errors import ModelLoadError, UnknownOpError, UnknownShapeError
 from onnx_sched.graph import Graph, TensorKind
 from onnx_sched.importers._assemble import assemble_graph
+from onnx_sched.importers.onnx_topology import topology_problem
 
 __all__ = [
     "ImportedOnnx", "import_onnx", "load_model", "parse_dims", "parse_input_shapes", "stable_op_names", "tensor_nbytes",
@@ -156,38 +157,10 @@ def _check(model: onnx.ModelProto | Path, where: str) -> None:
             raise UnknownOpError(f"{where}: unknown operator: {msg}") from None
         if "topologically sorted" in str(exc):
             graph = load_model(model).graph if isinstance(model, Path) else model.graph
-            raise ModelLoadError(f"{where}: {_topology_problem(graph) or msg}") from None
+            raise ModelLoadError(f"{where}: {topology_problem(graph) or msg}") from None
         raise ModelLoadError(f"{where}: invalid ONNX model: {msg}") from None
     except Exception as exc:  # noqa: BLE001 - checker may raise other errors on corrupt protos
         raise ModelLoadError(f"{where}: invalid ONNX model: {_first_line(exc)}") from None
-
-
-def _topology_problem(graph: onnx.GraphProto) -> str | None:
-    """What is wrong with a graph the checker calls unsorted: a read of a tensor nothing defines, a
-    cycle (named), or nodes merely out of order; ``None`` when the top level looks fine."""
-    import networkx as nx
-
-    nodes = graph.node
-    label = [f"{n.name or n.op_type!r} ({n.op_type})" if n.name else f"{n.op_type} writing {n.output[0]!r}"
-             for n in nodes]
-    producer = {o: i for i, n in enumerate(nodes) for o in n.output if o}
-    known = {v.name for v in graph.input} | {t.name for t in graph.initializer} | {t.name for t in graph.sparse_initializer}
-    seen: set[str] = set(known)
-    for i, node in enumerate(nodes):
-        for name in node.input:
-            if name and name not in seen:
-                if name not in producer:
-                    return f"node {label[i]} reads {name!r}, which nothing defines"
-                dag = nx.DiGraph((producer[x], j) for j, n in enumerate(nodes) for x in n.input if x in producer)
-                try:
-                    cycle = [u for u, _ in nx.find_cycle(dag, source=i)]
-                except nx.NetworkXNoCycle:
-                    return (f"nodes are not in topological order (node {label[i]} reads {name!r} before node "
-                            f"{label[producer[name]]} writes it); ONNX requires sorted nodes")
-                shown = " -> ".join(label[u] for u in cycle[:6]) + (" -> ..." if len(cycle) > 6 else "")
-                return f"graph has a cycle: {shown} -> {label[cycle[0]]}"
-        seen.update(o for o in node.output if o)
-    return None
 
 
 # ------------------------------------------------------------------- shapes
