@@ -47,3 +47,15 @@ def test_repair_stops_at_the_deadline_with_the_order_given() -> None:
     g = Graph.from_edges(7, [(0, 1), (1, 2), (2, 3), (4, 5), (3, 6), (5, 6)], output_bytes=[1, 10, 100, 1, 30, 1, 1])
     early = np.array([4, 0, 1, 2, 3, 5, 6])
     assert repair(g, early, False, deadline=work_clock() - 1.0).tolist() == early.tolist()
+
+
+def test_a_rebuild_that_moves_the_peak_is_rebuilt_again() -> None:
+    """0 feeds 1 (40 bytes), 2 and 3; 3 feeds 5 (40 bytes).  In [4, 0, 3, 5, 2, 1] op 5 peaks at 70 with
+    0's and 3's outputs waiting; rebuilt around 5 the peak moves to 1 (still 70), and rebuilt around 1
+    it drops to 60.  Without the lookahead the first rebuild is given up."""
+    g = Graph.from_edges(6, [(0, 1), (0, 2), (0, 3), (3, 5)], output_bytes=[20, 40, 10, 10, 1, 40])
+    order = np.array([4, 0, 3, 5, 2, 1])
+    assert profile(g, order, False).peak == 70
+    assert profile(g, repair(g, order, False, lookahead=0), False).peak == 70
+    fixed = repair(g, order, False)
+    assert is_topological_order(g, fixed) and profile(g, fixed, False).peak == 60
