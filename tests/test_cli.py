@@ -168,6 +168,7 @@ def test_makespan_on_a_corpus_model_writes_model_report_and_gantt(tmp_path):
     (["--input-shape", "x=16"], "--input-shape x=16: the input has 2 dimensions (16x16), not 1"),
     (["--objective", "nope"], "Invalid value for '--objective'"),
     (["--no-such-flag"], "No such option"),
+    (["-o", "somewhere/"], "'somewhere/' names a folder; give a file path"),
 ])
 def test_bad_flags_give_one_line_naming_the_flag(tmp_path, args, expected):
     src = _save(branchy_model(n=16), tmp_path / "m.onnx")

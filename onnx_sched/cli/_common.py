@@ -12,7 +12,7 @@ import click
 
 from onnx_sched.exporters.paths import atomic_write_bytes
 
-__all__ = ["SECONDS", "import_options", "report_option", "write_json_atomic"]
+__all__ = ["SECONDS", "OutputFile", "import_options", "report_option", "write_json_atomic"]
 
 
 def write_json_atomic(data: Any, path: str | os.PathLike) -> None:
@@ -41,6 +41,19 @@ class Seconds(click.ParamType):
 SECONDS = Seconds()
 
 
+class OutputFile(click.Path):
+    """A file path to write (``pathlib.Path``): a name ending in a path separator names a folder, which
+    ``pathlib`` would silently turn into a file of that name."""
+
+    def __init__(self) -> None:
+        super().__init__(dir_okay=False, path_type=Path)
+
+    def convert(self, value, param, ctx):  # noqa: ANN001, ANN201
+        if isinstance(value, str) and value.endswith(("/", os.sep)):
+            self.fail(f"{value!r} names a folder; give a file path", param, ctx)
+        return super().convert(value, param, ctx)
+
+
 def import_options(fn):  # noqa: ANN001, ANN201
     """``--input-shape`` and ``--dim`` for commands that import models."""
     fn = click.option("--dim", "dims", multiple=True, metavar="NAME=VALUE", help="Value for a symbolic dimension.")(fn)
@@ -65,4 +78,4 @@ def report_option(*old_names: str):  # noqa: ANN201
     """``--report FILE`` (the JSON report, the same flag in every command) as ``report_path``;
     ``old_names`` (e.g. ``"--json"``) still work but are not shown in ``--help``."""
     return click.option("--report", *old_names, "report_path", cls=_OptionWithOldNames, default=None,
-                        type=click.Path(dir_okay=False, path_type=Path), help="Write the JSON report here.")
+                        type=OutputFile(), help="Write the JSON report here.")

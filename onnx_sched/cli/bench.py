@@ -27,7 +27,7 @@ import click
 from onnx_sched.bench.measure import RUNTIMES, BenchReport, RunResult, bench_models
 from onnx_sched.bench.outputs import RTOL
 from onnx_sched.bench.prediction import AGREEMENT_TOLERANCE
-from onnx_sched.cli._common import report_option
+from onnx_sched.cli._common import OutputFile, report_option
 from onnx_sched.report import fmt_bytes
 
 if TYPE_CHECKING:
@@ -177,7 +177,7 @@ def _plot(report: BenchReport, path: Path) -> None:
               help="ORT only: memory pattern off (each tensor its own allocation instead of one planned block).")
 @click.option("--heap/--no-heap", default=None,
               help="Measure live heap bytes (memray). Default: when memray is installed.")
-@click.option("--plot", "plot_path", type=click.Path(dir_okay=False, path_type=Path),
+@click.option("--plot", "plot_path", type=OutputFile(),
               help="PNG: measured live heap over one run beside the predicted curve, each model.")
 def command(
     model_in: str,

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import click
 
-from onnx_sched.cli._common import SECONDS, import_options, report_option
+from onnx_sched.cli._common import SECONDS, OutputFile, import_options, report_option
 
 __all__ = ["command"]
 
@@ -49,12 +49,12 @@ __all__ = ["command"]
 @click.option("--warmup", type=click.IntRange(0, 1000), default=2, show_default=True)
 @click.option("--repeats", type=click.IntRange(1, 100_000), default=10, show_default=True)
 @click.option("--time-limit", type=SECONDS, default=10.0, show_default=True, help="Seconds for --method.")
-@click.option("--save-placement", type=click.Path(dir_okay=False), default=None, help="Write the placement used.")
+@click.option("--save-placement", type=OutputFile(), default=None, help="Write the placement used.")
 @report_option("-o", "--output")
 @import_options
 def command(model: str, placement_path: str | None, method: str | None, profiles: tuple[str, ...],
             profile_devices: str | None, mode: str, runtime: str, devices: str | None, threads: int, pin: bool,
-            sequential: bool, warmup: int, repeats: int, time_limit: float, save_placement: str | None,
+            sequential: bool, warmup: int, repeats: int, time_limit: float, save_placement: Path | None,
             report_path: Path | None, input_shapes: tuple[str, ...], dims: tuple[str, ...]) -> None:
     """Run MODEL split by a device placement; report latency, sub-models and output equality."""
     from onnx_sched.bench.placement_file import load_placement, placement_of_ir

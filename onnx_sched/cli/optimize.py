@@ -15,7 +15,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from onnx_sched.cli._common import SECONDS, import_options, report_option, write_json_atomic
+from onnx_sched.cli._common import SECONDS, OutputFile, import_options, report_option, write_json_atomic
 from onnx_sched.deadline import Deadline
 from onnx_sched.objectives import OBJECTIVES, get_objective
 from onnx_sched.report import ReportTable
@@ -36,7 +36,7 @@ def render(table: ReportTable) -> Table:
 
 @click.command("optimize")
 @click.argument("model", type=click.Path(path_type=Path))
-@click.option("-o", "--output", type=click.Path(path_type=Path), required=True, help="Where to write the optimized model.")
+@click.option("-o", "--output", type=OutputFile(), required=True, help="Where to write the optimized model.")
 @click.option("--objective", type=click.Choice(OBJECTIVES), default="peak-mem", show_default=True)
 @click.option("--method", default="auto", show_default=True, help="Pass name (see `onnx-sched methods`).")
 @click.option("--time-limit", type=SECONDS, default=10.0, show_default=True, help="Seconds for search methods.")
@@ -69,7 +69,7 @@ def render(table: ReportTable) -> Table:
                    "target model, or real split-executor runs (measured). Default proxy.")
 @click.option("--temperature", type=float, default=None, help="gflownet: sampling temperature sigma (default 0.005).")
 @report_option()
-@click.option("--plot", "plot_path", type=click.Path(path_type=Path), default=None,
+@click.option("--plot", "plot_path", type=OutputFile(), default=None,
               help="Draw memory over steps (peak-mem) or a Gantt chart (makespan) to a PNG.")
 @import_options
 def command(model: Path, output: Path, objective: str, method: str, time_limit: float, inplace: bool, seed: int,

@@ -16,9 +16,11 @@ and default transfer win) plans with measured GPU costs
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 
-from onnx_sched.cli._common import import_options
+from onnx_sched.cli._common import OutputFile, import_options
 
 __all__ = ["command"]
 
@@ -35,10 +37,10 @@ __all__ = ["command"]
 @click.option("--threads", type=click.IntRange(1, 1024), default=1, show_default=True, help="ORT intra-op threads.")
 @click.option("--simulate", default="", metavar="KINDS", help="Add simulated devices, e.g. igpu,dgpu.")
 @click.option("--no-transfer", is_flag=True, help="Skip measuring copies (default transfer model).")
-@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="Profile JSON to write.")
+@click.option("-o", "--output", required=True, type=OutputFile(), help="Profile JSON to write.")
 @import_options
 def command(model: str, device: str, runtime: str, hosts: str, repeats: int, threads: int, simulate: str,
-            no_transfer: bool, output: str, input_shapes: tuple[str, ...], dims: tuple[str, ...]) -> None:
+            no_transfer: bool, output: Path, input_shapes: tuple[str, ...], dims: tuple[str, ...]) -> None:
     """Measure per-op latency of MODEL (ONNX, or OpenVINO IR .xml with --runtime openvino) on a device
     and write a profile file."""
     from onnx_sched.bench.runtimes.torch_parts import torch_device
