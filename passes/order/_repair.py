@@ -6,8 +6,8 @@ cut names the set of ops to run before ``v``.  The repair runs exactly that set 
 order's own sequence), then ``v``, then everything else (in sequence), and keeps the result when
 its peak is lower, or equal at fewer steps.  A rebuild that only moves the peak to another step is
 rebuilt again around that step (up to ``LOOKAHEAD`` times) before it is given up.  It repeats from
-the new order until no peak step improves, ``max_rounds`` pass or the deadline does.  Every order it returns is valid and never
-worse than the one it was given.
+the new order until no peak step improves, ``max_rounds`` pass or the deadline does.  Every order
+it returns is valid and never worse than the one it was given.
 
 It is cheap (one cut and one profile a round: milliseconds on a 1,000-op graph) and knows nothing
 about where the order came from, so it follows the cheap heuristics, the beams and the learned

@@ -85,7 +85,8 @@ def run(graph: Graph, ctx: PassContext) -> Schedule:
         decoder += f" (T={temperature:g}" + (f", mem_beta={beta:g})" if beta > 0 else ")")
     policy_peak = peak_of(graph, order, ctx.inplace)
     if int(ctx.option("repair", 1)):
-        order = repair(graph, order, ctx.inplace, deadline=work_clock() + max(float(ctx.time_limit) - (time.perf_counter() - t0), 0.0))
+        left = max(float(ctx.time_limit) - (time.perf_counter() - t0), 0.0)
+        order = repair(graph, order, ctx.inplace, deadline=work_clock() + left)
     t2 = time.perf_counter()
     return make_schedule(
         graph, order, "learned", ctx.inplace,
