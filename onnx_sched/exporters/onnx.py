@@ -144,10 +144,9 @@ def save_model_atomic(model: onnx.ModelProto, out_path: str | os.PathLike, sourc
     out.parent.mkdir(parents=True, exist_ok=True)
     if source_path is not None:
         for src_file in sources[1:]:
-            dst_file = out.parent / src_file.relative_to(Path(source_path).parent)
-            if dst_file.exists() and os.path.samefile(src_file, dst_file):
-                continue
             if not src_file.exists():
                 raise ValueError(f"external data file {src_file} referenced by the model is missing")
-            _copy_external_data(src_file, dst_file)
+            dst_file = out.parent / src_file.relative_to(Path(source_path).parent)
+            if not (dst_file.exists() and os.path.samefile(src_file, dst_file)):
+                _copy_external_data(src_file, dst_file)
     atomic_write_bytes(out, model.SerializeToString())
