@@ -23,6 +23,7 @@ import onnx
 
 from onnx_sched import jit
 from onnx_sched.deadline import Deadline
+from onnx_sched.errors import NothingToScheduleError
 from onnx_sched.exporters.dispatch import export_model
 from onnx_sched.graph import Graph
 from onnx_sched.importers.dispatch import Imported, import_model
@@ -177,7 +178,7 @@ def optimize_model(
     obj = resolve_objective(objective, problem_options)
     imported = import_model(source, input_shapes=input_shapes, dims=dims)
     if imported.graph.n_ops == 0:
-        raise ValueError(f"{imported.graph.name}: the model has no operators (its outputs are its inputs or "
+        raise NothingToScheduleError(f"{imported.graph.name}: the model has no operators (its outputs are its inputs or "
                          "constants); there is nothing to order or place")
     if problem is None:
         problem = obj.build_problem(imported.graph, problem_options)
@@ -217,10 +218,20 @@ def optimize(model: Any, objective: str = "peak-mem", method: str = "auto", **kw
     ``inplace``, ``seed``, ``input_shapes``, ``dims``, ``options``, ``problem``,
     ``machines``, ``profiles``, ``devices``, ``latency_mode``, ``memory_limits``).
 
+    A model without operators (outputs that are inputs or constants) comes back unchanged, so a
+    pipeline step never fails on one; :func:`optimize_model` raises ``NothingToScheduleError``.
+
     Example:
         >>> import onnx_sched, onnx                                  # doctest: +SKIP
         >>> out = onnx_sched.optimize(onnx.load("m.onnx"), objective="peak-mem")  # doctest: +SKIP
     """
+    try:
+        return _optimize_any(model, objective, method, **kwargs)
+    except NothingToScheduleError:
+        return model
+
+
+def _optimize_any(model: Any, objective: str, method: str, **kwargs: Any) -> Any:
     if isinstance(model, onnx.ModelProto):
         return optimize_model(model, objective, method, **kwargs).model
     try:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-__all__ = ["DeviceError", "ModelLoadError", "OnnxSchedError", "UnknownOpError", "UnknownShapeError"]
+__all__ = [
+    "DeviceError", "ModelLoadError", "NothingToScheduleError", "OnnxSchedError", "UnknownOpError", "UnknownShapeError",
+]
 
 
 class OnnxSchedError(Exception):
@@ -25,3 +27,6 @@ class DeviceError(OnnxSchedError):
     """A device was asked for that this machine does not have."""
 
 
+class NothingToScheduleError(OnnxSchedError, ValueError):
+    """The model has no operators to order or place (its outputs are inputs or constants).  The CLI
+    reports it; pipeline passes (onnx_ir, OpenVINO, Olive) hand such a model back unchanged."""

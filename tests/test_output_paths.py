@@ -157,3 +157,43 @@ def test_ort_graph_of_a_model_with_external_data(tmp_path):
     onnx.checker.check_model(str(out))
     assert (out.parent / "m.weights").read_bytes() == (src.parent / "m.weights").read_bytes()
     assert_bitwise_equal(run_ort(str(src)), run_ort(str(out)))
+
+
+def test_no_output_lands_where_the_weights_are_copied(tmp_path):
+    """Written to out/, the model's weights go to out/m.weights: neither -o, --report nor --plot may
+    take that path (the report would overwrite the copied weights)."""
+    src = _external_model(tmp_path / "in")
+    target = tmp_path / "out" / "m.weights"
+    for flag in ("--report", "--plot"):
+        line = _one_line_error(run_cli("optimize", src, "-o", tmp_path / "out" / "m.onnx", flag, target))
+        assert f"{flag} {target}: is where the written model's external data goes" in line
+    assert not (tmp_path / "out").exists()
+    from onnx_sched.exporters.onnx import save_model_atomic
+
+    with pytest.raises(ValueError, match="is where the written model's external data goes"):
+        save_model_atomic(onnx.load(str(src), load_external_data=False), target, source_path=src)
+
+
+def test_a_link_to_the_input_weights_is_replaced_by_a_copy(tmp_path):
+    """onnx.checker rejects linked external data; a symbolic link to the input's weights where the
+    copy goes is replaced (the input's file untouched), so the output loads."""
+    src = _external_model(tmp_path / "in")
+    out = tmp_path / "out" / "m.onnx"
+    out.parent.mkdir()
+    (out.parent / "m.weights").symlink_to(src.parent / "m.weights")
+    res = run_cli("optimize", src, "-o", out, "--method", "dfs")
+    assert res.returncode == 0, res.stderr
+    assert not (out.parent / "m.weights").is_symlink() and (src.parent / "m.weights").is_file()
+    assert (out.parent / "m.weights").read_bytes() == (src.parent / "m.weights").read_bytes()
+    onnx.checker.check_model(str(out))
+
+
+def test_a_missing_weights_file_is_reported_before_anything_is_written(tmp_path):
+    src = _external_model(tmp_path / "in")
+    model = onnx.load(str(src), load_external_data=False)
+    model.graph.initializer[1].external_data[0].value = "other.weights"  # w2 now lives in a missing file
+    from onnx_sched.exporters.onnx import save_model_atomic
+
+    with pytest.raises(ValueError, match="other.weights referenced by the model is missing"):
+        save_model_atomic(model, tmp_path / "out" / "m.onnx", source_path=src)
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())

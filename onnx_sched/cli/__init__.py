@@ -24,6 +24,9 @@ class _Group(click.Group):
         kwargs.pop("standalone_mode", None)
         try:
             return super().main(*args, standalone_mode=False, **kwargs)
+        except click.exceptions.NoArgsIsHelpError as exc:  # bare `onnx-sched`: the help, not an error line
+            exc.show()
+            sys.exit(exc.exit_code)
         except click.UsageError as exc:
             hint = f" (see {exc.ctx.command_path} --help)" if exc.ctx is not None else ""
             click.echo(f"onnx-sched: error: {exc.format_message()}{hint}", err=True)

@@ -88,11 +88,14 @@ def command(model: Path, output: Path, objective: str, method: str, time_limit: 
     """
     clock = Deadline(time_limit)  # first: reading the model counts against the budget
     from onnx_sched.exporters.dispatch import check_output
-    from onnx_sched.exporters.paths import check_output_paths, model_files
+    from onnx_sched.exporters.paths import check_output_paths, copy_targets, model_files
     from onnx_sched.importers.onnx import parse_dims, parse_input_shapes
     from onnx_sched.importers.openvino import is_openvino_source
 
-    check_output_paths(model_files(model), {"-o": output, "--report": report_path, "--plot": plot_path})
+    inputs = model_files(model)
+    copies = [] if is_openvino_source(model) else copy_targets(model, inputs[1:], output)
+    check_output_paths(inputs, {"-o": output, "--report": report_path, "--plot": plot_path},
+                       reserved=[dst for _, dst in copies])
     check_output(model, output)
     if ort_graph is not None and is_openvino_source(model):
         raise ValueError("--ort-graph reorders the graph ONNX Runtime executes; it needs an ONNX model, not an IR")

@@ -24,6 +24,7 @@ import onnx
 from onnx_sched.exporters.paths import (
     atomic_write_bytes,
     check_output_paths,
+    copy_targets,
     default_file_mode,
     external_data_files,
 )
@@ -109,15 +110,25 @@ def export_onnx(
     return model
 
 
-def _copy_external_data(src_file: Path, dst_file: Path) -> None:
-    """Copy one external data file next to the output: a copy (a hard link would let a later write
-    to either change both, and onnx.checker rejects linked data), written atomically; an existing
-    file with the same bytes is kept, one with other bytes is never replaced."""
-    if dst_file.exists():
-        if filecmp.cmp(src_file, dst_file, shallow=False):
-            return
-        raise ValueError(f"{dst_file}: exists and holds other data than the input's {src_file}, which the written "
-                         "model refers to by this name; write the model to another folder or remove that file")
+def _plan_copy(src_file: Path, dst_file: Path) -> bool:
+    """Whether ``src_file`` must be copied to ``dst_file``: not when a file with the same bytes is
+    already there; yes over a link to the input (onnx.checker rejects linked data: an earlier
+    version hard-linked); ``ValueError`` over a file with other bytes, which is never replaced."""
+    if not src_file.exists():
+        raise ValueError(f"external data file {src_file} referenced by the model is missing")
+    if not dst_file.exists() and not dst_file.is_symlink():
+        return True
+    if dst_file.is_symlink() or os.path.samefile(src_file, dst_file):
+        return True
+    if filecmp.cmp(src_file, dst_file, shallow=False):
+        return False
+    raise ValueError(f"{dst_file}: exists and holds other data than the input's {src_file}, which the written "
+                     "model refers to by this name; write the model to another folder or remove that file")
+
+
+def _copy_atomic(src_file: Path, dst_file: Path) -> None:
+    """A copy (never a hard link: a later write to either would change both, and onnx.checker rejects
+    linked data), moved into place with ``os.replace`` (which also replaces a link there)."""
     dst_file.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{dst_file.name}.", suffix=".tmp", dir=dst_file.parent)
     os.close(fd)
@@ -135,18 +146,17 @@ def save_model_atomic(model: onnx.ModelProto, out_path: str | os.PathLike, sourc
     """Write ``model`` to ``out_path`` through a temporary file and ``os.replace``.
 
     External data files the model references (relative to ``source_path``) are
-    copied next to the output when it goes to another folder.  Refuses to
-    overwrite ``source_path`` or its external data.
+    copied next to the output when it goes to another folder; every copy is checked
+    before anything is written.  Refuses to overwrite ``source_path``, its external
+    data, or the place a copy goes.
     """
     out = Path(out_path)
-    sources = [] if source_path is None else [Path(source_path), *external_data_files(model, source_path)]
-    check_output_paths(sources, {"-o": out})
+    external = [] if source_path is None else external_data_files(model, source_path)
+    sources = [] if source_path is None else [Path(source_path), *external]
+    copies = [] if source_path is None else copy_targets(source_path, external, out)
+    check_output_paths(sources, {"-o": out}, reserved=[dst for _, dst in copies])
+    todo = [(src, dst) for src, dst in copies if _plan_copy(src, dst)]
     out.parent.mkdir(parents=True, exist_ok=True)
-    if source_path is not None:
-        for src_file in sources[1:]:
-            if not src_file.exists():
-                raise ValueError(f"external data file {src_file} referenced by the model is missing")
-            dst_file = out.parent / src_file.relative_to(Path(source_path).parent)
-            if not (dst_file.exists() and os.path.samefile(src_file, dst_file)):
-                _copy_external_data(src_file, dst_file)
+    for src_file, dst_file in todo:
+        _copy_atomic(src_file, dst_file)
     atomic_write_bytes(out, model.SerializeToString())

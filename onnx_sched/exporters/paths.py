@@ -14,15 +14,25 @@ import tempfile
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-__all__ = ["atomic_write_bytes", "check_output_paths", "default_file_mode", "external_data_files", "model_files"]
+__all__ = [
+    "atomic_write_bytes", "check_output_paths", "copy_targets", "default_file_mode", "external_data_files", "model_files",
+    "same_entry",
+]
+
+
+def _read_umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+_UMASK = _read_umask()  # once, at import: setting it is process-wide, so not on every write
 
 
 def default_file_mode() -> int:
     """The mode a plain ``open()`` would give a new file (0o666 less the umask): temporary files
     made by ``tempfile`` are 0o600 and keep it through ``os.replace``."""
-    mask = os.umask(0)
-    os.umask(mask)
-    return 0o666 & ~mask
+    return 0o666 & ~_UMASK
 
 
 def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> Path:
@@ -76,15 +86,38 @@ def model_files(path: str | os.PathLike, *, external: bool = True) -> list[Path]
     return [p, *external_data_files(model, p)]
 
 
+def copy_targets(model_path: str | os.PathLike, external: Iterable[Path], output: str | os.PathLike) -> list[tuple[Path, Path]]:
+    """(input file, where it goes) for each external data file a model written to ``output`` needs
+    beside it; files already in place (the output goes to the model's own folder) are left out.
+    ``ValueError`` for a location outside the model's folder (onnx refuses those too)."""
+    folder, out_dir = Path(model_path).parent, Path(output).parent
+    pairs = []
+    for src in external:
+        rel = Path(os.path.relpath(src, folder))
+        if rel.is_absolute() or ".." in rel.parts:
+            raise ValueError(f"{model_path}: external data location {src} is outside the model's folder")
+        if not same_entry(src, out_dir / rel):
+            pairs.append((Path(src), out_dir / rel))
+    return pairs
+
+
+def same_entry(a: str | os.PathLike, b: str | os.PathLike) -> bool:
+    """The same name in the same folder (a link at that name is not followed: it is its own entry)."""
+    a, b = Path(a), Path(b)
+    return a.name == b.name and _same(a.parent, b.parent)
+
+
 def _same(a: Path, b: Path) -> bool:
     if a.exists() and b.exists():
         return os.path.samefile(a, b)
     return a.resolve() == b.resolve()
 
 
-def check_output_paths(inputs: Iterable[str | os.PathLike], outputs: Mapping[str, str | os.PathLike | None]) -> None:
+def check_output_paths(inputs: Iterable[str | os.PathLike], outputs: Mapping[str, str | os.PathLike | None],
+                       reserved: Iterable[str | os.PathLike] = ()) -> None:
     """``ValueError`` when an output (``{flag: path}``, ``None`` for flags not given) would overwrite
-    one of ``inputs`` or another output, is a directory, or sits under something that is not one.
+    one of ``inputs`` or another output, takes a ``reserved`` path (where the written model's
+    external data goes), is a directory, or sits under something that is not one.
 
     >>> check_output_paths(["m.onnx"], {"-o": "out.onnx", "--report": "m.onnx"})
     Traceback (most recent call last):
@@ -92,8 +125,12 @@ def check_output_paths(inputs: Iterable[str | os.PathLike], outputs: Mapping[str
     ValueError: --report m.onnx: is an input file (m.onnx); choose another path
     """
     read = [Path(p) for p in inputs]
+    taken = [Path(p) for p in reserved]
     given = [(flag, Path(p)) for flag, p in outputs.items() if p is not None]
     for i, (flag, out) in enumerate(given):
+        for place in taken:
+            if same_entry(out, place):
+                raise ValueError(f"{flag} {out}: is where the written model's external data goes; choose another path")
         for src in read:
             if _same(out, src):
                 raise ValueError(f"{flag} {out}: is an input file ({src}); choose another path")

@@ -281,7 +281,8 @@ def _infer_openvino(model: onnx.ModelProto, path: Path | None) -> dict:
     return out
 
 
-_SUB_BYTE_BITS = {name: bits for name, bits in (("INT4", 4), ("UINT4", 4), ("FLOAT4E2M1", 4), ("INT2", 2), ("UINT2", 2))}
+_SUB_BYTE_BITS = {name: bits for name, bits in (("INT4", 4), ("UINT4", 4), ("FLOAT4E2M1", 4), ("INT2", 2), ("UINT2", 2),
+                                                        ("FLOAT6E2M3", 6), ("FLOAT6E3M2", 6))}
 
 
 def _element_bits(elem_type: int) -> int | None:

@@ -23,19 +23,23 @@ def topology_problem(graph: onnx.GraphProto) -> str | None:
              for n in nodes]
     producer = {o: i for i, n in enumerate(nodes) for o in n.output if o}
     known = {v.name for v in graph.input} | {t.name for t in graph.initializer} | {t.name for t in graph.sparse_initializer}
-    seen: set[str] = set(known)
+    for i, node in enumerate(nodes):
+        for name in node.input:
+            if name and name not in known and name not in producer:
+                return f"node {label[i]} reads {name!r}, which nothing defines"
+    dag = nx.DiGraph((producer[x], j) for j, n in enumerate(nodes) for x in n.input if x in producer)
+    try:
+        cycle = [u for u, _ in nx.find_cycle(dag)]
+    except nx.NetworkXNoCycle:
+        cycle = []
+    if cycle:
+        shown = " -> ".join(label[u] for u in cycle[:6]) + (" -> ..." if len(cycle) > 6 else "")
+        return f"graph has a cycle: {shown} -> {label[cycle[0]]}"
+    seen = set(known)  # no cycle: some node reads a tensor before the node that writes it
     for i, node in enumerate(nodes):
         for name in node.input:
             if name and name not in seen:
-                if name not in producer:
-                    return f"node {label[i]} reads {name!r}, which nothing defines"
-                dag = nx.DiGraph((producer[x], j) for j, n in enumerate(nodes) for x in n.input if x in producer)
-                try:
-                    cycle = [u for u, _ in nx.find_cycle(dag, source=i)]
-                except nx.NetworkXNoCycle:
-                    return (f"nodes are not in topological order (node {label[i]} reads {name!r} before node "
-                            f"{label[producer[name]]} writes it); ONNX requires sorted nodes")
-                shown = " -> ".join(label[u] for u in cycle[:6]) + (" -> ..." if len(cycle) > 6 else "")
-                return f"graph has a cycle: {shown} -> {label[cycle[0]]}"
+                return (f"nodes are not in topological order (node {label[i]} reads {name!r} before node "
+                        f"{label[producer[name]]} writes it); ONNX requires sorted nodes")
         seen.update(o for o in node.output if o)
     return None

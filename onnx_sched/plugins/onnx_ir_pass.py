@@ -66,6 +66,7 @@ class OnnxSchedPass(onnx_ir.passes.InPlacePass):
 
     def call(self, model: ir.Model) -> onnx_ir.passes.PassResult:
         from onnx_sched.api import optimize_model
+        from onnx_sched.errors import NothingToScheduleError
 
         nodes = list(model.graph)
         if not nodes:
@@ -76,17 +77,21 @@ class OnnxSchedPass(onnx_ir.passes.InPlacePass):
         # whatever their names (may be empty or repeated).
         for i, node in enumerate(proto.graph.node):
             node.name = f"{_TAG}{i}"
-        result = optimize_model(
-            proto,
-            self.objective,
-            self.method,
-            time_limit=self.time_limit,
-            inplace=self.inplace,
-            seed=self.seed,
-            input_shapes=self.input_shapes,
-            dims=self.dims,
-            options=self.options,
-        )
+        try:
+            result = optimize_model(
+                proto,
+                self.objective,
+                self.method,
+                time_limit=self.time_limit,
+                inplace=self.inplace,
+                seed=self.seed,
+                input_shapes=self.input_shapes,
+                dims=self.dims,
+                options=self.options,
+            )
+        except NothingToScheduleError:  # only constants: nothing to reorder
+            self.last_report = None
+            return onnx_ir.passes.PassResult(model, modified=False)
         order = [int(n.name[len(_TAG):]) for n in result.model.graph.node if n.name.startswith(_TAG)]
         if sorted(order) != list(range(len(nodes))):
             raise onnx_ir.passes.PassError(

@@ -44,10 +44,15 @@ class OnnxSchedOpenVINOPass(ModelPass):
 
     def run_on_model(self, model: Any) -> bool:  # noqa: D102 - OpenVINO API
         from onnx_sched.api import optimize_model
+        from onnx_sched.errors import NothingToScheduleError
         from onnx_sched.exporters.openvino_ir import export_ir
         from onnx_sched.plugins.openvino_affinity import apply_affinity
 
-        result = optimize_model(model, self.objective, self.method, **self.kwargs)
+        try:
+            result = optimize_model(model, self.objective, self.method, **self.kwargs)
+        except NothingToScheduleError:  # only constants: nothing to order or place
+            self.last_report = None
+            return False
         names = getattr(result.problem, "device_names", None)
         export_ir(result.imported, result.schedule, result.metadata, names, ov_model=model)
         if result.schedule.placement is not None and self.apply_placement:
