@@ -73,6 +73,8 @@ FINAL_BEAM_MAX = 200_000
 CALIBRATION_WIDTH = 16
 LEARNED_MAX_OPS = 3000
 LEARNED_SAMPLES = 16
+#: Share of the time left that the learned pass's repairs may use (they take 0.1-0.5 s at 800 ops).
+LEARNED_SHARE = 0.15
 #: Share of the time left that repairing one offered order may use (a round costs milliseconds).
 REPAIR_SHARE = 0.05
 #: Share of the time left that probing may use before the final beams: a third each for the precedences
@@ -83,8 +85,8 @@ PROBE_SHARE = 0.3
 PROBE_FIRST_MAX_OPS = 300
 
 
-def learned_order(graph: Graph, ctx: PassContext) -> tuple[np.ndarray | None, str]:
-    """The learned pass's sample-16 order, or ``(None, why not)``."""
+def learned_order(graph: Graph, ctx: PassContext, seconds: float) -> tuple[np.ndarray | None, str]:
+    """The learned pass's sample-16 order (its repairs within ``seconds``), or ``(None, why not)``."""
     from onnx_sched.errors import OnnxSchedError
     from onnx_sched.passes import get_pass
 
@@ -93,7 +95,7 @@ def learned_order(graph: Graph, ctx: PassContext) -> tuple[np.ndarray | None, st
     if graph.n_ops > int(ctx.option("learned_max_ops", LEARNED_MAX_OPS)):
         return None, f"skipped: {graph.n_ops} ops > learned_max_ops"
     model = ctx.option("model", None)
-    sub = PassContext(time_limit=ctx.time_limit, seed=ctx.seed, inplace=ctx.inplace,
+    sub = PassContext(time_limit=seconds, seed=ctx.seed, inplace=ctx.inplace,
                       options={"samples": LEARNED_SAMPLES, **({"model": model} if model else {})})
     try:
         return get_pass("learned", "peak-mem")(graph, sub).order, "ok"
@@ -216,7 +218,7 @@ def run(graph: Graph, ctx: PassContext) -> Schedule:
         info["random_samples"] = drawn
 
     if best_peak() > graph_lb and clock.left() > 0:
-        order, status = learned_order(graph, ctx)
+        order, status = learned_order(graph, ctx, LEARNED_SHARE * clock.left())
         if order is not None:
             offer("learned", order)
         info["learned"] = status
