@@ -178,8 +178,8 @@ def optimize_model(
     obj = resolve_objective(objective, problem_options)
     imported = import_model(source, input_shapes=input_shapes, dims=dims)
     if imported.graph.n_ops == 0:
-        raise NothingToScheduleError(f"{imported.graph.name}: the model has no operators (its outputs are its inputs or "
-                         "constants); there is nothing to order or place")
+        raise NothingToScheduleError(f"{imported.graph.name}: the model has no operators (its outputs are its "
+                                     "inputs or constants); there is nothing to order or place")
     if problem is None:
         problem = obj.build_problem(imported.graph, problem_options)
     compile_s = 0.0

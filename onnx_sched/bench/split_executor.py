@@ -223,8 +223,8 @@ def split_model(imported: Any, placement: np.ndarray) -> list[SubModel]:
         outputs = [o for i in members for o in nodes[i].output
                    if o and (o in graph_outputs or any(r != g for r in readers.get(o, ())))]
         if not outputs:  # dead ops (nothing reads their results): still run, as placed, for their outputs
-            outputs = [o for i in members for o in nodes[i].output if o and o in vis][:1] or \
-                      [o for i in members for o in nodes[i].output if o]
+            outputs = ([o for i in members for o in nodes[i].output if o and o in vis]
+                       or [o for i in members for o in nodes[i].output if o])  # none typed: "no type known" below
         missing = [x for x in inputs + outputs if x not in vis]
         if missing:
             raise ValueError(f"split_model: no type known for tensors {missing[:5]} (run shape inference first)")

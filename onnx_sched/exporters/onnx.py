@@ -14,7 +14,6 @@ from __future__ import annotations
 import filecmp
 import os
 import shutil
-import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -22,10 +21,10 @@ import numpy as np
 import onnx
 
 from onnx_sched.exporters.paths import (
+    atomic_write,
     atomic_write_bytes,
     check_output_paths,
     copy_targets,
-    default_file_mode,
     external_data_files,
 )
 from onnx_sched.importers.onnx import ImportedOnnx
@@ -126,22 +125,6 @@ def _plan_copy(src_file: Path, dst_file: Path) -> bool:
                      "model refers to by this name; write the model to another folder or remove that file")
 
 
-def _copy_atomic(src_file: Path, dst_file: Path) -> None:
-    """A copy (never a hard link: a later write to either would change both, and onnx.checker rejects
-    linked data), moved into place with ``os.replace`` (which also replaces a link there)."""
-    dst_file.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{dst_file.name}.", suffix=".tmp", dir=dst_file.parent)
-    os.close(fd)
-    try:
-        shutil.copyfile(src_file, tmp)
-        os.chmod(tmp, default_file_mode())
-        os.replace(tmp, dst_file)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
 def save_model_atomic(model: onnx.ModelProto, out_path: str | os.PathLike, source_path: str | os.PathLike | None = None) -> None:
     """Write ``model`` to ``out_path`` through a temporary file and ``os.replace``.
 
@@ -157,6 +140,7 @@ def save_model_atomic(model: onnx.ModelProto, out_path: str | os.PathLike, sourc
     check_output_paths(sources, {"-o": out}, reserved=[dst for _, dst in copies])
     todo = [(src, dst) for src, dst in copies if _plan_copy(src, dst)]
     out.parent.mkdir(parents=True, exist_ok=True)
-    for src_file, dst_file in todo:
-        _copy_atomic(src_file, dst_file)
+    for src_file, dst_file in todo:  # a copy, never a hard link (a write to either would change both)
+        dst_file.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(dst_file, lambda tmp, src=src_file: shutil.copyfile(src, tmp))
     atomic_write_bytes(out, model.SerializeToString())

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
 __all__ = [
-    "atomic_write_bytes", "check_output_paths", "copy_targets", "default_file_mode", "external_data_files", "model_files",
+    "atomic_write", "atomic_write_bytes", "check_output_paths", "copy_targets", "default_file_mode", "external_data_files", "model_files",
     "same_entry",
 ]
 
@@ -35,20 +35,26 @@ def default_file_mode() -> int:
     return 0o666 & ~_UMASK
 
 
-def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> Path:
-    """Write ``data`` to ``path`` through a temporary file in the same folder and ``os.replace``,
-    with the mode a plain ``open()`` would give; a reader never sees a half-written file."""
+def atomic_write(path: str | os.PathLike[str], fill: Callable[[str], None]) -> Path:
+    """Make ``path`` by ``fill(temporary path)`` in the same folder, then ``os.replace`` (which also
+    replaces a link at ``path``), with the mode a plain ``open()`` would give; a reader never sees a
+    half-written file."""
     path = Path(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
     try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
+        fill(tmp)
         os.chmod(tmp, default_file_mode())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
     return path
+
+
+def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> Path:
+    """Write ``data`` to ``path`` atomically (:func:`atomic_write`)."""
+    return atomic_write(path, lambda tmp: Path(tmp).write_bytes(data))
 
 
 def external_data_files(model: object, model_path: str | os.PathLike) -> list[Path]:

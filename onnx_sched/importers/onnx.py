@@ -281,8 +281,7 @@ def _infer_openvino(model: onnx.ModelProto, path: Path | None) -> dict:
     return out
 
 
-_SUB_BYTE_BITS = {name: bits for name, bits in (("INT4", 4), ("UINT4", 4), ("FLOAT4E2M1", 4), ("INT2", 2), ("UINT2", 2),
-                                                        ("FLOAT6E2M3", 6), ("FLOAT6E3M2", 6))}
+_SUB_BYTE_BITS = {"INT4": 4, "UINT4": 4, "FLOAT4E2M1": 4, "INT2": 2, "UINT2": 2, "FLOAT6E2M3": 6, "FLOAT6E3M2": 6}
 
 
 def _element_bits(elem_type: int) -> int | None:
@@ -299,7 +298,7 @@ def _element_bits(elem_type: int) -> int | None:
 
 
 def tensor_nbytes(elem_type: int, shape: tuple[int, ...]) -> int | None:
-    """Bytes of a dense tensor, sub-byte types packed two (or four) to a byte and rounded up.
+    """Bytes of a dense tensor, sub-byte types packed at their bit width and rounded up to a byte.
 
     >>> tensor_nbytes(onnx.TensorProto.FLOAT, (2, 3)), tensor_nbytes(onnx.TensorProto.INT4, (5,))
     (24, 3)

@@ -19,8 +19,7 @@ def topology_problem(graph: onnx.GraphProto) -> str | None:
     import networkx as nx
 
     nodes = graph.node
-    label = [f"{n.name or n.op_type!r} ({n.op_type})" if n.name else f"{n.op_type} writing {n.output[0]!r}"
-             for n in nodes]
+    label = [f"{n.name!r} ({n.op_type})" if n.name else f"{n.op_type} writing {n.output[0]!r}" for n in nodes]
     producer = {o: i for i, n in enumerate(nodes) for o in n.output if o}
     known = {v.name for v in graph.input} | {t.name for t in graph.initializer} | {t.name for t in graph.sparse_initializer}
     for i, node in enumerate(nodes):
