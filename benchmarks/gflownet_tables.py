@@ -38,6 +38,7 @@ import numpy as np
 from onnx_sched.cost import makespan as ms
 from onnx_sched.cost.makespan.chains import Chains, chains_of, lanes_of
 from onnx_sched.cost.makespan.diversity import diversity, time_unit
+from onnx_sched.cost.makespan.paths import upward_rank
 from onnx_sched.importers.onnx import import_onnx
 from onnx_sched.machines import identical_devices
 from onnx_sched.passes import PassContext, get_pass
@@ -142,14 +143,32 @@ def table(rows: list[dict], std: bool = True) -> list[str]:
 
 
 def table1(args: argparse.Namespace) -> dict:
-    """One real graph (paper 002, 5.1), three seeds."""
+    """One real graph (paper 002, 5.1), three seeds.  ``--subgraph N``: a connected N-op sub-graph of the model
+    (paper 002's single graph has about 78 ops).  ``--finetune-updates U``: first fine-tune ``--finetune-from`` on
+    that one graph for U updates (paper 002 trains on the graph itself) and add its ``gflownet-ft`` row."""
     _, problem = corpus_problem(args.graph, 4)
-    gens = generators(args.model, ppo=args.ppo, finetuned=args.finetuned)
+    if args.subgraph:
+        from onnx_sched.models.training.gflownet_train import subgraph_problems
+
+        problem = subgraph_problems([problem], 1, seed=args.subgraph_seed, low=args.subgraph, high=args.subgraph)[0]
+    finetuned, trained = args.finetuned, None
+    if args.finetune_updates:
+        from onnx_sched.models.training import gflownet_train as gt
+
+        t0 = time.perf_counter()
+        out = str(args.finetune_out)
+        gt.train(gt.TrainConfig(updates=args.finetune_updates, seed=0, log_every=50), [problem], out,
+                 init_from=str(args.finetune_from))
+        finetuned, trained = f"{out}.onnx", {"updates": args.finetune_updates, "from": str(args.finetune_from),
+                                             "seconds": time.perf_counter() - t0}
+    gens = generators(args.model, ppo=args.ppo, finetuned=finetuned)
     rows = []
     for seed in range(3):
         rows.append(run_methods(problem, gens, seed))
         print(seed, {m: round(r["bandwidth"], 3) for m, r in rows[-1].items()}, flush=True)
-    return {"graph": args.graph, "ops": problem.n_ops, "rows": rows, "markdown": table(rows)}
+    critical_path = float(upward_rank(problem, problem.min_durations(), comm=False).max())
+    return {"graph": args.graph, "subgraph": args.subgraph, "ops": problem.n_ops, "finetune": trained,
+            "speedup_bound": problem.total_work() / critical_path, "rows": rows, "markdown": table(rows)}
 
 
 def table2(args: argparse.Namespace) -> dict:
@@ -289,6 +308,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--logs", default="", help="fig4: VARIANCE_LOG.json,TB_LOG.json")
     ap.add_argument("--model", type=Path, default=DEFAULT_MODEL)
     ap.add_argument("--graph", default="light_inception_v1", help="table1: the corpus model")
+    ap.add_argument("--subgraph", type=int, default=0, help="table1: a connected sub-graph of this many ops")
+    ap.add_argument("--subgraph-seed", type=int, default=0)
+    ap.add_argument("--finetune-updates", type=int, default=0, help="table1: fine-tune on the graph first")
+    ap.add_argument("--finetune-from", type=Path, default=ROOT / "models" / "checkpoints" / "gflownet_corpus.pt")
+    ap.add_argument("--finetune-out", type=Path, default=Path("runs/gflownet_table1_ft"))
     ap.add_argument("--ppo", type=Path, default=None, help="the PPO baseline's export (a 'ppo' row)")
     ap.add_argument("--finetuned", default=None,
                     help="table1: GFlowNet fine-tuned on the graph, a path with {seed} (a 'gflownet-ft' row)")
