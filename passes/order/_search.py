@@ -21,7 +21,7 @@ from onnx_sched.passes.order._kernels import (
     collapse_kernel,
     expand_kernel,
     materialize_kernel,
-    select_kernel,
+    select_children,
 )
 
 __all__ = ["Layer", "SearchResult", "layered_search", "start_layer", "zobrist_keys"]
@@ -151,7 +151,7 @@ def layered_search(
                 return _stopped(layer, cutoff, t, biggest, widths)
             sel = idx
         else:
-            sel = select_kernel(idx, cpar, cop, cpeak, int(cur_width), layer.S, layer.live, *live_args)
+            sel = select_children(idx, cpar, cop, cpeak, int(cur_width), layer.S, layer.live, *live_args)
         S, F, peak, live, h1, h2, bp_par, bp_op = materialize_kernel(
             sel, layer.S, layer.F, layer.live, cpar, cop, cpeak, ch1, ch2, *adj_args, *live_args
         )
