@@ -15,7 +15,7 @@
    (up to its memory budget) from the bound it proved, while a round is predicted to
    fit in half the time left (:func:`exact_rounds`).  When it still stops early, the
    rest of the time goes to beams as wide as the measured speed allows (re-measured
-   after each; up to ``beam_width`` when given, else :data:`FINAL_BEAM_MAX`), to
+   after each; up to ``beam_width`` when given, else :func:`final_beam_cap`), to
    tighten the peak.
 4. Before those final beams, when nothing is proven yet, probing
    (:mod:`onnx_sched.cost.memory_probe`, on up to :data:`PROBE_SHARE` of the time left)
@@ -68,8 +68,23 @@ from onnx_sched.schedule import Schedule
 __all__ = ["run"]
 
 DEFAULT_MAX_WIDTH = 10_000
-#: Widest final beam (when no ``beam_width`` is given): about 1 GB of states on 1,000-op graphs.
+#: Widest final beam on graphs of 1,000 ops or more (when no ``beam_width`` is given): about 1.6 GB of
+#: back-pointers (8 bytes per state and layer) at 1,000 ops.
 FINAL_BEAM_MAX = 200_000
+#: Widest final beam on any graph: its children (about 32 bytes each, ~20 per state on 80-op graphs) and
+#: back-pointers stay near the same memory.
+FINAL_BEAM_CEIL = 1_000_000
+
+
+def final_beam_cap(n_ops: int) -> int:
+    """Widest final beam for a graph of ``n_ops`` ops: the back-pointers of a width-:data:`FINAL_BEAM_MAX` beam
+    at 1,000 ops, spread over fewer layers on smaller graphs (sbm-80: a width-10^6 beam lowers the peak from
+    40.00 to 38.64 MiB in 28 s), at most :data:`FINAL_BEAM_CEIL`.
+
+    >>> final_beam_cap(80), final_beam_cap(400), final_beam_cap(5000)
+    (1000000, 500000, 200000)
+    """
+    return min(FINAL_BEAM_CEIL, max(FINAL_BEAM_MAX, FINAL_BEAM_MAX * 1000 // max(int(n_ops), 1)))
 CALIBRATION_WIDTH = 16
 LEARNED_MAX_OPS = 3000
 LEARNED_SAMPLES = 16
@@ -275,7 +290,7 @@ def run(graph: Graph, ctx: PassContext) -> Schedule:
             search, proven_lb, bisect_later = probe_phase(short, ctx, clock, offer_short, best_peak, proven_lb, info)
         if not proved and graph.n_ops > 0:
             # the exact search gave up early: spend the rest on beams as wide as fit, re-measuring the speed
-            cap = int(ctx.option("beam_width", FINAL_BEAM_MAX))  # the user's width cap, else memory's
+            cap = int(ctx.option("beam_width", final_beam_cap(short.n_ops)))  # the user's width cap, else memory's
             done = width
             while clock.left() > 0.05 and best_peak() > proven_lb:
                 nxt = min(int(0.8 * state_rate * clock.left() / short.n_ops), max(cap, width))
@@ -296,7 +311,8 @@ def run(graph: Graph, ctx: PassContext) -> Schedule:
                                                 complete=more.complete)
             if more.threshold < best_peak():
                 beams_near_bound(short, ctx, clock, offer_short, best_peak, proven_lb, more.precedences,
-                                 0.9 * clock.left(), int(ctx.option("beam_width", FINAL_BEAM_MAX)), info)
+                                 0.9 * clock.left(), int(ctx.option("beam_width", final_beam_cap(short.n_ops))),
+                                 info)
 
     best_name = min(peaks, key=lambda k: (peaks[k], k != "file"))
     kept = "file" in peaks and peaks[best_name] >= peaks["file"]
