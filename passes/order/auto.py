@@ -71,15 +71,16 @@ DEFAULT_MAX_WIDTH = 10_000
 #: Widest final beam on graphs of 1,000 ops or more (when no ``beam_width`` is given): about 1.6 GB of
 #: back-pointers (8 bytes per state and layer) at 1,000 ops.
 FINAL_BEAM_MAX = 200_000
-#: Widest final beam on any graph: its children (about 32 bytes each, ~20 per state on 80-op graphs) and
-#: back-pointers stay near the same memory.
+#: Widest final beam on any graph.  Its back-pointers stay within the same 1.6 GB; its children (32 bytes
+#: each, one per ready op of each state: 12-15 on the 80-op certificate graphs, up to 66 on ba-200) can take
+#: another 0.5-2 GB at this width, so a beam this wide is for long budgets on small graphs.
 FINAL_BEAM_CEIL = 1_000_000
 
 
 def final_beam_cap(n_ops: int) -> int:
     """Widest final beam for a graph of ``n_ops`` ops: the back-pointers of a width-:data:`FINAL_BEAM_MAX` beam
     at 1,000 ops, spread over fewer layers on smaller graphs (sbm-80: a width-10^6 beam lowers the peak from
-    40.00 to 38.64 MiB in 28 s), at most :data:`FINAL_BEAM_CEIL`.
+    40.00 to 38.64 MiB in 27 s, ``benchmarks/beam_timing.py``), at most :data:`FINAL_BEAM_CEIL`.
 
     >>> final_beam_cap(80), final_beam_cap(400), final_beam_cap(5000)
     (1000000, 500000, 200000)
