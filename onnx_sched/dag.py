@@ -29,6 +29,7 @@ __all__ = [
     "dfs_order",
     "is_topological_order",
     "kahn_order",
+    "largest_frontier",
     "longest_path_to_sink",
     "longest_path_from_source",
     "reachability",
@@ -124,6 +125,32 @@ def check_order(g: Graph, order: Sequence[int] | np.ndarray) -> np.ndarray:
         bad = next((u, v) for u, v in g.edges.tolist() if pos[u] >= pos[v])
         raise ValueError(f"order runs {g.op_names[bad[1]]!r} before its input producer {g.op_names[bad[0]]!r}")
     return arr
+
+
+def largest_frontier(g: Graph, order: Sequence[int] | np.ndarray) -> int:
+    """The most ops ready at once (every predecessor run, itself not yet) at any step of ``order``.
+
+    A search that expands every ready op of a state makes about this many children per state.
+
+    Example:
+        >>> from onnx_sched.graph import Graph
+        >>> g = Graph.from_edges(4, [(0, 1), (0, 2), (0, 3)], output_bytes=[1, 1, 1, 1])
+        >>> largest_frontier(g, [0, 1, 2, 3])  # after op 0, ops 1, 2 and 3 are ready
+        3
+    """
+    n = g.n_ops
+    if n == 0:
+        return 0
+    pos = np.empty(n, dtype=np.int64)
+    pos[np.asarray(order, dtype=np.int64)] = np.arange(n)
+    ready_at = np.zeros(n, dtype=np.int64)  # the step after its last predecessor runs
+    edges = g.edges
+    if len(edges):
+        np.maximum.at(ready_at, edges[:, 1], pos[edges[:, 0]] + 1)
+    delta = np.zeros(n + 1, dtype=np.int64)  # ready from step ready_at through the step that runs it
+    np.add.at(delta, ready_at, 1)
+    np.add.at(delta, pos + 1, -1)
+    return int(np.cumsum(delta)[:n].max())
 
 
 def longest_path_to_sink(g: Graph, weight: np.ndarray | None = None) -> np.ndarray:

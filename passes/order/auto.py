@@ -52,6 +52,7 @@ from onnx_sched.cost.memory_bound import lower_bound
 from onnx_sched.cost.memory_chains import contract_chains
 from onnx_sched.cost.memory_cut_bound import cut_lower_bound
 from onnx_sched.cost.memory_probe import CRITICAL_OPS, precedences_below, probe_bound, with_precedences
+from onnx_sched.dag import largest_frontier
 from onnx_sched.deadline import Deadline
 from onnx_sched.graph import Graph
 from onnx_sched.jit import work_clock
@@ -71,21 +72,26 @@ DEFAULT_MAX_WIDTH = 10_000
 #: Widest final beam on graphs of 1,000 ops or more (when no ``beam_width`` is given): about 1.6 GB of
 #: back-pointers (8 bytes per state and layer) at 1,000 ops.
 FINAL_BEAM_MAX = 200_000
-#: Widest final beam on any graph.  Its back-pointers stay within the same 1.6 GB; its children (32 bytes
-#: each, one per ready op of each state: 12-15 on the 80-op certificate graphs, up to 66 on ba-200) can take
-#: another 0.5-2 GB at this width, so a beam this wide is for long budgets on small graphs.
+#: Widest final beam on any graph.
 FINAL_BEAM_CEIL = 1_000_000
+#: Bytes the children of one final-beam layer may take (32 bytes a child, one per ready op of each state): what
+#: a width-:data:`FINAL_BEAM_MAX` beam with 100 ready ops a state takes.
+FINAL_BEAM_CHILD_BYTES = FINAL_BEAM_MAX * 100 * 32
 
 
-def final_beam_cap(n_ops: int) -> int:
-    """Widest final beam for a graph of ``n_ops`` ops: the back-pointers of a width-:data:`FINAL_BEAM_MAX` beam
-    at 1,000 ops, spread over fewer layers on smaller graphs (sbm-80: a width-10^6 beam lowers the peak from
-    40.00 to 38.64 MiB in 27 s, ``benchmarks/beam_timing.py``), at most :data:`FINAL_BEAM_CEIL`.
+def final_beam_cap(n_ops: int, frontier: int) -> int:
+    """Widest final beam for a graph of ``n_ops`` ops with at most about ``frontier`` ops ready at once: the
+    back-pointers of a width-:data:`FINAL_BEAM_MAX` beam at 1,000 ops spread over fewer layers, and children
+    within :data:`FINAL_BEAM_CHILD_BYTES`, between :data:`FINAL_BEAM_MAX` and :data:`FINAL_BEAM_CEIL`
+    (sbm-80, 12-15 ready ops: a width-10^6 beam lowers the peak from 40.00 to 38.64 MiB in 27 s,
+    ``benchmarks/beam_timing.py``).
 
-    >>> final_beam_cap(80), final_beam_cap(400), final_beam_cap(5000)
-    (1000000, 500000, 200000)
+    >>> final_beam_cap(80, 15), final_beam_cap(200, 66), final_beam_cap(400, 20), final_beam_cap(5000, 10)
+    (1000000, 303030, 500000, 200000)
     """
-    return min(FINAL_BEAM_CEIL, max(FINAL_BEAM_MAX, FINAL_BEAM_MAX * 1000 // max(int(n_ops), 1)))
+    by_layers = FINAL_BEAM_MAX * 1000 // max(int(n_ops), 1)
+    by_children = FINAL_BEAM_CHILD_BYTES // (32 * max(int(frontier), 1))
+    return min(FINAL_BEAM_CEIL, max(FINAL_BEAM_MAX, min(by_layers, by_children)))
 CALIBRATION_WIDTH = 16
 LEARNED_MAX_OPS = 3000
 LEARNED_SAMPLES = 16
@@ -291,7 +297,8 @@ def run(graph: Graph, ctx: PassContext) -> Schedule:
             search, proven_lb, bisect_later = probe_phase(short, ctx, clock, offer_short, best_peak, proven_lb, info)
         if not proved and graph.n_ops > 0:
             # the exact search gave up early: spend the rest on beams as wide as fit, re-measuring the speed
-            cap = int(ctx.option("beam_width", final_beam_cap(short.n_ops)))  # the user's width cap, else memory's
+            best_short = chains.contract(orders[min(peaks, key=lambda k: (peaks[k], k != "file"))])
+            cap = int(ctx.option("beam_width", final_beam_cap(short.n_ops, largest_frontier(short, best_short))))
             done = width
             while clock.left() > 0.05 and best_peak() > proven_lb:
                 nxt = min(int(0.8 * state_rate * clock.left() / short.n_ops), max(cap, width))
@@ -312,8 +319,7 @@ def run(graph: Graph, ctx: PassContext) -> Schedule:
                                                 complete=more.complete)
             if more.threshold < best_peak():
                 beams_near_bound(short, ctx, clock, offer_short, best_peak, proven_lb, more.precedences,
-                                 0.9 * clock.left(), int(ctx.option("beam_width", final_beam_cap(short.n_ops))),
-                                 info)
+                                 0.9 * clock.left(), cap, info)
 
     best_name = min(peaks, key=lambda k: (peaks[k], k != "file"))
     kept = "file" in peaks and peaks[best_name] >= peaks["file"]
