@@ -92,6 +92,8 @@ def final_beam_cap(n_ops: int, frontier: int) -> int:
     by_layers = FINAL_BEAM_MAX * 1000 // max(int(n_ops), 1)
     by_children = FINAL_BEAM_CHILD_BYTES // (32 * max(int(frontier), 1))
     return min(FINAL_BEAM_CEIL, max(FINAL_BEAM_MAX, min(by_layers, by_children)))
+
+
 CALIBRATION_WIDTH = 16
 LEARNED_MAX_OPS = 3000
 LEARNED_SAMPLES = 16
