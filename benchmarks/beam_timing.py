@@ -1,8 +1,8 @@
 """Wall time and peak of wide beam searches (the final beams of ``auto``) on irregular graphs.
 
-Each graph is an ``onnx-sched gen``-style graph written as ONNX and imported (as
-``benchmarks/certificates.py`` builds them: seeds ``TEST_SEED_BASE + 100 + i``, ``i`` the
-position of the size in 80, 200, 400, 800); each beam runs once, without a time limit.
+Each graph is an ``onnx-sched gen``-style graph written as ONNX and imported, exactly as
+``benchmarks/certificates.py`` builds it (``generated_model``); each beam runs once, without a
+time limit.
 Run it in two checkouts to compare two versions of the search kernels.
 
     python benchmarks/beam_timing.py --graphs sbm-80 ws-80 --widths 200000 400000 1000000 --out beam_timing.json
@@ -17,24 +17,17 @@ import tempfile
 import time
 from pathlib import Path
 
-import onnx
+from certificates import SIZES, generated_model
 
 from onnx_sched.cost.memory import profile
 from onnx_sched.importers.onnx import import_onnx
 from onnx_sched.passes.order.beam import beam_search
-from onnx_sched.synth import TEST_SEED_BASE, generate
-from onnx_sched.synth.onnx_writer import graph_to_onnx
-
-SIZES = (80, 200, 400, 800)
 
 
 def certificate_graph(name: str, work: Path) -> object:
     """``FAMILY-SIZE`` as ``benchmarks/certificates.py`` writes it, imported back."""
     family, size = name.rsplit("-", 1)
-    n = int(size)
-    path = work / f"{family}{n}.onnx"
-    onnx.save(graph_to_onnx(generate(family, n, TEST_SEED_BASE + 100 + SIZES.index(n)), name=f"{family}{n}"), path)
-    return import_onnx(path).graph
+    return import_onnx(generated_model(family, int(size), SIZES.index(int(size)), work)).graph
 
 
 def main(argv: list[str] | None = None) -> int:

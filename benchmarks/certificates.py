@@ -33,13 +33,18 @@ FAMILIES = ("er", "ws", "ba", "sbm")
 SIZES = (80, 200, 400, 800)
 
 
+def generated_model(family: str, n: int, i: int, work: Path) -> Path:
+    """The ``onnx-sched gen``-style graph of ``family`` with ``n`` ops (seed ``TEST_SEED_BASE + 100 + i``), as ONNX."""
+    path = work / f"{family}{n}.onnx"
+    onnx.save(graph_to_onnx(generate(family, n, TEST_SEED_BASE + 100 + i), name=f"{family}{n}"), path)
+    return path
+
+
 def cases(corpus: Path, families: tuple[str, ...], sizes: tuple[int, ...], work: Path) -> list[tuple[str, Path]]:
     out = [(m, corpus / f"{m}.onnx") for m in NAS_MODELS if (corpus / f"{m}.onnx").is_file()]
     for fam in families:
         for i, n in enumerate(sizes):
-            path = work / f"{fam}{n}.onnx"
-            onnx.save(graph_to_onnx(generate(fam, n, TEST_SEED_BASE + 100 + i), name=f"{fam}{n}"), path)
-            out.append((f"{fam}-{n}", path))
+            out.append((f"{fam}-{n}", generated_model(fam, n, i, work)))
     return out
 
 

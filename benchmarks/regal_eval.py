@@ -49,13 +49,20 @@ LIMITS = (1000, 2000, 5000, 10000, 20000, 50000)
 TIME_LIMITS = {"cpsat": 30.0}
 
 
-def score(graph: Graph, problem: dm.DeviceMemoryProblem, method: str, options: dict[str, Any]) -> tuple[float, float]:
+def score(graph: Graph, problem: dm.DeviceMemoryProblem, method: str, options: dict[str, Any],
+          seed: int = 0) -> tuple[float, float]:
     """(objective, wall seconds) of one pass run."""
-    ctx = PassContext(time_limit=TIME_LIMITS.get(method, 3600.0), seed=0, options=options, problem=problem)
+    ctx = PassContext(time_limit=TIME_LIMITS.get(method, 3600.0), seed=seed, options=options, problem=problem)
     t0 = time.perf_counter()
     schedule = get_pass(method, "peak-mem-devices")(graph, ctx)
     seconds = time.perf_counter() - t0
     return float(dm.fitness(problem, dm.walk(problem, schedule.steps).per_device_peak)[0]), seconds
+
+
+def held_out_sets(synthetic: int, corpus: list[str], min_ops: int = 50, max_ops: int = 300) -> dict[str, list[Graph]]:
+    """The held-out problems: ``synthetic`` graphs of the five families (test seeds) and the ``corpus`` models."""
+    return {"synthetic": synthetic_graphs(synthetic, TEST_SEED_BASE, min_ops, max_ops, seed=2),
+            "corpus": [corpus_graph(m) for m in corpus]}
 
 
 def evaluate(graph: Graph, fig5: bool) -> dict[str, Any]:
@@ -161,8 +168,7 @@ def main() -> None:
     if args.model:
         for m in ("regal", "regal-nopin"):
             PASS[m][1]["model"] = args.model
-    sets = {"synthetic": synthetic_graphs(args.synthetic, TEST_SEED_BASE, args.min_ops, args.max_ops, seed=2),
-            "corpus": [corpus_graph(m) for m in args.corpus]}
+    sets = held_out_sets(args.synthetic, args.corpus, args.min_ops, args.max_ops)
     warm = synthetic_graphs(1, TEST_SEED_BASE, 30, 30, seed=9)[0]  # numba compiled off the clock
     for m in METHODS:
         score(warm, dm.DeviceMemoryProblem.build(warm, DEVICES), *PASS[m])

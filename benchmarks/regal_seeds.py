@@ -23,18 +23,10 @@ import time
 from pathlib import Path
 
 import numpy as np
+from regal_eval import held_out_sets, score
 
 from onnx_sched.cost import device_memory as dm
-from onnx_sched.models.training.regal_data import DEVICES, TEST_CORPUS, corpus_graph, synthetic_graphs
-from onnx_sched.passes import PassContext, get_pass
-from onnx_sched.synth import TEST_SEED_BASE
-
-
-def peak(graph: object, problem: dm.DeviceMemoryProblem, method: str, seed: int, **options: object) -> float:
-    """Largest per-device peak of one pass run."""
-    ctx = PassContext(time_limit=3600.0, seed=seed, options=options, problem=problem)
-    schedule = get_pass(method, "peak-mem-devices")(graph, ctx)
-    return float(dm.fitness(problem, dm.walk(problem, schedule.steps).per_device_peak)[0])
+from onnx_sched.models.training.regal_data import DEVICES, TEST_CORPUS
 
 
 def summarise(brkga: np.ndarray, regal: np.ndarray) -> dict[str, object]:
@@ -63,8 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--model", default=None, help="REGAL policy .onnx (default: the shipped checkpoint)")
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args(argv)
-    sets = {"synthetic": synthetic_graphs(args.synthetic, TEST_SEED_BASE, 50, 300, seed=2),
-            "corpus": [corpus_graph(m) for m in args.corpus]}
+    sets = held_out_sets(args.synthetic, args.corpus)
     regal_options = {"evaluations": 5000, **({"model": args.model} if args.model else {})}
     t0 = time.perf_counter()
     result: dict[str, object] = {"command": "python benchmarks/regal_seeds.py " + " ".join(sys.argv[1:] if argv is None
@@ -73,8 +64,8 @@ def main(argv: list[str] | None = None) -> int:
         brkga, regal = [], []
         for g in graphs:
             problem = dm.DeviceMemoryProblem.build(g, DEVICES)
-            brkga.append([peak(g, problem, "brkga", s, evaluations=5000) for s in range(args.seeds)])
-            regal.append([peak(g, problem, "regal", s, **regal_options) for s in range(args.seeds)])
+            brkga.append([score(g, problem, "brkga", {"evaluations": 5000}, s)[0] for s in range(args.seeds)])
+            regal.append([score(g, problem, "regal", regal_options, s)[0] for s in range(args.seeds)])
             print(f"{name} {g.name:28s} BRKGA 5K " + " ".join(f"{v / 2**20:8.2f}" for v in brkga[-1])
                   + "  REGAL " + " ".join(f"{v / 2**20:8.2f}" for v in regal[-1]) + " MiB", flush=True)
         summary = summarise(np.array(brkga), np.array(regal))

@@ -11,9 +11,10 @@ it returns is valid and never worse than the one it was given.
 
 It is cheap (a cut and a profile per rebuild, at most 1 + ``LOOKAHEAD`` rebuilds per peak step tried:
 milliseconds on a 1,000-op graph) and knows nothing about where the order came from, so it follows
-the cheap heuristics, the beams and the learned policy alike.  What it fixes is the mistake a step-by-step order cannot see coming: ops run early
-whose outputs wait across a later peak (on t5_small the learned policy runs decoder ops during the
-encoder's feed-forward peak: 2.46 -> 2.31 MiB, the optimum; docs/results.md section 20).
+the cheap heuristics, the beams and the learned policy alike.  What it fixes is the mistake a
+step-by-step order cannot see coming: ops run early whose outputs wait across a later peak (on
+t5_small the learned policy runs decoder ops during the encoder's feed-forward peak: 2.46 -> 2.31 MiB,
+the optimum; docs/results.md section 20).
 """
 
 from __future__ import annotations

@@ -109,6 +109,11 @@ PROBE_SHARE = 0.3
 PROBE_FIRST_MAX_OPS = 300
 
 
+def _best_name(peaks: dict[str, int]) -> str:
+    """The candidate with the lowest peak; on a tie, the file order first."""
+    return min(peaks, key=lambda k: (peaks[k], k != "file"))
+
+
 def learned_order(graph: Graph, ctx: PassContext, seconds: float) -> tuple[np.ndarray | None, str]:
     """The learned pass's sample-16 order (its repairs within ``seconds``), or ``(None, why not)``."""
     from onnx_sched.errors import OnnxSchedError
@@ -138,7 +143,7 @@ def exact_rounds(graph: Graph, ctx: PassContext, clock: Deadline, offer: Any, pe
     limit = exact.default_max_states(graph.n_ops)
     rounds = []
     while True:
-        best_name = min(peaks, key=lambda k: (peaks[k], k != "file"))
+        best_name = _best_name(peaks)
         t0 = work_clock()
         res = exact.solve_exact(graph, inplace=ctx.inplace, time_limit=clock.left(), incumbent=orders[best_name],
                                 seed=ctx.seed, max_states=min(cap, limit), known_bound=proven_lb)
@@ -248,7 +253,7 @@ def run(graph: Graph, ctx: PassContext) -> Schedule:
         info["learned"] = status
 
     if best_peak() > graph_lb and clock.left() > 0:
-        best_name = min(peaks, key=lambda k: (peaks[k], k != "file"))
+        best_name = _best_name(peaks)
         cut = cut_lower_bound(short, inplace, chains.contract(orders[best_name]),
                               deadline=work_clock() + CUT_SHARE * clock.left())
         graph_lb = max(graph_lb, cut.bound)
@@ -291,7 +296,7 @@ def run(graph: Graph, ctx: PassContext) -> Schedule:
         beam_ladder(0.5)
 
     proven_lb, proved = graph_lb, False
-    best_name = min(peaks, key=lambda k: (peaks[k], k != "file"))
+    best_name = _best_name(peaks)
     if peaks[best_name] > graph_lb and clock.left() > 0.05:
         proven_lb, proved = exact_rounds(graph, ctx, clock, offer, peaks, orders, info, state_rate, graph_lb)
         search, bisect_later = short, False
@@ -299,7 +304,7 @@ def run(graph: Graph, ctx: PassContext) -> Schedule:
             search, proven_lb, bisect_later = probe_phase(short, ctx, clock, offer_short, best_peak, proven_lb, info)
         if not proved and graph.n_ops > 0:
             # the exact search gave up early: spend the rest on beams as wide as fit, re-measuring the speed
-            best_short = chains.contract(orders[min(peaks, key=lambda k: (peaks[k], k != "file"))])
+            best_short = chains.contract(orders[_best_name(peaks)])
             cap = int(ctx.option("beam_width", final_beam_cap(short.n_ops, largest_frontier(short, best_short))))
             done = width
             while clock.left() > 0.05 and best_peak() > proven_lb:
@@ -323,7 +328,7 @@ def run(graph: Graph, ctx: PassContext) -> Schedule:
                 beams_near_bound(short, ctx, clock, offer_short, best_peak, proven_lb, more.precedences,
                                  0.9 * clock.left(), cap, info)
 
-    best_name = min(peaks, key=lambda k: (peaks[k], k != "file"))
+    best_name = _best_name(peaks)
     kept = "file" in peaks and peaks[best_name] >= peaks["file"]
     if kept:
         best_name = "file"
