@@ -17,7 +17,10 @@
    rest of the time goes to beams as wide as the measured speed allows (re-measured
    after each; up to ``beam_width`` when given, else :func:`final_beam_cap`), to
    tighten the peak.
-4. Before those final beams, when nothing is proven yet, probing
+4. Before those final beams, when nothing is proven yet, the pattern bound
+   (:mod:`onnx_sched.cost.memory_pattern`, on up to :data:`PATTERN_SHARE` of the time left)
+   couples the steps of a growing set of critical ops; the order it builds is offered, and
+   when its peak meets the bound the search is over.  Then probing
    (:mod:`onnx_sched.cost.memory_probe`, on up to :data:`PROBE_SHARE` of the time left)
    finds precedences that every order below the best peak obeys (or proves there is none).
    The final beams search the graph they constrain: every better order obeys them, and
@@ -38,7 +41,7 @@ The best order wins.  It is never worse than the file order: if nothing beats th
 file order, the file order is returned with ``info["kept_input_order"] = True``.
 ``lower_bound`` is the best bound proven: the must-live and min-cut graph bounds (the
 latter computed once the cheap orders are in, on at most ``CUT_SHARE`` of the time left),
-exact search or probing;
+exact search, the pattern bound or probing;
 ``optimal`` when the exact search proved it or the peak meets the bound.
 """
 
@@ -51,6 +54,7 @@ import numpy as np
 from onnx_sched.cost.memory_bound import lower_bound
 from onnx_sched.cost.memory_chains import contract_chains
 from onnx_sched.cost.memory_cut_bound import cut_lower_bound
+from onnx_sched.cost.memory_pattern import pattern_bound
 from onnx_sched.cost.memory_probe import CRITICAL_OPS, precedences_below, probe_bound, with_precedences
 from onnx_sched.dag import largest_frontier
 from onnx_sched.deadline import Deadline
@@ -104,6 +108,8 @@ REPAIR_SHARE = 0.05
 #: Share of the time left that probing may use before the final beams: a third each for the precedences
 #: below the best peak, the bisection and the beams near the bound.
 PROBE_SHARE = 0.3
+#: Share of the time left the pattern bound may use (after the exact rounds).
+PATTERN_SHARE = 0.3
 #: Larger graphs bisect only with the time the final beams leave: there a probe costs seconds and
 #: the final beams' width decides the peak (ws-400: 213 MiB without probing first, 235 with it).
 PROBE_FIRST_MAX_OPS = 300
@@ -158,6 +164,18 @@ def exact_rounds(graph: Graph, ctx: PassContext, clock: Deadline, offer: Any, pe
         cap *= 4
     info["exact_rounds"] = len(rounds)
     return proven_lb, bool(res.optimal)
+
+
+def pattern_phase(graph: Graph, ctx: PassContext, clock: Deadline, offer: Any, best_peak: Any, proven_lb: int,
+                  info: dict[str, Any]) -> int:
+    """The pattern bound (module docstring, step 4) on up to :data:`PATTERN_SHARE` of the time left: its
+    best order is offered, and the bound returned (at least ``proven_lb``)."""
+    found = pattern_bound(graph, ctx.inplace, best_peak(), deadline=work_clock() + PATTERN_SHARE * clock.left())
+    if found.order is not None:
+        offer("pattern", found.order)
+    info["pattern"] = {"bound": found.bound, "peak": found.peak, "ops": found.pattern, "rounds": found.rounds,
+                       "cuts": found.cuts}
+    return max(proven_lb, found.bound)
 
 
 def probe_phase(graph: Graph, ctx: PassContext, clock: Deadline, offer: Any, best_peak: Any, proven_lb: int,
@@ -301,6 +319,8 @@ def run(graph: Graph, ctx: PassContext) -> Schedule:
         proven_lb, proved = exact_rounds(graph, ctx, clock, offer, peaks, orders, info, state_rate, graph_lb)
         search, bisect_later = short, False
         if not proved and graph.n_ops > 0 and clock.left() > 0.05:
+            proven_lb = pattern_phase(short, ctx, clock, offer_short, best_peak, proven_lb, info)
+        if not proved and graph.n_ops > 0 and best_peak() > proven_lb and clock.left() > 0.05:
             search, proven_lb, bisect_later = probe_phase(short, ctx, clock, offer_short, best_peak, proven_lb, info)
         if not proved and graph.n_ops > 0:
             # the exact search gave up early: spend the rest on beams as wide as fit, re-measuring the speed
