@@ -63,3 +63,16 @@ def test_pattern_bound_proves_an_irregular_80_op_graph() -> None:
     assert r.optimal and is_topological_order(g, r.order)
     assert r.bound == r.peak == profile(g, r.order, False).peak
     assert r.bound > 1.04 * cut
+
+
+@pytest.mark.parametrize("method", ["auto", "exact"])
+def test_auto_and_exact_prove_what_their_state_caps_cannot(method: str) -> None:
+    """On that graph the exact DP stops at its state cap; both passes then spend the time left on the
+    pattern bound, and report the order it built as proven optimal."""
+    from onnx_sched.passes import PassContext, get_pass
+
+    g = generate("sbm", 80, 0)
+    sched = get_pass(method, "peak-mem")(g, PassContext(time_limit=20.0))
+    assert sched.optimal and is_topological_order(g, sched.order)
+    assert int(sched.lower_bound) == profile(g, sched.order, False).peak
+    assert "pattern" in sched.info

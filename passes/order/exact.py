@@ -25,7 +25,9 @@ The graph bound is the larger of the must-live bound and the min-cut bound
 runs).  Result: ``optimal=True`` when every segment was proven; otherwise the best order
 found and ``lower_bound`` = the best bound proven (graph bound, solved segments,
 and for a search cut short the lowest peak among its open states).  The pass then
-spends the time left on probing (:mod:`onnx_sched.cost.memory_probe`) to raise that bound.
+spends the time left on the pattern bound (:mod:`onnx_sched.cost.memory_pattern`, half of it;
+its order replaces the search's when lower, and an order meeting the bound is optimal) and
+on probing (:mod:`onnx_sched.cost.memory_probe`) to raise that bound.
 
 Options: ``max_states`` (states per layer, default from a 128 MiB budget; the
 children of a layer get another 128 MiB), ``max_total`` (states kept over all
@@ -44,6 +46,7 @@ from onnx_sched.cost.memory import profile
 from onnx_sched.cost.memory_bound import lower_bound, op_lower_bounds
 from onnx_sched.cost.memory_chains import Contraction, contract_chains
 from onnx_sched.cost.memory_cut_bound import cut_lower_bound
+from onnx_sched.cost.memory_pattern import pattern_bound
 from onnx_sched.cost.memory_probe import probe_bound
 from onnx_sched.dag import check_order, kahn_order
 from onnx_sched.graph import Graph
@@ -223,10 +226,16 @@ def run(graph: Graph, ctx: PassContext) -> Schedule:
         graph, inplace=ctx.inplace, time_limit=ctx.time_limit, seed=ctx.seed,
         max_states=ctx.option("max_states", None), max_total=int(ctx.option("max_total", 10_000_000)),
     )
-    bound, info = res.lower_bound, dict(res.info)
+    order, peak, bound, info = res.order, res.peak, res.lower_bound, dict(res.info)
     deadline = t0 + float(ctx.time_limit)
     if not res.optimal and work_clock() < deadline:  # the search stopped early: the time left raises the bound
-        probed = probe_bound(graph, ctx.inplace, res.lower_bound, res.peak, deadline=deadline)
+        found = pattern_bound(graph, ctx.inplace, peak, deadline=work_clock() + 0.5 * (deadline - work_clock()))
+        bound = max(bound, found.bound)
+        info["pattern"] = {"bound": found.bound, "peak": found.peak, "ops": found.pattern, "rounds": found.rounds}
+        if found.order is not None and found.peak < peak:
+            order, peak = found.order, found.peak
+    if peak > bound and work_clock() < deadline:
+        probed = probe_bound(graph, ctx.inplace, bound, peak, deadline=deadline)
         bound = max(bound, probed.bound)
         info["probe"] = {"bound": probed.bound, "probes": probed.probes, "complete": probed.complete}
-    return make_schedule(graph, res.order, "exact", ctx.inplace, optimal=res.optimal, bound=bound, **info)
+    return make_schedule(graph, order, "exact", ctx.inplace, optimal=res.optimal, bound=min(bound, peak), **info)
