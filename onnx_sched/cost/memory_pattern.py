@@ -109,17 +109,27 @@ def _expand(states, values, pattern, pattern_preds, run_pins, wait_pins, anc, cu
     c_parent = np.empty(total, np.int64)
     c_op = np.empty(total, np.int64)
     cap = np.empty_like(base_cap)
+    trial = np.empty_like(base_cap)
     c = 0
     cuts = 0
     for j in range(len(states)):
         s = states[j]
         pin_in, pin_out = _pins(s, run_pins, wait_pins)
+        flow = -1
         for i in range(k):
             if (s >> i) & 1 or (pattern_preds[i] & ~s) != 0:
                 continue
             v = pattern[i]
-            cost = _pinned_cut(v, pin_in | anc[v], pin_out, n_nodes, adj_ptr, adj_edge, head, base_cap, src_edge,
-                               sink_edge, own, refund, inf, cap)
+            if flow < 0:  # the set's own cut, once: each step adds its op's ancestors as pins and augments it
+                flow = _pinned_cut(v, pin_in, pin_out, n_nodes, adj_ptr, adj_edge, head, base_cap, src_edge,
+                                   sink_edge, own, refund, inf, cap) - own[v] + refund
+            trial[:] = cap
+            for u in range(len(src_edge)):
+                w, b = u >> 6, np.uint64(u & 63)
+                if (anc[v, w] >> b) & np.uint64(1) and not (pin_in[w] >> b) & np.uint64(1):
+                    e = src_edge[u]
+                    trial[e] = inf - trial[e ^ 1]  # pinned into the set: capacity inf, keeping its flow
+            cost = own[v] + flow + _max_flow(n_nodes, 0, 1, adj_ptr, adj_edge, head, trial) - refund
             cuts += 1
             value = max(values[j], cost)
             if value >= cutoff:
