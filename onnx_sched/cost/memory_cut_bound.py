@@ -270,12 +270,16 @@ def _run_cuts(g: Graph, inplace: bool, ops: np.ndarray, step_of: np.ndarray, sto
                  np.int64(net.refund), np.int64(net.inf), np.int64(stop_at), np.ascontiguousarray(step_of, np.int64))
 
 
-def least_memory_at(g: Graph, inplace: bool = False) -> np.ndarray:
-    """Per op, the least live bytes over all orders while it runs (int64 ``(n,)``)."""
-    if g.n_ops == 0:
-        return np.zeros(0, np.int64)
-    never = np.full(g.n_ops, np.iinfo(np.int64).max, np.int64)
-    return _run_cuts(g, inplace, np.arange(g.n_ops), never, -1)
+def least_memory_at(g: Graph, inplace: bool = False, deadline: float | None = None) -> np.ndarray | None:
+    """Per op, the least live bytes over all orders while it runs (int64 ``(n,)``); ``None`` when
+    ``deadline`` (a :func:`onnx_sched.jit.work_clock` value, checked every 64 ops) passes first."""
+    least = np.empty(g.n_ops, np.int64)
+    for lo in range(0, g.n_ops, _CHUNK):
+        if deadline is not None and work_clock() >= deadline:
+            return None
+        ops = np.arange(lo, min(lo + _CHUNK, g.n_ops), dtype=np.int64)
+        least[ops] = _run_cuts(g, inplace, ops, np.full(len(ops), np.iinfo(np.int64).max, np.int64), -1)
+    return least
 
 
 def cut_lower_bound(g: Graph, inplace: bool = False, order: np.ndarray | None = None,

@@ -44,10 +44,17 @@ __all__ = ["PatternBound", "pattern_bound"]
 #: Ops in the first pattern, and ops added per refinement round.
 START_OPS = 8
 STEP_OPS = 2
+#: Rounds a pattern may take to pass the caller's bound (or beat its order) before it is given up.
+PATIENCE = 3
 #: Pattern sets are int64 bitmasks.
 MAX_PATTERN_OPS = 62
-#: Sets of pattern ops kept per DP layer before a round gives up (24 bytes each).
+#: Sets of pattern ops kept per DP layer, children per layer and sets kept over a round's layers (for its
+#: path) before the round gives up: about 50, 250 and 240 MB.
 MAX_LAYER_STATES = 2_000_000
+MAX_LAYER_CHILDREN = 8_000_000
+MAX_ROUND_STATES = 10_000_000
+#: Larger graphs are not patterned: every op's least memory is one cut each (4 s at 1,500 ops).
+MAX_OPS = 2_000
 
 
 @dataclass(frozen=True)
@@ -183,21 +190,23 @@ def _solve(net, pat: _Pattern, cutoff: int, deadline: float | None) -> tuple[int
     k = len(pat.ops)
     states, values = np.zeros(1, np.int64), np.zeros(1, np.int64)
     layers: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
-    cuts, per_cut = 0, 0.0
+    cuts, per_cut, kept = 0, 0.0, 0
     for _ in range(k):
         t0 = work_clock()
-        if deadline is not None and t0 + per_cut * len(states) * k > deadline:
-            return int(values.min()), None, cuts, False  # this layer would end past the deadline
+        if len(states) * k > MAX_LAYER_CHILDREN or (deadline is not None and t0 + per_cut * len(states) * k > deadline):
+            return int(values.min()), None, cuts, False  # this layer would be too large or end past the deadline
         c_state, c_value, c_parent, c_op, used = _expand(states, values, pat.ops, pat.preds, pat.run_pins,
                                                          pat.wait_pins, net.anc, np.int64(cutoff), *_cut_args(net))
         cuts += int(used)
-        per_cut = max(per_cut, (work_clock() - t0) / max(int(used), 1))
+        if layers:  # the first layer may include loading the kernels from numba's cache
+            per_cut = (work_clock() - t0) / max(int(used), 1)
         if len(c_state) == 0:
             return cutoff, None, cuts, True
         first = np.lexsort((c_value, c_state))
         keep = first[np.r_[True, c_state[first][1:] != c_state[first][:-1]]]
-        if len(keep) > MAX_LAYER_STATES:
-            return int(values.min()), None, cuts, False
+        kept += len(keep)
+        if len(keep) > MAX_LAYER_STATES or kept > MAX_ROUND_STATES:
+            return int(c_value[keep].min()), None, cuts, False
         states, values = c_state[keep], c_value[keep]
         layers.append((c_parent[keep], c_op[keep], states))
     path: list[tuple[int, int]] = []
@@ -237,17 +246,26 @@ def _realise(g: Graph, net, pat: _Pattern, path: list[tuple[int, int]]) -> tuple
 
 
 def pattern_bound(g: Graph, inplace: bool, cutoff: int, *, deadline: float | None = None,
-                  least: np.ndarray | None = None, start: int = START_OPS, step: int = STEP_OPS) -> PatternBound:
+                  least: np.ndarray | None = None, start: int = START_OPS, step: int = STEP_OPS,
+                  floor: int = 0) -> PatternBound:
     """Refine a pattern until its bound meets an order made from it, the DP outgrows its budget, or
-    ``deadline`` (a :func:`onnx_sched.jit.work_clock` value).  ``cutoff``: the incumbent's peak (paths
+    ``deadline`` (a :func:`onnx_sched.jit.work_clock` value).  Graphs of more than :data:`MAX_OPS` ops, or
+    whose least memories take past the deadline, get bound 0 and no order.  ``floor``: a bound the
+    caller already proved; after :data:`PATIENCE` rounds that have not passed it, the refinement stops
+    (on such graphs the time is better spent elsewhere: the WS graphs of 400 ops).  ``cutoff``: the incumbent's peak (paths
     reaching it are dropped).  ``least``: every op's least memory
     (:func:`~onnx_sched.cost.memory_cut_bound.least_memory_at`), when the caller has it."""
     n = g.n_ops
     if n == 0:
-        return PatternBound(0, np.zeros(0, np.int64), 0, 0, 0, 0)
-    net = _network(g, bool(inplace))
+        base = profile(g, np.zeros(0, np.int64), inplace).peak
+        return PatternBound(base, np.zeros(0, np.int64), base, 0, 0, 0)
+    if n > MAX_OPS:
+        return PatternBound(0, None, int(cutoff), 0, 0, 0)
     if least is None:
-        least = least_memory_at(g, inplace)
+        least = least_memory_at(g, inplace, deadline=deadline)
+        if least is None:
+            return PatternBound(0, None, int(cutoff), 0, 0, 0)
+    net = _network(g, bool(inplace))
     pattern = [int(u) for u in np.argsort(-least, kind="stable")[: min(start, n, MAX_PATTERN_OPS)]]
     bound, best, best_peak, cuts, rounds = int(least.max()), None, int(cutoff), 0, 0
     while True:
@@ -266,6 +284,8 @@ def pattern_bound(g: Graph, inplace: bool, cutoff: int, *, deadline: float | Non
             break
         if deadline is not None and work_clock() >= deadline:
             break
+        if rounds >= PATIENCE and bound <= floor and best_peak >= cutoff:
+            break  # nothing the caller does not have yet: no higher bound, no better order
         score = np.zeros(n)
         score[order] = step_mem
         score = score + flips * (float(step_mem.max()) + 1.0)

@@ -39,7 +39,7 @@ Example:
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -48,9 +48,9 @@ import numpy as np
 
 from onnx_sched.cost.memory_cut_bound import (
     _FIRST_OP,
-    _cuts,
     _max_flow,
     _network,
+    least_memory_at,
     pin_op,
     residual_levels,
 )
@@ -64,7 +64,6 @@ __all__ = ["CRITICAL_OPS", "Probe", "ProbeBound", "precedences_below", "probe_bo
 CRITICAL_OPS = 12
 #: Probe rounds per threshold (each round adds the precedences the previous one found).
 MAX_ROUNDS = 6
-_CHUNK = 64  # ops whose least memory is cut between deadline checks
 
 
 @dataclass(frozen=True)
@@ -139,17 +138,6 @@ def _arguments(net: Any) -> tuple:
             net.sink_edge, net.own, np.int64(net.refund), np.int64(net.inf))
 
 
-def _least_memory(args: tuple, n: int, late: Callable[[], bool]) -> np.ndarray | None:
-    """Every op's least memory on the network of ``args``, 64 ops between deadline checks (None: late)."""
-    least = np.empty(n, np.int64)
-    for lo in range(0, n, _CHUNK):
-        if late():
-            return None
-        ops = np.arange(lo, min(lo + _CHUNK, n), dtype=np.int64)
-        least[ops] = _cuts(ops, *args, np.int64(-1), np.full(len(ops), np.iinfo(np.int64).max, np.int64))
-    return least
-
-
 def precedences_below(g: Graph, inplace: bool, threshold: int, *, critical: int = CRITICAL_OPS,
                       max_rounds: int = MAX_ROUNDS, deadline: float | None = None,
                       least: np.ndarray | None = None) -> Probe:
@@ -163,13 +151,14 @@ def precedences_below(g: Graph, inplace: bool, threshold: int, *, critical: int 
     cuts = rounds = 0
     late = lambda: deadline is not None and work_clock() >= deadline  # noqa: E731
     while rounds < max_rounds and not late():
+        constrained = with_precedences(g, found)
         try:
-            net = _network(with_precedences(g, found), bool(inplace))
+            net = _network(constrained, bool(inplace))
         except CycleError:
             return Probe(True, found, cuts, rounds)  # the precedences contradict each other
         args = _arguments(net)
         if rounds > 0 or least is None:  # every op again: a precedence can raise any op's least memory
-            least = _least_memory(args, g.n_ops, late)
+            least = least_memory_at(constrained, inplace, deadline)
             if least is None:
                 return Probe(False, found, cuts, rounds)
             cuts += g.n_ops
@@ -206,7 +195,7 @@ def probe_bound(g: Graph, inplace: bool, low: int, high: int, *, deadline: float
         if late():
             return ProbeBound(lo, hi, edges, probes, False)
         if least is None:  # shared by every probe's first round
-            least = _least_memory(_arguments(_network(g, bool(inplace))), g.n_ops, late)
+            least = least_memory_at(g, inplace, deadline)
             if least is None:
                 return ProbeBound(lo, hi, edges, probes, False)
         mid = (lo + hi + 1) // 2

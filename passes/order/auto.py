@@ -170,7 +170,8 @@ def pattern_phase(graph: Graph, ctx: PassContext, clock: Deadline, offer: Any, b
                   info: dict[str, Any]) -> int:
     """The pattern bound (module docstring, step 4) on up to :data:`PATTERN_SHARE` of the time left: its
     best order is offered, and the bound returned (at least ``proven_lb``)."""
-    found = pattern_bound(graph, ctx.inplace, best_peak(), deadline=work_clock() + PATTERN_SHARE * clock.left())
+    found = pattern_bound(graph, ctx.inplace, best_peak(), deadline=work_clock() + PATTERN_SHARE * clock.left(),
+                          floor=proven_lb)
     if found.order is not None:
         offer("pattern", found.order)
     info["pattern"] = {"bound": found.bound, "peak": found.peak, "ops": found.pattern, "rounds": found.rounds,

@@ -229,11 +229,13 @@ def run(graph: Graph, ctx: PassContext) -> Schedule:
     order, peak, bound, info = res.order, res.peak, res.lower_bound, dict(res.info)
     deadline = t0 + float(ctx.time_limit)
     if not res.optimal and work_clock() < deadline:  # the search stopped early: the time left raises the bound
-        found = pattern_bound(graph, ctx.inplace, peak, deadline=work_clock() + 0.5 * (deadline - work_clock()))
+        chains = contract_chains(graph, ctx.inplace)  # same peaks, fewer ops
+        found = pattern_bound(chains.graph, ctx.inplace, peak, deadline=work_clock() + 0.5 * (deadline - work_clock()),
+                              floor=bound)
         bound = max(bound, found.bound)
         info["pattern"] = {"bound": found.bound, "peak": found.peak, "ops": found.pattern, "rounds": found.rounds}
         if found.order is not None and found.peak < peak:
-            order, peak = found.order, found.peak
+            order, peak = chains.expand(found.order), found.peak
     if peak > bound and work_clock() < deadline:
         probed = probe_bound(graph, ctx.inplace, bound, peak, deadline=deadline)
         bound = max(bound, probed.bound)
