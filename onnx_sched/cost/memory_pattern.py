@@ -249,12 +249,14 @@ def pattern_bound(g: Graph, inplace: bool, cutoff: int, *, deadline: float | Non
                   least: np.ndarray | None = None, start: int = START_OPS, step: int = STEP_OPS,
                   floor: int = 0) -> PatternBound:
     """Refine a pattern until its bound meets an order made from it, the DP outgrows its budget, or
-    ``deadline`` (a :func:`onnx_sched.jit.work_clock` value).  Graphs of more than :data:`MAX_OPS` ops, or
-    whose least memories take past the deadline, get bound 0 and no order.  ``floor``: a bound the
-    caller already proved; after :data:`PATIENCE` rounds that have not passed it, the refinement stops
-    (on such graphs the time is better spent elsewhere: the WS graphs of 400 ops).  ``cutoff``: the incumbent's peak (paths
-    reaching it are dropped).  ``least``: every op's least memory
-    (:func:`~onnx_sched.cost.memory_cut_bound.least_memory_at`), when the caller has it."""
+    ``deadline`` (a :func:`onnx_sched.jit.work_clock` value) passes.
+
+    ``cutoff``: the incumbent's peak (paths reaching it are dropped).  ``floor``: a bound the caller
+    already proved; after :data:`PATIENCE` rounds that neither pass it nor beat the incumbent, the
+    refinement stops (the time is better spent elsewhere: on WS graphs of 400 ops it only narrowed the
+    final beams).  ``least``: every op's least memory
+    (:func:`~onnx_sched.cost.memory_cut_bound.least_memory_at`), when the caller has it.  Graphs of more
+    than :data:`MAX_OPS` ops, or whose least memories take past the deadline, get bound 0 and no order."""
     n = g.n_ops
     if n == 0:
         base = profile(g, np.zeros(0, np.int64), inplace).peak
