@@ -80,6 +80,11 @@ class _Network:
     anc: np.ndarray  # per op, its ancestors as bitsets (pinned into D)
     desc: np.ndarray  # per op, its descendants as bitsets (pinned out of D, with the op)
 
+    def cut_args(self) -> tuple:
+        """The network's arrays in the order the cut kernels take them (after any pins)."""
+        return (self.n_nodes, self.adj_ptr, self.adj_edge, self.head, self.cap, self.src_edge, self.sink_edge,
+                self.own, np.int64(self.refund), np.int64(self.inf))
+
 
 @lru_cache(maxsize=16)
 def _network(g: Graph, inplace: bool) -> _Network:
@@ -234,14 +239,22 @@ def _best_set(v, anc, desc, n_nodes, adj_ptr, adj_edge, head, base_cap, src_edge
     cap = np.empty_like(base_cap)
     pin_op(cap, base_cap, v, anc, desc, src_edge, sink_edge, inf)
     flow = _max_flow(n_nodes, 0, 1, adj_ptr, adj_edge, head, cap)
+    before = source_side(v, n_nodes, adj_ptr, adj_edge, head, cap, len(src_edge))
+    return own[v] + flow - refund, before
+
+
+@numba.njit(cache=True)
+def source_side(v, n_nodes, adj_ptr, adj_edge, head, cap, n_ops):  # noqa: ANN001, ANN201
+    """After a maximum flow for ``v``'s step (``cap`` residual): the ops on the source side of a minimum
+    cut, i.e. a cheapest set to run before ``v`` (bool per op, ``v`` excluded)."""
     level = np.empty(n_nodes, np.int64)
     queue = np.empty(n_nodes, np.int64)
-    residual_levels(0, adj_ptr, adj_edge, head, cap, level, queue)  # the source side: ops run before v
-    before = np.zeros(len(src_edge), np.bool_)
-    for u in range(len(src_edge)):
+    residual_levels(0, adj_ptr, adj_edge, head, cap, level, queue)
+    before = np.zeros(n_ops, np.bool_)
+    for u in range(n_ops):
         before[u] = level[_FIRST_OP + u] >= 0
     before[v] = False
-    return own[v] + flow - refund, before
+    return before
 
 
 def least_memory_set(g: Graph, inplace: bool, op: int) -> tuple[int, np.ndarray]:
@@ -258,16 +271,14 @@ def least_memory_set(g: Graph, inplace: bool, op: int) -> tuple[int, np.ndarray]
         (31, [True, True, True, False, False])
     """
     net = _network(g, bool(inplace))
-    least, before = _best_set(np.int64(op), net.anc, net.desc, net.n_nodes, net.adj_ptr, net.adj_edge, net.head,
-                              net.cap, net.src_edge, net.sink_edge, net.own, np.int64(net.refund), np.int64(net.inf))
+    least, before = _best_set(np.int64(op), net.anc, net.desc, *net.cut_args())
     return int(least), before
 
 
 def _run_cuts(g: Graph, inplace: bool, ops: np.ndarray, step_of: np.ndarray, stop_at: int) -> np.ndarray:
     net = _network(g, bool(inplace))
-    return _cuts(np.ascontiguousarray(ops, np.int64), net.anc, net.desc,
-                 net.n_nodes, net.adj_ptr, net.adj_edge, net.head, net.cap, net.src_edge, net.sink_edge, net.own,
-                 np.int64(net.refund), np.int64(net.inf), np.int64(stop_at), np.ascontiguousarray(step_of, np.int64))
+    return _cuts(np.ascontiguousarray(ops, np.int64), net.anc, net.desc, *net.cut_args(), np.int64(stop_at),
+                 np.ascontiguousarray(step_of, np.int64))
 
 
 def least_memory_at(g: Graph, inplace: bool = False, deadline: float | None = None) -> np.ndarray | None:

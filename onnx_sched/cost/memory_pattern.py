@@ -34,7 +34,7 @@ import numba
 import numpy as np
 
 from onnx_sched.cost.memory import profile
-from onnx_sched.cost.memory_cut_bound import _FIRST_OP, _max_flow, _network, least_memory_at, residual_levels
+from onnx_sched.cost.memory_cut_bound import _max_flow, _network, least_memory_at, source_side
 from onnx_sched.dag import kahn_order
 from onnx_sched.graph import Graph
 from onnx_sched.jit import work_clock
@@ -152,14 +152,7 @@ def _run_before(v, pin_in, pin_out, n_nodes, adj_ptr, adj_edge, head, base_cap, 
     cap = np.empty_like(base_cap)
     _pinned_cut(v, pin_in, pin_out, n_nodes, adj_ptr, adj_edge, head, base_cap, src_edge, sink_edge, own, refund,
                 inf, cap)
-    level = np.empty(n_nodes, np.int64)
-    queue = np.empty(n_nodes, np.int64)
-    residual_levels(0, adj_ptr, adj_edge, head, cap, level, queue)
-    before = np.zeros(len(src_edge), np.bool_)
-    for u in range(len(src_edge)):
-        before[u] = level[_FIRST_OP + u] >= 0
-    before[v] = False
-    return before
+    return source_side(v, n_nodes, adj_ptr, adj_edge, head, cap, len(src_edge))
 
 
 class _Pattern:
@@ -179,24 +172,19 @@ class _Pattern:
                     self.preds[i] |= 1 << j
 
 
-def _cut_args(net) -> tuple:  # noqa: ANN001
-    return (net.n_nodes, net.adj_ptr, net.adj_edge, net.head, net.cap, net.src_edge, net.sink_edge, net.own,
-            np.int64(net.refund), np.int64(net.inf))
-
-
 def _solve(net, pat: _Pattern, cutoff: int, deadline: float | None) -> tuple[int, list[tuple[int, int]] | None, int, bool]:  # noqa: ANN001
     """Bottleneck DP over the sets of pattern ops: (bound, best path as (set before, pattern index) pairs, cuts,
     finished).  A DP stopped early bounds by its last layer (every order passes through it)."""
     k = len(pat.ops)
     states, values = np.zeros(1, np.int64), np.zeros(1, np.int64)
-    layers: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+    layers: list[tuple[np.ndarray, np.ndarray]] = []  # per layer: each set's parent index and pattern op
     cuts, per_cut, kept = 0, 0.0, 0
     for _ in range(k):
         t0 = work_clock()
         if len(states) * k > MAX_LAYER_CHILDREN or (deadline is not None and t0 + per_cut * len(states) * k > deadline):
             return int(values.min()), None, cuts, False  # this layer would be too large or end past the deadline
         c_state, c_value, c_parent, c_op, used = _expand(states, values, pat.ops, pat.preds, pat.run_pins,
-                                                         pat.wait_pins, net.anc, np.int64(cutoff), *_cut_args(net))
+                                                         pat.wait_pins, net.anc, np.int64(cutoff), *net.cut_args())
         cuts += int(used)
         if layers:  # the first layer may include loading the kernels from numba's cache
             per_cut = (work_clock() - t0) / max(int(used), 1)
@@ -208,17 +196,16 @@ def _solve(net, pat: _Pattern, cutoff: int, deadline: float | None) -> tuple[int
         if len(keep) > MAX_LAYER_STATES or kept > MAX_ROUND_STATES:
             return int(c_value[keep].min()), None, cuts, False
         states, values = c_state[keep], c_value[keep]
-        layers.append((c_parent[keep], c_op[keep], states))
-    path: list[tuple[int, int]] = []
-    j = 0
-    for parent, op, _ in reversed(layers):
-        path.append((int(op[j]), int(parent[j])))
+        layers.append((c_parent[keep], c_op[keep]))
+    ops, j = [], 0  # the last layer holds one set: every pattern op
+    for parent, op in reversed(layers):
+        ops.append(int(op[j]))
         j = int(parent[j])
-    out, before_set = [], 0
-    for i, _ in reversed(path):
-        out.append((before_set, i))
-        before_set |= 1 << i
-    return int(values[0]), out, cuts, True
+    path, ran = [], 0
+    for i in reversed(ops):
+        path.append((ran, i))
+        ran |= 1 << i
+    return int(values[0]), path, cuts, True
 
 
 def _realise(g: Graph, net, pat: _Pattern, path: list[tuple[int, int]]) -> tuple[np.ndarray, np.ndarray]:  # noqa: ANN001
@@ -232,7 +219,7 @@ def _realise(g: Graph, net, pat: _Pattern, path: list[tuple[int, int]]) -> tuple
     for state, i in path:
         v = int(pat.ops[i])
         pin_in, pin_out = _pins(np.int64(state), pat.run_pins, pat.wait_pins)
-        before = _run_before(np.int64(v), pin_in | net.anc[v], pin_out, *_cut_args(net))
+        before = _run_before(np.int64(v), pin_in | net.anc[v], pin_out, *net.cut_args())
         flips[seen & ~before] += 1
         seen |= before
         for u in topo:

@@ -134,8 +134,7 @@ def _probe_kernel(crit, threshold, anc, desc, n_nodes, adj_ptr, adj_edge, head, 
 
 def _arguments(net: Any) -> tuple:
     """The closure network's arrays in the order the cut kernels take them."""
-    return (net.anc, net.desc, net.n_nodes, net.adj_ptr, net.adj_edge, net.head, net.cap, net.src_edge,
-            net.sink_edge, net.own, np.int64(net.refund), np.int64(net.inf))
+    return (net.anc, net.desc, *net.cut_args())
 
 
 def precedences_below(g: Graph, inplace: bool, threshold: int, *, critical: int = CRITICAL_OPS,
