@@ -7,7 +7,8 @@ mixes REGAL's effect with the luck of two runs.  This script runs BRKGA 5K and
 REGAL (the ``regal`` pass, the shipped or ``--model`` policy) with seeds
 ``0 .. N-1`` on the same held-out problems and prints, per seed, REGAL's average %
 improvement over BRKGA 5K of the same seed and the share of problems where it ties
-or beats it; then the same against BRKGA 5K of seed 0 for BRKGA itself with seeds
+or beats it (and the same for the hand-written feature prior without the network, the
+ablation); then the same against BRKGA 5K of seed 0 for BRKGA itself with seeds
 ``1 .. N-1`` (the noise floor: what "ties or beats" means for two runs of one
 algorithm), and the per-problem spread of BRKGA 5K over the seeds.
 
@@ -56,25 +57,32 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args(argv)
     sets = held_out_sets(args.synthetic, args.corpus)
-    regal_options = {"evaluations": 5000, **({"model": args.model} if args.model else {})}
+    variants = {"regal": {"evaluations": 5000, **({"model": args.model} if args.model else {})},
+                "regal-prior": {"evaluations": 5000, "prior": "true"}}
     t0 = time.perf_counter()
     result: dict[str, object] = {"command": "python benchmarks/regal_seeds.py " + " ".join(sys.argv[1:] if argv is None
                                                                                          else argv)}
     for name, graphs in sets.items():
-        brkga, regal = [], []
+        brkga: list[list[float]] = []
+        peaks: dict[str, list[list[float]]] = {v: [] for v in variants}
         for g in graphs:
             problem = dm.DeviceMemoryProblem.build(g, DEVICES)
             brkga.append([score(g, problem, "brkga", {"evaluations": 5000}, s)[0] for s in range(args.seeds)])
-            regal.append([score(g, problem, "regal", regal_options, s)[0] for s in range(args.seeds)])
-            print(f"{name} {g.name:28s} BRKGA 5K " + " ".join(f"{v / 2**20:8.2f}" for v in brkga[-1])
-                  + "  REGAL " + " ".join(f"{v / 2**20:8.2f}" for v in regal[-1]) + " MiB", flush=True)
-        summary = summarise(np.array(brkga), np.array(regal))
-        result[name] = {"graphs": [g.name for g in graphs], "brkga": brkga, "regal": regal, "summary": summary}
+            for v, options in variants.items():
+                peaks[v].append([score(g, problem, "regal", options, s)[0] for s in range(args.seeds)])
+            print(f"{name} {g.name:28s} BRKGA 5K " + " ".join(f"{x / 2**20:8.2f}" for x in brkga[-1]) + "".join(
+                f"  {v} " + " ".join(f"{x / 2**20:8.2f}" for x in peaks[v][-1]) for v in variants) + " MiB", flush=True)
+        summary = summarise(np.array(brkga), np.array(peaks["regal"]))
+        prior = summarise(np.array(brkga), np.array(peaks["regal-prior"]))
+        summary.update({f"prior_{k}": v for k, v in prior.items() if k.startswith("regal_")})
+        result[name] = {"graphs": [g.name for g in graphs], "brkga": brkga, "regal": peaks["regal"],
+                        "regal_prior": peaks["regal-prior"], "summary": summary}
         print(f"\n{name} ({len(graphs)} problems, seeds 0-{args.seeds - 1}):")
-        print("  REGAL vs BRKGA 5K, same seed: % improvement "
-              + ", ".join(f"{v:+.2f}" for v in summary["regal_improvement_pct_by_seed"])
-              + f" (mean {summary['regal_improvement_pct_mean']:+.2f} +- {summary['regal_improvement_pct_std']:.2f});"
-              + " ties or beats " + ", ".join(f"{v:.0%}" for v in summary["regal_ties_or_beats_by_seed"]))
+        for label, key in (("REGAL", "regal_"), ("REGAL with the feature prior (no network)", "prior_regal_")):
+            print(f"  {label} vs BRKGA 5K, same seed: % improvement "
+                  + ", ".join(f"{v:+.2f}" for v in summary[key + "improvement_pct_by_seed"])
+                  + f" (mean {summary[key + 'improvement_pct_mean']:+.2f} +- {summary[key + 'improvement_pct_std']:.2f});"
+                  + " ties or beats " + ", ".join(f"{v:.0%}" for v in summary[key + "ties_or_beats_by_seed"]))
         print("  BRKGA 5K seed s vs seed 0: % improvement "
               + ", ".join(f"{v:+.2f}" for v in summary["brkga_seed_vs_seed0_improvement_pct"])
               + "; ties or beats " + ", ".join(f"{v:.0%}" for v in summary["brkga_seed_vs_seed0_ties_or_beats"]))

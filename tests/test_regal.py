@@ -8,7 +8,7 @@ import pytest
 from onnx_sched.cost import device_memory as dm
 from onnx_sched.graph import Graph
 from onnx_sched.models.inference import regal as rg
-from onnx_sched.models.inference.regal_features import n_node_features, prepare
+from onnx_sched.models.inference.regal_features import n_node_features, position_column, prepare
 from onnx_sched.passes import PassContext, get_pass
 from onnx_sched.synth import generate
 
@@ -112,3 +112,52 @@ def test_pin_follows_the_checkpoint_metadata(tmp_path) -> None:
     assert s.info["pinned"] is False  # the pass's default: as the policy was trained
     s = run(g, PassContext(seed=0, options={"evaluations": 500, "model": str(free_path), "pin": "true"}, problem=p))
     assert s.info["pinned"] is True
+
+
+def test_feature_prior_follows_the_expected_position() -> None:
+    g, p = _problem(40, 2)
+    inp = prepare(p, seed=0, pin=False)
+    a = rg.feature_prior(inp, 2)
+    assert a.shape == (g.n_ops, rg.n_heads(2))
+    position = inp.x[:, position_column(2)]
+    np.testing.assert_array_equal(a[:, 4], np.rint(position * (rg.LEVELS - 1)))
+    assert len(np.unique(a[:, 4])) >= 3  # a per-op decision, not one level for all
+    standard = np.tile([2, 1] * 5 + [2], (g.n_ops, 1))
+    rest = [h for h in range(rg.n_heads(2)) if h not in (4, rg.n_heads(2) - 1)]
+    np.testing.assert_array_equal(a[:, rest], standard[:, rest])
+    d = rg.gene_distributions(p, a, None)
+    n = g.n_ops
+    pri_mean = d.alpha[2 * n:3 * n] / (d.alpha[2 * n:3 * n] + d.beta[2 * n:3 * n])
+    late, early = int(np.argmax(position)), int(np.argmin(position))
+    assert pri_mean[late] > pri_mean[early]  # the decoder runs higher priorities first
+    np.testing.assert_allclose(d.rho[:3 * n], 0.5)
+
+
+def test_prior_option_runs_without_a_checkpoint(monkeypatch, tmp_path) -> None:
+    monkeypatch.setattr(rg, "CHECKPOINT", tmp_path / "absent.onnx")
+    g, p = _problem(20, 7)
+    s = get_pass("regal", "peak-mem-devices")(g, PassContext(seed=0, options={"evaluations": 600, "prior": "true"},
+                                                               problem=p))
+    host = dm.walk(p, [dm.Step("op", j, 0) for j in range(g.n_ops)]).peak
+    assert s.info["action"] == "feature-prior" and dm.walk(p, s.steps).peak <= host
+
+
+def test_imitation_fits_the_feature_prior() -> None:
+    torch = pytest.importorskip("torch")
+    from onnx_sched.models.training.regal_data import make_instance
+    from onnx_sched.models.training.regal_net import PolicyNet
+    from onnx_sched.models.training.regal_train import _tensors, imitate
+
+    torch.manual_seed(0)
+    insts = [make_instance(generate("layered", 30, s), evaluations=500, pin=False, seeds=2) for s in (0, 1)]
+    assert all(len(i.standards) == 2 and i.standard == i.standards[0] for i in insts)
+    net = PolicyNet(n_node_features(2), 2, hidden=16, rounds=2)
+
+    def priority_match() -> float:
+        with torch.no_grad():
+            return float(np.mean([(net(*_tensors(i)).argmax(dim=2).numpy()[:, 4]
+                                   == rg.feature_prior(i.inputs, 2)[:, 4]).mean() for i in insts]))
+
+    before = priority_match()
+    result = imitate(net, insts, 300, 3e-3, np.random.default_rng(0))
+    assert result["steps"] == 300 and priority_match() > max(before, 0.6)

@@ -38,15 +38,23 @@ from onnx_sched.brkga import BrkgaParams, BrkgaResult, GeneDistributions, brkga
 from onnx_sched.cost import device_memory as dm
 from onnx_sched.deadline import Deadline
 from onnx_sched.models import CHECKPOINTS
-from onnx_sched.models.inference.regal_features import FEATURE_EVALUATIONS, RegalInputs, fix_symmetry, prepare
+from onnx_sched.models.inference.regal_features import (
+    FEATURE_EVALUATIONS,
+    RegalInputs,
+    fix_symmetry,
+    position_column,
+    prepare,
+)
 
 __all__ = [
     "CHECKPOINT",
     "LEVELS",
     "RegalPolicy",
     "RegalRun",
+    "STANDARD_LEVELS",
     "dequantise_beta",
     "dequantise_crossover",
+    "feature_prior",
     "gene_distributions",
     "load_policy",
     "n_heads",
@@ -58,6 +66,9 @@ CHECKPOINT = CHECKPOINTS / "regal.onnx"
 
 #: Quantisation levels k of every action head.
 LEVELS = 5
+
+#: The level of each head that gives standard BRKGA (Beta(1, 1), rho 0.7) with k = 5.
+STANDARD_LEVELS = {"mean": 2, "variance": 1, "crossover": 2}
 
 
 def n_heads(n_devices: int) -> int:
@@ -80,6 +91,30 @@ def dequantise_beta(m: np.ndarray, v: np.ndarray, k: int = LEVELS) -> tuple[np.n
 def dequantise_crossover(c: np.ndarray, k: int = LEVELS) -> np.ndarray:
     """Level c in 0..k-1 -> elite bias ``0.5 (1 + c/k)`` (paper 003 A.2)."""
     return 0.5 * (1.0 + np.asarray(c, dtype=np.float64) / k)
+
+
+def feature_prior(inputs: RegalInputs, n_devices: int, k: int = LEVELS) -> np.ndarray:
+    """A hand-written action read off the features: standard BRKGA's levels, except that every
+    op's priority mean is its expected schedule position in the feature run (level
+    ``round(position (k - 1))``) and its elite bias is 0.5 (crossover level 0).  The decoder
+    runs the ready op with the highest priority first, so this prefers the ops the feature
+    run schedules late, the ones deeper in the graph: a depth-first lean (the reverse rule
+    gains nothing on the validation problems).
+
+    Not in the paper: it is the imitation target that starts the policy's training
+    (``RegalTrainConfig.imitation_steps``) and an ablation row of ``benchmarks/regal_eval.py``,
+    so the tables show what REINFORCE adds to it.  Chosen among a few such rules on the
+    validation problems (model card).
+    """
+    n = inputs.x.shape[0]
+    groups = 2 * n_devices + 1
+    actions = np.empty((n, n_heads(n_devices)), dtype=np.int64)
+    actions[:, 0:2 * groups:2] = STANDARD_LEVELS["mean"]
+    actions[:, 1:2 * groups:2] = STANDARD_LEVELS["variance"]
+    position = inputs.x[:, position_column(n_devices)].astype(np.float64)
+    actions[:, 2 * n_devices] = np.clip(np.rint(position * (k - 1)), 0, k - 1)
+    actions[:, -1] = 0
+    return actions
 
 
 def gene_distributions(problem: dm.DeviceMemoryProblem, actions: np.ndarray, symmetry_op: int | None,
@@ -184,19 +219,24 @@ class RegalRun:
     info: dict[str, Any]
 
 
-def run_regal(problem: dm.DeviceMemoryProblem, policy: RegalPolicy, evaluations: int = 5000, seed: int = 0,
+def run_regal(problem: dm.DeviceMemoryProblem, policy: RegalPolicy | None, evaluations: int = 5000, seed: int = 0,
               sample: bool = False, deadline: Deadline | None = None, pin: bool | None = None) -> RegalRun:
     """Features, one policy action, BRKGA with it: ``evaluations`` in all (paper 003, A.1);
-    ``pin``: hold the symmetry op on device 0 (see :func:`regal_features.prepare`); None: as the policy was trained."""
-    if problem.n_devices != policy.devices:
+    ``pin``: hold the symmetry op on device 0 (see :func:`regal_features.prepare`); None: as the policy was trained.
+    ``policy`` None takes :func:`feature_prior`'s action instead of a network's (the ablation without learning)."""
+    if policy is not None and problem.n_devices != policy.devices:
         raise ValueError(f"the REGAL checkpoint was trained for {policy.devices} devices, the problem has "
                          f"{problem.n_devices}")
-    pin = policy.pin if pin is None else pin
+    pin = (policy is not None and policy.pin) if pin is None else pin
     inputs = prepare(problem, seed, deadline, pin)
-    actions = policy.actions(inputs, np.random.default_rng(seed) if sample else None)
+    if policy is None:
+        actions = feature_prior(inputs, problem.n_devices)
+    else:
+        actions = policy.actions(inputs, np.random.default_rng(seed) if sample else None)
     result = solve_with_actions(problem, inputs, actions, evaluations, seed, deadline)
     best = result if result.best_fitness <= inputs.warm.best_fitness else inputs.warm
     used = inputs.warm.evaluations + result.evaluations
     return RegalRun(best_keys=best.best_keys, best_fitness=best.best_fitness, evaluations=used,
                     info={"evaluations": used, "feature_evaluations": inputs.warm.evaluations,
-                          "generations": result.generations, "action": "sample" if sample else "mode", "pinned": pin})
+                          "generations": result.generations, "pinned": pin,
+                          "action": "feature-prior" if policy is None else "sample" if sample else "mode"})

@@ -43,6 +43,7 @@ __all__ = [
     "n_node_features",
     "op_memory",
     "population_statistics",
+    "position_column",
     "prepare",
 ]
 
@@ -69,6 +70,11 @@ class RegalInputs:
 def n_node_features(n_devices: int) -> int:
     """Input width of the network: 3 memory sums, D placement shares, order, symmetry flag."""
     return 3 + n_devices + 2
+
+
+def position_column(n_devices: int) -> int:
+    """Column of the expected schedule position in the node features."""
+    return 3 + n_devices
 
 
 def op_memory(problem: dm.DeviceMemoryProblem) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

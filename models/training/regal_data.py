@@ -12,7 +12,8 @@ Two-device problems from two sources, disjoint by topology across the splits:
 
 An :class:`Instance` carries the problem, REGAL's features (with their feature run)
 and standard BRKGA's objective at the same budget (``o_s`` of the reward
-``-o_a / o_s``), computed once per problem.
+``-o_a / o_s``) for each seed of a small pool, computed once per problem, so a
+training step can run its actions and ``o_s`` with the same seed.
 """
 
 from __future__ import annotations
@@ -64,7 +65,12 @@ class Instance:
     name: str
     problem: dm.DeviceMemoryProblem
     inputs: RegalInputs
-    standard: float  # o_s: standard BRKGA at ``evaluations``, seed 0
+    standards: tuple[float, ...]  # o_s: standard BRKGA at ``evaluations``, seeds 0, 1, ...
+
+    @property
+    def standard(self) -> float:
+        """o_s with seed 0."""
+        return self.standards[0]
 
 
 def noisy_copy(graph: Graph, rng: np.random.Generator, name: str) -> Graph:
@@ -101,11 +107,13 @@ def corpus_variants(models: Iterable[str], copies: int, seed: int) -> list[Graph
     return out
 
 
-def make_instance(graph: Graph, evaluations: int = 5000, feature_seed: int = 0, pin: bool = True) -> Instance:
+def make_instance(graph: Graph, evaluations: int = 5000, feature_seed: int = 0, pin: bool = True,
+                  seeds: int = 1) -> Instance:
+    """The problem of ``graph`` on :data:`DEVICES`, its features, and ``o_s`` for seeds ``0 .. seeds - 1``."""
     problem = dm.DeviceMemoryProblem.build(graph, DEVICES)
-    standard = solve(problem, BrkgaParams(evaluations=evaluations), seed=0).best_fitness
+    standards = tuple(solve(problem, BrkgaParams(evaluations=evaluations), seed=s).best_fitness for s in range(seeds))
     return Instance(name=graph.name, problem=problem, inputs=prepare(problem, feature_seed, pin=pin),
-                    standard=standard)
+                    standards=standards)
 
 
 def split_graphs(split: str, synthetic: int, copies: int, min_ops: int, max_ops: int, seed: int) -> list[Graph]:
@@ -121,10 +129,10 @@ def split_graphs(split: str, synthetic: int, copies: int, min_ops: int, max_ops:
 
 
 def make_instances(graphs: list[Graph], evaluations: int, echo: Callable[[str], None] = print,
-                   pin: bool = True) -> list[Instance]:
+                   pin: bool = True, seeds: int = 1) -> list[Instance]:
     out = []
     for i, g in enumerate(graphs):
-        out.append(make_instance(g, evaluations, pin=pin))
+        out.append(make_instance(g, evaluations, pin=pin, seeds=seeds))
         if (i + 1) % 25 == 0:
             echo(f"  {i + 1}/{len(graphs)} instances")
     return out

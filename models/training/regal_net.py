@@ -28,12 +28,9 @@ import torch
 from onnx import TensorProto, helper, numpy_helper
 from torch import nn
 
-from onnx_sched.models.inference.regal import LEVELS, n_heads
+from onnx_sched.models.inference.regal import LEVELS, STANDARD_LEVELS, n_heads
 
 __all__ = ["BaselineNet", "Gnn", "Mlp", "PolicyNet", "export_policy"]
-
-#: The level of each head that reproduces standard BRKGA (Beta(1, 1), rho 0.7) with k = 5.
-STANDARD_LEVELS = {"mean": 2, "variance": 1, "crossover": 2}
 
 
 class Mlp(nn.Module):

@@ -1,14 +1,21 @@
 """Train REGAL's policy (paper 003, section 3.4): REINFORCE as a contextual bandit (torch).
 
-Each step draws one training problem, samples ``samples`` actions from the policy
-(per-op levels, eq. 6), runs REGAL's BRKGA with each (feature run + ``evaluations``
-minus its cost, :func:`~onnx_sched.models.inference.regal.solve_with_actions`) and
-rewards ``r = -o_a / o_s``, ``o_s`` being standard BRKGA's objective on the same problem at
-the same budget (cached per problem).  The loss is eq. 8 with the learned baseline of
-eq. 9, ``-(r - b) log p(y|G) + (lambda / 2) (r - b)^2``; the advantage is divided by a
-running standard deviation of advantages (not in the paper: rewards differ by about
-1 % between actions, far below the scale Adam's step assumes).  Validation: the mode
-action on the validation problems, mean reward; the best weights are exported.
+Each step draws one training problem and one seed ``s`` of a small pool, samples
+``samples`` actions from the policy (per-op levels, eq. 6), runs REGAL's BRKGA with each
+(feature run + ``evaluations`` minus its cost,
+:func:`~onnx_sched.models.inference.regal.solve_with_actions`) with seed ``s`` and rewards
+``r = -o_a / o_s``, ``o_s`` being standard BRKGA's objective on the same problem at the same
+budget with the same seed (cached per problem and seed).  The loss is eq. 8 with the
+learned baseline of eq. 9, ``-(r - b) log p(y|G) + (lambda / 2) (r - b)^2``; the advantage
+is divided by a running standard deviation of advantages.  Validation: the mode action on
+the validation problems, mean reward; the best weights are exported.
+
+Not in the paper, both against the reward's noise (two seeds of BRKGA 5K differ by about
+5 % on one problem, the actions by about 1 %): the common seed of a step's actions and its
+``o_s`` (``seed_pool``), the advantage scale, and a start by imitation: before REINFORCE,
+``imitation_steps`` cross-entropy steps fit the policy to
+:func:`~onnx_sched.models.inference.regal.feature_prior`, a hand-written action read off
+the features (0: the paper's cold start, from standard BRKGA's levels).
 
     onnx-sched train regal --minutes 35 --export models/checkpoints/regal
 
@@ -35,13 +42,18 @@ from typing import Any
 import numpy as np
 import torch
 
-from onnx_sched.models.inference.regal import solve_with_actions
+from onnx_sched.models.inference.regal import feature_prior, solve_with_actions
 from onnx_sched.models.inference.regal_features import n_node_features
 from onnx_sched.models.training import distributed
 from onnx_sched.models.training.regal_data import DEVICES, Instance, make_instances, split_graphs
 from onnx_sched.models.training.regal_net import BaselineNet, PolicyNet, export_policy
 
-__all__ = ["RegalTrainConfig", "export", "train"]
+__all__ = ["RegalTrainConfig", "export", "imitate", "train"]
+
+#: Label smoothing of the imitation: the mode is the target, and REINFORCE still samples other levels.
+IMITATION_SMOOTHING = 0.25
+#: Adam's step size for the imitation (REINFORCE has its own, ``RegalTrainConfig.lr``).
+IMITATION_LR = 1e-3
 
 
 @dataclass(frozen=True)
@@ -63,6 +75,9 @@ class RegalTrainConfig:
     seed: int = 0
     threads: int = 1
     pin: bool = False  # hold the op with the most memory on device 0 (paper's symmetry breaking; shipped: no)
+    validation_seeds: int = 2  # seeds each validation problem runs with (mode action)
+    seed_pool: int = 4  # seeds a step's actions and o_s share (o_s cached for each)
+    imitation_steps: int = 4000  # cross-entropy steps toward feature_prior before REINFORCE (0: none)
 
 
 def _tensors(inst: Instance) -> tuple[torch.Tensor, ...]:
@@ -71,15 +86,39 @@ def _tensors(inst: Instance) -> tuple[torch.Tensor, ...]:
 
 
 def validate(policy: PolicyNet, instances: list[Instance], evaluations: int) -> dict[str, float]:
-    """Mode action, seed 0: mean reward -o_a/o_s and the share of problems tied or beaten."""
+    """Mode action, every seed of the problems' pool: mean reward -o_a/o_s and the share of (problem, seed)
+    pairs tied or beaten."""
     rewards = []
     with torch.no_grad():
         for inst in instances:
             actions = policy(*_tensors(inst)).argmax(dim=2).numpy()
-            o_a = solve_with_actions(inst.problem, inst.inputs, actions, evaluations, seed=0).best_fitness
-            rewards.append(-o_a / inst.standard)
+            for seed, o_s in enumerate(inst.standards):
+                o_a = solve_with_actions(inst.problem, inst.inputs, actions, evaluations, seed=seed).best_fitness
+                rewards.append(-o_a / o_s)
     r = np.array(rewards)
     return {"reward": float(r.mean()), "ties_or_wins": float((r >= -1.0).mean())}
+
+
+def imitate(policy: PolicyNet, instances: list[Instance], steps: int, lr: float,
+            rng: np.random.Generator) -> dict[str, float]:
+    """Fit ``policy`` to :func:`feature_prior` by cross-entropy, one problem per step (its own Adam);
+    returns the last step's loss and the share of heads whose mode is the target."""
+    if not steps:
+        return {"steps": 0, "loss": float("nan"), "accuracy": float("nan")}
+    opt = torch.optim.Adam(policy.parameters(), lr=lr)
+    params = list(policy.parameters())
+    for _ in range(steps):
+        inst = instances[int(rng.integers(len(instances)))]
+        logits = policy(*_tensors(inst))
+        target = torch.from_numpy(feature_prior(inst.inputs, len(DEVICES), logits.shape[2]))
+        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[2]), target.reshape(-1),
+                                               label_smoothing=IMITATION_SMOOTHING)
+        opt.zero_grad()
+        loss.backward()
+        distributed.average_gradients(params)
+        opt.step()
+    accuracy = float((logits.argmax(dim=2) == target).float().mean())
+    return {"steps": steps, "loss": float(loss.detach()), "accuracy": accuracy}
 
 
 def train(cfg: RegalTrainConfig, echo: Callable[[str], None] = print) -> dict[str, Any]:
@@ -93,9 +132,10 @@ def train(cfg: RegalTrainConfig, echo: Callable[[str], None] = print) -> dict[st
     start = time.time()
     echo("building training problems (features + standard BRKGA per problem)")
     graphs = split_graphs("train", cfg.synthetic, cfg.copies, cfg.min_ops, cfg.max_ops, cfg.seed)
-    train_set = make_instances(distributed.shard(graphs) or graphs, cfg.evaluations, echo, cfg.pin)
+    train_set = make_instances(distributed.shard(graphs) or graphs, cfg.evaluations, echo, cfg.pin, cfg.seed_pool)
     val_set = make_instances(split_graphs("validation", cfg.synthetic // 4, max(1, cfg.copies // 3), cfg.min_ops,
-                                          cfg.max_ops, cfg.seed), cfg.evaluations, echo, cfg.pin) if main else []
+                                          cfg.max_ops, cfg.seed), cfg.evaluations, echo, cfg.pin,
+                             cfg.validation_seeds) if main else []
     prep_s = time.time() - start
     echo(f"{len(graphs)} training, {len(val_set)} validation problems in {prep_s:.0f} s")
     nf = n_node_features(len(DEVICES))
@@ -104,6 +144,10 @@ def train(cfg: RegalTrainConfig, echo: Callable[[str], None] = print) -> dict[st
     distributed.broadcast_modules(policy, baseline)
     params = list(policy.parameters()) + list(baseline.parameters())
     opt = torch.optim.Adam(params, lr=cfg.lr)
+    imitation = imitate(policy, train_set, cfg.imitation_steps, IMITATION_LR, rng)
+    if cfg.imitation_steps:
+        echo(f"imitation: {cfg.imitation_steps} steps, final cross-entropy {imitation['loss']:.4f}, "
+             f"mode = target on {imitation['accuracy']:.1%} of the heads")
     best_val = validate(policy, val_set, cfg.evaluations) if main else {"reward": float("nan"), "ties_or_wins": 0.0}
     best_state, best_step = copy.deepcopy(policy.state_dict()), 0
     log: list[dict[str, Any]] = [{"step": 0, "validation": best_val}]
@@ -118,10 +162,10 @@ def train(cfg: RegalTrainConfig, echo: Callable[[str], None] = print) -> dict[st
         dist = torch.distributions.Categorical(logits=policy(*tensors))
         actions = dist.sample((cfg.samples,))  # (S, n, heads)
         logp = dist.log_prob(actions).sum(dim=(1, 2))
+        seed = int(rng.integers(len(inst.standards)))
         reward = torch.tensor([
-            -solve_with_actions(inst.problem, inst.inputs, a.numpy(), cfg.evaluations,
-                                seed=int(rng.integers(2**31))).best_fitness / inst.standard
-            for a in actions], dtype=torch.float32)
+            -solve_with_actions(inst.problem, inst.inputs, a.numpy(), cfg.evaluations, seed=seed).best_fitness
+            / inst.standards[seed] for a in actions], dtype=torch.float32)
         b = baseline(*tensors)
         adv = (reward - b).detach()
         adv_sq = 0.99 * adv_sq + 0.01 * distributed.sum_values([float((adv**2).mean())])[0] / world.size
@@ -145,7 +189,7 @@ def train(cfg: RegalTrainConfig, echo: Callable[[str], None] = print) -> dict[st
     last_policy = copy.deepcopy(policy.state_dict())
     if main:
         policy.load_state_dict(best_state)
-    summary = {"config": asdict(cfg), "steps": step, "best_step": best_step, "best_validation": best_val,
+    summary = {"config": asdict(cfg), "imitation": imitation, "steps": step, "best_step": best_step, "best_validation": best_val,
                "problems": {"train": len(train_set), "validation": len(val_set)}, "prep_seconds": prep_s,
                "wall_minutes": (time.time() - start) / 60, "log": log, "ranks": world.size}
     return {"policy": policy, "baseline": baseline, "summary": summary, "last_policy": last_policy}

@@ -150,6 +150,10 @@ def peak_mem(out_dir: str, variant: str, encoder: str, resume: bool, export_stem
 @click.option("--threads", type=int, default=1, show_default=True, help="torch threads.")
 @click.option("--pin/--no-pin", default=False, show_default=True,
               help="Hold the op with the most memory on device 0 (paper's symmetry breaking); stored in the ONNX metadata.")
+@click.option("--seed-pool", type=int, default=4, show_default=True,
+              help="Seeds shared by a step's actions and o_s (o_s cached per problem and seed).")
+@click.option("--imitation-steps", type=int, default=4000, show_default=True,
+              help="Cross-entropy steps toward the feature prior before REINFORCE (0: the paper's cold start).")
 @click.option("--export", "export_stem", default="models/checkpoints/regal", show_default=True,
               help="Write STEM.onnx, STEM.pt and STEM_train_log.json.")
 def regal(export_stem: str, **options: object) -> None:

@@ -10,7 +10,9 @@ its mode; ``pin`` (default: as the checkpoint was trained, its ONNX metadata ``p
 the paper and for checkpoints without it) holds the op with the most memory on device 0
 (symmetry breaking; ``pin=false`` lets BRKGA move it, which matters because the host is not
 interchangeable with the other devices); ``model`` (default the shipped
-``models/checkpoints/regal.onnx``) is the policy file.  The first population holds the
+``models/checkpoints/regal.onnx``) is the policy file; ``prior`` (default false) takes the
+hand-written feature prior's action instead of the network's (the ablation without learning,
+:func:`onnx_sched.models.inference.regal.feature_prior`).  The first population holds the
 host-only solution, so the result is never worse than it.  Fails with one line when the
 checkpoint is missing or was trained for another device count.
 """
@@ -34,6 +36,7 @@ def run(graph: Graph, ctx: PassContext) -> Schedule:
 
     problem = problem_of(graph, ctx)
     pin = None if ctx.option("pin", None) is None else _flag(ctx, "pin", True)  # None: as the checkpoint was trained
-    result = run_regal(problem, load_policy(ctx.option("model", None)), int(ctx.option("evaluations", 5000)),
+    policy = None if _flag(ctx, "prior", False) else load_policy(ctx.option("model", None))
+    result = run_regal(problem, policy, int(ctx.option("evaluations", 5000)),
                        seed=ctx.seed, sample=_flag(ctx, "sample", False), deadline=Deadline(ctx.time_limit), pin=pin)
     return schedule_of_keys(problem, result.best_keys, "regal", **result.info)

@@ -1,0 +1,116 @@
+"""Hand-written REGAL actions on the validation problems: how the feature prior was chosen.
+
+REGAL's policy maps each op to levels of Beta distributions and an elite bias
+(:mod:`onnx_sched.models.inference.regal`).  Before training, a few actions read
+straight off the features were compared; the best became
+:func:`~onnx_sched.models.inference.regal.feature_prior`, the target the policy
+imitates before REINFORCE.  This script reruns that comparison on the *validation*
+problems of ``onnx-sched train regal`` (30 synthetic graphs of 50-150 ops with
+validation seeds, 2 noisy copies each of convnext_tiny and light_zfnet512), never on
+the test problems, with seeds ``0 .. N-1``: each rule runs as REGAL does (feature run,
+then BRKGA with the rule's distributions, 5,000 evaluations in all) against BRKGA 5K of
+the same seed.  Rules:
+
+* ``standard``: standard BRKGA's levels (REGAL's pipeline with an untrained action);
+* ``prior``: :func:`feature_prior` (priority mean = expected position, elite bias 0.5);
+* ``prior-rho-0.7``: the same priorities, standard elite bias;
+* ``prior-reversed``: priority mean = 1 - expected position, elite bias 0.5;
+* ``placement``: affinity means = the feature run's expected placement, elite bias 0.5.
+
+    python benchmarks/regal_prior_rules.py --seeds 3 --out benchmarks/regal_prior_rules.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+from onnx_sched.brkga import BrkgaParams
+from onnx_sched.cost import device_memory as dm
+from onnx_sched.models.inference.regal import LEVELS, STANDARD_LEVELS, feature_prior, solve_with_actions
+from onnx_sched.models.inference.regal_features import RegalInputs, position_column, prepare
+from onnx_sched.models.training.regal_data import DEVICES, split_graphs
+from onnx_sched.passes.device_memory.brkga import solve
+
+ND = len(DEVICES)
+PRIORITY_HEAD = 2 * ND
+
+
+def _standard(inputs: RegalInputs) -> np.ndarray:
+    levels = [STANDARD_LEVELS["mean"], STANDARD_LEVELS["variance"]] * (2 * ND + 1) + [STANDARD_LEVELS["crossover"]]
+    return np.tile(levels, (inputs.x.shape[0], 1))
+
+
+def _standard_rho(a: np.ndarray) -> np.ndarray:
+    a = a.copy()
+    a[:, -1] = STANDARD_LEVELS["crossover"]
+    return a
+
+
+def _reversed(a: np.ndarray) -> np.ndarray:
+    a = a.copy()
+    a[:, PRIORITY_HEAD] = LEVELS - 1 - a[:, PRIORITY_HEAD]
+    return a
+
+
+def _placement(inputs: RegalInputs) -> np.ndarray:
+    a = feature_prior(inputs, ND)
+    a[:, PRIORITY_HEAD] = STANDARD_LEVELS["mean"]
+    share = inputs.x[:, position_column(ND) - ND:position_column(ND)]
+    a[:, 0:2 * ND:2] = np.clip(np.rint(share * (LEVELS - 1)), 0, LEVELS - 1)
+    return a
+
+
+RULES: dict[str, Callable[[RegalInputs], np.ndarray]] = {
+    "standard": _standard,
+    "prior": lambda i: feature_prior(i, ND),
+    "prior-rho-0.7": lambda i: _standard_rho(feature_prior(i, ND)),
+    "prior-reversed": lambda i: _reversed(feature_prior(i, ND)),
+    "placement": _placement,
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--seeds", type=int, default=3)
+    ap.add_argument("--out", type=Path, default=None)
+    args = ap.parse_args(argv)
+    graphs = split_graphs("validation", 30, 2, 50, 150, 0)  # as onnx-sched train regal's defaults build them
+    peaks: dict[str, list[list[float]]] = {name: [] for name in ("brkga-5k", *RULES)}
+    t0 = time.perf_counter()
+    for g in graphs:
+        problem = dm.DeviceMemoryProblem.build(g, DEVICES)
+        row: dict[str, list[float]] = {name: [] for name in peaks}
+        for seed in range(args.seeds):
+            row["brkga-5k"].append(solve(problem, BrkgaParams(evaluations=5000), seed=seed).best_fitness)
+            inputs = prepare(problem, seed, pin=False)
+            for name, rule in RULES.items():
+                result = solve_with_actions(problem, inputs, rule(inputs), 5000, seed)
+                row[name].append(min(result.best_fitness, inputs.warm.best_fitness))
+        for name in peaks:
+            peaks[name].append(row[name])
+        print(f"{g.name:24s} " + " ".join(f"{n} {np.mean(v) / 2**20:7.2f}" for n, v in row.items()) + " MiB", flush=True)
+    base = np.array(peaks["brkga-5k"])
+    summary = {}
+    print(f"\nvalidation problems: {len(graphs)}, seeds 0-{args.seeds - 1}; vs BRKGA 5K of the same seed")
+    for name in RULES:
+        p = np.array(peaks[name])
+        summary[name] = {"improvement_pct": float(np.mean((base - p) / base) * 100),
+                         "ties_or_beats": float(np.mean(p <= base))}
+        print(f"  {name:15s} {summary[name]['improvement_pct']:+6.2f} %   ties or beats {summary[name]['ties_or_beats']:.0%}")
+    if args.out:
+        args.out.write_text(json.dumps({"command": "python benchmarks/regal_prior_rules.py " + " ".join(
+            sys.argv[1:] if argv is None else argv), "graphs": [g.name for g in graphs], "peaks": peaks,
+            "summary": summary, "seconds": time.perf_counter() - t0}, indent=1))
+        print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
