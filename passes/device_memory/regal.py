@@ -12,7 +12,8 @@ the paper and for checkpoints without it) holds the op with the most memory on d
 interchangeable with the other devices); ``model`` (default the shipped
 ``models/checkpoints/regal.onnx``) is the policy file; ``prior`` (default false) takes the
 hand-written feature prior's action instead of the network's (the ablation without learning,
-:func:`onnx_sched.models.inference.regal.feature_prior`).  The first population holds the
+:func:`onnx_sched.models.inference.regal.feature_prior`; ``model`` and ``sample`` are then unused, and
+any device count works).  The first population holds the
 host-only solution, so the result is never worse than it.  Fails with one line when the
 checkpoint is missing or was trained for another device count.
 """
