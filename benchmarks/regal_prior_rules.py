@@ -33,18 +33,19 @@ import numpy as np
 
 from onnx_sched.brkga import BrkgaParams
 from onnx_sched.cost import device_memory as dm
-from onnx_sched.models.inference.regal import LEVELS, STANDARD_LEVELS, feature_prior, solve_with_actions
+from onnx_sched.models.inference.regal import (
+    LEVELS,
+    STANDARD_LEVELS,
+    feature_prior,
+    solve_with_actions,
+    standard_action,
+)
 from onnx_sched.models.inference.regal_features import RegalInputs, position_column, prepare
 from onnx_sched.models.training.regal_data import DEVICES, split_graphs
 from onnx_sched.passes.device_memory.brkga import solve
 
 ND = len(DEVICES)
 PRIORITY_HEAD = 2 * ND
-
-
-def _standard(inputs: RegalInputs) -> np.ndarray:
-    levels = [STANDARD_LEVELS["mean"], STANDARD_LEVELS["variance"]] * (2 * ND + 1) + [STANDARD_LEVELS["crossover"]]
-    return np.tile(levels, (inputs.x.shape[0], 1))
 
 
 def _standard_rho(a: np.ndarray) -> np.ndarray:
@@ -68,7 +69,7 @@ def _placement(inputs: RegalInputs) -> np.ndarray:
 
 
 RULES: dict[str, Callable[[RegalInputs], np.ndarray]] = {
-    "standard": _standard,
+    "standard": lambda i: standard_action(i.x.shape[0], ND),
     "prior": lambda i: feature_prior(i, ND),
     "prior-rho-0.7": lambda i: _standard_rho(feature_prior(i, ND)),
     "prior-reversed": lambda i: _reversed(feature_prior(i, ND)),
@@ -93,9 +94,10 @@ def main(argv: list[str] | None = None) -> int:
             for name, rule in RULES.items():
                 result = solve_with_actions(problem, inputs, rule(inputs), 5000, seed)
                 row[name].append(min(result.best_fitness, inputs.warm.best_fitness))
-        for name in peaks:
-            peaks[name].append(row[name])
-        print(f"{g.name:24s} " + " ".join(f"{n} {np.mean(v) / 2**20:7.2f}" for n, v in row.items()) + " MiB", flush=True)
+        for name, values in row.items():
+            peaks[name].append(values)
+        means = " ".join(f"{n} {np.mean(v) / 2**20:7.2f}" for n, v in row.items())
+        print(f"{g.name:24s} {means} MiB", flush=True)
     base = np.array(peaks["brkga-5k"])
     summary = {}
     print(f"\nvalidation problems: {len(graphs)}, seeds 0-{args.seeds - 1}; vs BRKGA 5K of the same seed")
@@ -103,7 +105,8 @@ def main(argv: list[str] | None = None) -> int:
         p = np.array(peaks[name])
         summary[name] = {"improvement_pct": float(np.mean((base - p) / base) * 100),
                          "ties_or_beats": float(np.mean(p <= base))}
-        print(f"  {name:15s} {summary[name]['improvement_pct']:+6.2f} %   ties or beats {summary[name]['ties_or_beats']:.0%}")
+        print(f"  {name:15s} {summary[name]['improvement_pct']:+6.2f} %   "
+              f"ties or beats {summary[name]['ties_or_beats']:.0%}")
     if args.out:
         args.out.write_text(json.dumps({"command": "python benchmarks/regal_prior_rules.py " + " ".join(
             sys.argv[1:] if argv is None else argv), "graphs": [g.name for g in graphs], "peaks": peaks,

@@ -49,9 +49,9 @@ from onnx_sched.models.inference.regal_features import (
 __all__ = [
     "CHECKPOINT",
     "LEVELS",
+    "STANDARD_LEVELS",
     "RegalPolicy",
     "RegalRun",
-    "STANDARD_LEVELS",
     "dequantise_beta",
     "dequantise_crossover",
     "feature_prior",
@@ -60,6 +60,7 @@ __all__ = [
     "n_heads",
     "run_regal",
     "solve_with_actions",
+    "standard_action",
 ]
 
 CHECKPOINT = CHECKPOINTS / "regal.onnx"
@@ -93,6 +94,13 @@ def dequantise_crossover(c: np.ndarray, k: int = LEVELS) -> np.ndarray:
     return 0.5 * (1.0 + np.asarray(c, dtype=np.float64) / k)
 
 
+def standard_action(n_ops: int, n_devices: int) -> np.ndarray:
+    """The action of standard BRKGA (Beta(1, 1) genes, rho 0.7) for every op, (n_ops, heads) levels."""
+    groups = [STANDARD_LEVELS["mean"], STANDARD_LEVELS["variance"]] * (2 * n_devices + 1)
+    levels = groups + [STANDARD_LEVELS["crossover"]]
+    return np.tile(np.asarray(levels, dtype=np.int64), (n_ops, 1))
+
+
 def feature_prior(inputs: RegalInputs, n_devices: int, k: int = LEVELS) -> np.ndarray:
     """A hand-written action read off the features: standard BRKGA's levels, except that every
     op's priority mean is its expected schedule position in the feature run (level
@@ -106,11 +114,7 @@ def feature_prior(inputs: RegalInputs, n_devices: int, k: int = LEVELS) -> np.nd
     so the tables show what REINFORCE adds to it.  Chosen among a few such rules on the
     validation problems (model card).
     """
-    n = inputs.x.shape[0]
-    groups = 2 * n_devices + 1
-    actions = np.empty((n, n_heads(n_devices)), dtype=np.int64)
-    actions[:, 0:2 * groups:2] = STANDARD_LEVELS["mean"]
-    actions[:, 1:2 * groups:2] = STANDARD_LEVELS["variance"]
+    actions = standard_action(inputs.x.shape[0], n_devices)
     position = inputs.x[:, position_column(n_devices)].astype(np.float64)
     actions[:, 2 * n_devices] = np.clip(np.rint(position * (k - 1)), 0, k - 1)
     actions[:, -1] = 0
