@@ -4,7 +4,14 @@ Each method generates candidate schedules on the proxy (4 identical devices, no
 transfer cost unless said), the proxy keeps the top 100, and each target
 chooses among them (:mod:`onnx_sched.passes.makespan._candidates`):
 
-* ``list-cp``: list scheduling with critical-path priorities (one schedule);
+* three readings of paper 002's list scheduling ("forms a topological order [critical path] and then assigns
+  them in that order one by one to a free device"), one schedule each:
+  ``list-time-driven``: De Micheli's time-driven scheme (at each time the ready ops in critical-path order take
+  the free devices; the devices seen as one type of capacity 4, each op dealt to the device idle longest);
+  ``list-first-free``: the serial scheme, each op to the device that frees first
+  (``list-cp --option device_choice=first-free``);
+  ``list-cp``: the serial scheme with onnx-sched's earliest-finish device choice, which on a transfer-free proxy
+  keeps an op on the lowest-numbered device that finishes it as early;
 * ``brkga``: BRKGA 5K over lanes + priorities, its final population;
 * ``learned``: paper 001's one-shot priority sampler (greedy + 999 Gumbel samples, list scheduled);
 * ``gflownet``: 1000 samples of the GFlowNet at sigma = 0.005;
@@ -41,7 +48,7 @@ from onnx_sched.cost.makespan.chains import Chains, chains_of, lanes_of
 from onnx_sched.cost.makespan.diversity import diversity, time_unit
 from onnx_sched.cost.makespan.paths import upward_rank
 from onnx_sched.importers.onnx import import_onnx
-from onnx_sched.machines import identical_devices
+from onnx_sched.machines import identical_devices, machine_types
 from onnx_sched.passes import PassContext, get_pass
 from onnx_sched.passes.makespan import brkga as brkga_pass
 from onnx_sched.passes.makespan import gflownet as gflownet_pass
@@ -87,13 +94,21 @@ def generators(model: Path, candidates: int = 1000, ppo: Path | None = None,
     def ctx(problem: ms.MakespanProblem, seed: int, **options: object) -> PassContext:
         return PassContext(time_limit=600.0, seed=seed, problem=problem, options=options)
 
-    def list_cp(problem: ms.MakespanProblem, seed: int) -> Chains:
-        return chains_of(problem, get_pass("list-cp", "makespan")(problem.graph, ctx(problem, seed)))
+    def list_cp(problem: ms.MakespanProblem, seed: int, **options: object) -> Chains:
+        return chains_of(problem, get_pass("list-cp", "makespan")(problem.graph, ctx(problem, seed, **options)))
 
     def sampled(path: str) -> Callable[[ms.MakespanProblem, int], Chains]:
         return lambda p, s: gflownet_pass.candidates(p, ctx(p, s, candidates=candidates, model=path.format(seed=s)))[0]
 
+    def list_time_driven(problem: ms.MakespanProblem, seed: int) -> Chains:
+        if problem.has_transfers or (problem.durations != problem.durations[:, :1]).any():
+            raise ValueError("list-time-driven needs identical devices and a proxy without transfer costs")
+        one_type = ms.makespan_problem(problem.graph, machine_types((problem.n_units,)), problem.durations[:, 0])
+        return chains_of(one_type, get_pass("list-cp", "makespan")(problem.graph, ctx(one_type, seed)))
+
     gens = {
+        "list-time-driven": list_time_driven,
+        "list-first-free": lambda p, s: list_cp(p, s, device_choice="first-free"),
         "list-cp": list_cp,
         "brkga": lambda p, s: brkga_pass.candidates(p, ctx(p, s))[0],
         "learned": lambda p, s: learned_pass.candidates(p, ctx(p, s, candidates=candidates)),

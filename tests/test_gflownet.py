@@ -53,6 +53,36 @@ def test_chains_of_a_list_schedule_time_the_same() -> None:
     assert (start[0] <= np.asarray(sched.start) + 1e-9).all()
 
 
+def test_list_first_free_spreads_a_chain_earliest_finish_keeps_it() -> None:
+    """Paper 002's list scheduling (each op to the device that frees first) against earliest finish on a proxy
+    without transfer costs: a chain 0 -> 1 -> 2 on two devices finishes at the same time either way, but only
+    earliest finish keeps it on one device, so only first-free pays on a bandwidth-limited target."""
+    g = Graph.from_edges(3, [(0, 1), (1, 2)], output_bytes=[100, 100, 100])
+    p = ms.makespan_problem(g, identical_devices(2), np.array([1.0, 2.0, 3.0]))
+    eft = get_pass("list-cp", "makespan")(g, PassContext(problem=p))
+    free = get_pass("list-cp", "makespan")(g, PassContext(problem=p, options={"device_choice": "first-free"}))
+    assert list(eft.placement) == [0, 0, 0] and list(free.placement) == [0, 1, 0]
+    assert list(eft.start) == list(free.start) == [0.0, 1.0, 3.0]
+    bw = target_model("bandwidth").problem(p)
+    spans = [chain_times(bw, chains_of(p, s))[1][0] for s in (eft, free)]
+    assert spans[1] > spans[0] == 6.0
+    with pytest.raises(ValueError, match="device_choice"):
+        get_pass("list-cp", "makespan")(g, PassContext(problem=p, options={"device_choice": "random"}))
+
+
+def test_first_free_list_cp_is_measured_against_the_earliest_finish_baseline() -> None:
+    """``optimize --method list-cp --option device_choice=first-free`` is never worse than plain list-cp."""
+    from onnx_sched.api import schedule_graph
+
+    p = _problem("er", 40, 3, lanes=4)
+    plain = get_pass("list-cp", "makespan")(p.graph, PassContext(problem=p)).info["makespan"]
+    ctx = PassContext(problem=p, options={"device_choice": "first-free"})
+    free = get_pass("list-cp", "makespan")(p.graph, ctx).info["makespan"]
+    _, report = schedule_graph(p.graph, "makespan", "list-cp", ctx)
+    assert report["makespan"]["list_cp"] == pytest.approx(plain)
+    assert report["makespan"]["output"] == pytest.approx(min(plain, free))
+
+
 def test_target_models_charge_cross_device_reads_only() -> None:
     p = _diamond()
     same, split = Chains([[0, 0, 0, 0]], [[0, 1, 2, 3]]), Chains([[0, 0, 1, 0]], [[0, 1, 2, 3]])

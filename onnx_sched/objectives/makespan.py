@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -67,12 +67,14 @@ class Makespan:
         return float(ms.evaluate(ctx.problem, schedule).makespan)
 
     def baseline(self, graph: Graph, ctx: PassContext, method: str, schedule: Schedule) -> Schedule:
-        """List scheduling with critical-path priorities (the pass's own schedule when it is list-cp)."""
-        if method == BASELINE_METHOD:
+        """List scheduling with critical-path priorities and earliest-finish device choice (the pass's own
+        schedule when it is exactly that; ``--option device_choice=first-free`` does not change the baseline)."""
+        if method == BASELINE_METHOD and ctx.option("device_choice", None) in (None, "earliest-finish"):
             return schedule
         from onnx_sched.passes import get_pass
 
-        return get_pass(BASELINE_METHOD, self.name)(graph, ctx)
+        options = {k: v for k, v in ctx.options.items() if k != "device_choice"}
+        return get_pass(BASELINE_METHOD, self.name)(graph, replace(ctx, options=options))
 
     def report(self, graph: Graph, ctx: PassContext, chosen: Schedule, baseline: Schedule) -> dict[str, Any]:
         result = ms.evaluate(ctx.problem, chosen)

@@ -9,7 +9,10 @@ the earliest finish among running ops.  ``_list_types`` is the numba kernel
 Devices: the serial scheme with earliest-finish-time device choice; ops are
 taken in priority order among those whose predecessors are placed, each on the
 device (stream) where it finishes first, optionally filling idle gaps
-(insertion, as HEFT) and adding an optimistic cost table term (PEFT).
+(insertion, as HEFT) and adding an optimistic cost table term (PEFT).  With
+``first_free`` each op goes instead to the device (stream) that frees first,
+whatever its inputs' devices: the list scheduling paper 002 compares against
+("assigns them in that order one by one to a free device").
 ``_list_devices`` is its numba kernel.  Both kernels keep their events in the
 binary heap of :func:`~onnx_sched.dag_kernels.heap_push` / ``heap_pop`` (ties broken by op id).
 
@@ -105,12 +108,14 @@ def _list_types_batch(keys, dur, unit, demand, cap, indeg0, succ_ptr, succ_idx):
 
 @numba.njit(cache=True)
 def _list_devices(key, dur, cap, indeg0, succ_ptr, succ_idx, pred_ptr, pred_idx, ebytes, lat, inv,
-                  insertion, oct_, start, place):  # noqa: ANN001, ANN202
+                  insertion, oct_, first_free, start, place):  # noqa: ANN001, ANN202
     """Serial list scheduling with earliest-finish device choice; returns the makespan (-1 if stuck).
 
     Ops are taken in ``key`` order among those whose predecessors are placed.
     Each goes to the (device, stream) minimising ``finish + oct_[v, p]``; with
-    ``insertion`` it may fill an idle gap between already placed ops.
+    ``insertion`` it may fill an idle gap between already placed ops.  With
+    ``first_free`` (no insertion) the (device, stream) whose last op ends first
+    wins instead, ties by index.
     """
     n, P = dur.shape
     offs = np.zeros(P + 1, np.int64)
@@ -164,7 +169,10 @@ def _list_devices(key, dur, cap, indeg0, succ_ptr, succ_idx, pred_ptr, pred_idx,
                     if c > 0 and ive[s, c - 1] > cand:
                         cand = ive[s, c - 1]
                 f = cand + d
-                score = f + oct_[v, p]
+                if first_free:
+                    score = ive[s, c - 1] if c > 0 else 0.0
+                else:
+                    score = f + oct_[v, p]
                 if score < best_score or (score == best_score and f < best_f):
                     best_score = score
                     best_f = f
@@ -201,14 +209,14 @@ def _list_devices(key, dur, cap, indeg0, succ_ptr, succ_idx, pred_ptr, pred_idx,
 
 @numba.njit(cache=True)
 def _list_devices_batch(keys, dur, cap, indeg0, succ_ptr, succ_idx, pred_ptr, pred_idx, ebytes, lat, inv,
-                        insertion, oct_):  # noqa: ANN001, ANN202
+                        insertion, oct_, first_free):  # noqa: ANN001, ANN202
     n = keys.shape[1]
     out = np.empty(keys.shape[0])
     start = np.empty(n)
     place = np.zeros(n, np.int64)
     for i in range(keys.shape[0]):
         out[i] = _list_devices(keys[i], dur, cap, indeg0, succ_ptr, succ_idx, pred_ptr, pred_idx, ebytes, lat, inv,
-                               insertion, oct_, start, place)
+                               insertion, oct_, first_free, start, place)
     return out
 
 
@@ -244,19 +252,24 @@ def run_list(
     insertion: bool = False,
     oct_table: np.ndarray | None = None,
     serial: bool | None = None,
+    first_free: bool = False,
 ) -> tuple[np.ndarray, np.ndarray, float]:
     """List-schedule ``problem`` by ``priority`` (higher first); returns ``(start, placement, makespan)``.
 
     Machine-type problems use the time-driven scheme of paper 001; problems with
-    a device choice (or when ``serial`` / ``insertion`` / ``oct_table`` is given)
-    use the serial earliest-finish scheme.
+    a device choice (or when ``serial`` / ``insertion`` / ``oct_table`` /
+    ``first_free`` is given) use the serial scheme: earliest-finish device
+    choice, or with ``first_free`` the device that frees first (paper 002's
+    list scheduling baseline).
     """
     n = problem.n_ops
     a = _arrays(problem)
     key = _rank_keys(priority)
     start = np.zeros(n)
     use_serial = serial if serial is not None else not _uses_time_driven(problem)
-    if insertion or oct_table is not None:
+    if first_free and (insertion or oct_table is not None):
+        raise ValueError("first_free device choice takes neither insertion nor an optimistic cost table")
+    if insertion or oct_table is not None or first_free:
         use_serial = True
     if not use_serial:
         unit = a["unit"]
@@ -270,7 +283,7 @@ def run_list(
         oct_ = np.zeros((n, problem.n_units)) if oct_table is None else np.ascontiguousarray(oct_table, np.float64)
         ms = _list_devices(key, problem.durations, problem.capacity, a["indeg"], a["succ_ptr"], a["succ_idx"],
                            a["pred_ptr"], a["pred_idx"], problem.edge_bytes, problem.latency, problem.inv_bandwidth,
-                           bool(insertion), oct_, start, place)
+                           bool(insertion), oct_, bool(first_free), start, place)
     if ms < 0:
         raise ValueError("list scheduling got stuck: an op can never start (resource demand above capacity?)")
     return start, place, float(ms)
@@ -290,13 +303,15 @@ def list_makespans(problem: MakespanProblem, priorities: np.ndarray) -> np.ndarr
         oct_ = np.zeros((problem.n_ops, problem.n_units))
         out = _list_devices_batch(keys, problem.durations, problem.capacity, a["indeg"], a["succ_ptr"], a["succ_idx"],
                                   a["pred_ptr"], a["pred_idx"], problem.edge_bytes, problem.latency,
-                                  problem.inv_bandwidth, False, oct_)
+                                  problem.inv_bandwidth, False, oct_, False)
     if (out < 0).any():
         raise ValueError("list scheduling got stuck: an op can never start")
     return out
 
 
-def list_schedule(problem: MakespanProblem, priority: np.ndarray, method: str = "list", **info: Any) -> Schedule:
-    """A validated :class:`Schedule` from list scheduling by ``priority`` (higher first)."""
-    start, place, _ = run_list(problem, priority)
+def list_schedule(problem: MakespanProblem, priority: np.ndarray, method: str = "list", *, first_free: bool = False,
+                  **info: Any) -> Schedule:
+    """A validated :class:`Schedule` from list scheduling by ``priority`` (higher first); ``first_free``: see
+    :func:`run_list`."""
+    start, place, _ = run_list(problem, priority, first_free=first_free)
     return make_schedule(problem, start, place, method, **info)
