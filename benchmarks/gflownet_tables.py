@@ -15,6 +15,8 @@ chooses among them (:mod:`onnx_sched.passes.makespan._candidates`):
 * ``brkga``: BRKGA 5K over lanes + priorities, its final population;
 * ``learned``: paper 001's one-shot priority sampler (greedy + 999 Gumbel samples, list scheduled);
 * ``gflownet``: 1000 samples of the GFlowNet at sigma = 0.005;
+* ``gflownet-local`` (and ``gflownet-ft-local``): the same policy with ``actions=local`` -- each op only on a
+  predecessor's device or the device that frees first (not in paper 002; not retrained);
 * ``ppo`` (``--ppo``): 1000 samples of the PPO baseline at its training temperature 0.25;
 * ``gflownet-ft`` (table 1): the GFlowNet fine-tuned on the one graph -- ``--finetuned PATH`` (``{seed}`` in
   the path: one model per seed) or ``--finetune-updates U`` (fine-tuned here once, seed 0, used for every seed).
@@ -97,8 +99,9 @@ def generators(model: Path, candidates: int = 1000, ppo: Path | None = None,
     def list_cp(problem: ms.MakespanProblem, seed: int, **options: object) -> Chains:
         return chains_of(problem, get_pass("list-cp", "makespan")(problem.graph, ctx(problem, seed, **options)))
 
-    def sampled(path: str) -> Callable[[ms.MakespanProblem, int], Chains]:
-        return lambda p, s: gflownet_pass.candidates(p, ctx(p, s, candidates=candidates, model=path.format(seed=s)))[0]
+    def sampled(path: str, actions: str = "all") -> Callable[[ms.MakespanProblem, int], Chains]:
+        return lambda p, s: gflownet_pass.candidates(p, ctx(p, s, candidates=candidates, model=path.format(seed=s),
+                                                            actions=actions))[0]
 
     def list_time_driven(problem: ms.MakespanProblem, seed: int) -> Chains:
         if problem.has_transfers or (problem.durations != problem.durations[:, :1]).any():
@@ -113,11 +116,13 @@ def generators(model: Path, candidates: int = 1000, ppo: Path | None = None,
         "brkga": lambda p, s: brkga_pass.candidates(p, ctx(p, s))[0],
         "learned": lambda p, s: learned_pass.candidates(p, ctx(p, s, candidates=candidates)),
         "gflownet": sampled(str(model)),
+        "gflownet-local": sampled(str(model), "local"),
     }
     if ppo is not None:
         gens["ppo"] = sampled(str(ppo))
     if finetuned is not None:
         gens["gflownet-ft"] = sampled(finetuned)
+        gens["gflownet-ft-local"] = sampled(finetuned, "local")
     return gens
 
 

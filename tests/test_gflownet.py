@@ -83,6 +83,32 @@ def test_first_free_list_cp_is_measured_against_the_earliest_finish_baseline() -
     assert report["makespan"]["output"] == pytest.approx(min(plain, free))
 
 
+def test_local_actions_put_each_op_on_a_predecessor_lane_or_the_first_free_one() -> None:
+    """``actions=local``: every sample valid; each op on one of its predecessors' lanes or on the lane that was free
+    first when it was added (replayed here with the proxy's times); and fewer cross-lane edges than unrestricted."""
+    p = _problem("er", 30, 5, lanes=3)
+    g = p.graph
+    crossings = {}
+    for local in (False, True):
+        ro = sample_trajectories(p, uniform_logits, 200, seed=1, local=local)
+        chain_times(p, ro.chains)  # raises on an invalid schedule
+        lane, order = ro.chains.lane, ro.chains.order
+        edges = [(u, v) for v in range(g.n_ops) for u in g.op_preds.row(v)]
+        crossings[local] = np.mean([sum(lane[k, u] != lane[k, v] for u, v in edges) for k in range(len(lane))])
+        if not local:
+            continue
+        for k in range(len(lane)):
+            free, finish = np.zeros(3), np.zeros(g.n_ops)
+            for v in order[k]:
+                preds = list(g.op_preds.row(v))
+                allowed = {int(lane[k, u]) for u in preds} | {int(np.argmin(free))}
+                assert lane[k, v] in allowed
+                ln = lane[k, v]
+                finish[v] = max([free[ln], *(finish[u] for u in preds)]) + p.durations[v, 0]
+                free[ln] = finish[v]
+    assert crossings[True] < crossings[False]
+
+
 def test_target_models_charge_cross_device_reads_only() -> None:
     p = _diamond()
     same, split = Chains([[0, 0, 0, 0]], [[0, 1, 2, 3]]), Chains([[0, 0, 1, 0]], [[0, 1, 2, 3]])

@@ -92,15 +92,17 @@ def uniform_logits(node: np.ndarray, pair: np.ndarray, mask: np.ndarray) -> np.n
     return np.zeros(pair.shape[:3], np.float32)
 
 
-def sample_trajectories(problem: ms.MakespanProblem, step_fn: StepFn, count: int, *, batch: int = 100, seed: int = 0, record: bool = False, deadline: Any = None) -> Rollouts:
-    """Roll out up to ``count`` trajectories (see module docstring)."""
+def sample_trajectories(problem: ms.MakespanProblem, step_fn: StepFn, count: int, *, batch: int = 100, seed: int = 0,
+                        record: bool = False, deadline: Any = None, local: bool = False) -> Rollouts:
+    """Roll out up to ``count`` trajectories (see module docstring); ``local``: the narrowed actions of
+    :class:`~onnx_sched.models.inference.gflownet_env.ScheduleEnv`."""
     rng = np.random.default_rng(seed)
     arrays = env_arrays(problem)
     parts, spd, lpf, lpb, steps = [], [], [], [], []
     done = 0
     while done < count:
         b = min(batch, count - done)
-        env = ScheduleEnv(problem, b, arrays)
+        env = ScheduleEnv(problem, b, arrays, local=local)
         log_pf, log_pb = np.zeros(b), np.zeros(b)
         while not env.done:
             node, pair, mask = env.observe()

@@ -24,6 +24,15 @@ kernels and produces the policy's inputs (paper 002 E.1):
   lower bound), durations by the mean duration;
 * ``mask`` ``(B, n, L)``: valid actions.
 
+``local=True`` narrows the valid actions (not in paper 002; the samplers'
+``actions=local`` option): a ready op may go only to a lane of one of its
+predecessors or to the lane that frees first (ties: the lowest index) -- list
+scheduling's two natural choices.  On a transfer-free proxy the two are
+proxy-equal to the other lanes often, but they cross devices less
+(docs/results.md 16.3c); every sample is still a valid schedule.  The shipped
+policies were trained without it, so with it they no longer sample in
+proportion to the reward.
+
 The env is shared by training (torch) and inference (ONNX Runtime), so the
 policy sees the same features in both.
 """
@@ -167,12 +176,34 @@ def _features(placed, indeg, lane, start, finish, lane_free, lane_last, n_placed
                 mask[b, v, ln] = ready and ok
 
 
+@numba.njit(cache=True)
+def _local_mask(mask, lane, lane_free, pred_ptr, pred_idx):  # noqa: ANN001, ANN202
+    """In place: keep, per ready op, its placed predecessors' lanes and the valid lane that frees first."""
+    b_count, n, n_lanes = mask.shape
+    keep = np.zeros(n_lanes, np.bool_)
+    for b in range(b_count):
+        for v in range(n):
+            first = -1
+            for ln in range(n_lanes):
+                if mask[b, v, ln] and (first < 0 or lane_free[b, ln] < lane_free[b, first]):
+                    first = ln
+            if first < 0:
+                continue
+            keep[:] = False
+            keep[first] = True
+            for k in range(pred_ptr[v], pred_ptr[v + 1]):
+                keep[lane[b, pred_idx[k]]] = True
+            for ln in range(n_lanes):
+                mask[b, v, ln] = mask[b, v, ln] and keep[ln]
+
+
 class ScheduleEnv:
     """``batch`` partial schedules of one problem (see module docstring)."""
 
-    def __init__(self, problem: ms.MakespanProblem, batch: int, arrays: EnvArrays | None = None) -> None:
+    def __init__(self, problem: ms.MakespanProblem, batch: int, arrays: EnvArrays | None = None,
+                 local: bool = False) -> None:
         a = arrays or env_arrays(problem)
-        self.a, self.batch = a, batch
+        self.a, self.batch, self.local = a, batch, local
         n, n_lanes = a.n, len(a.lane_unit)
         self.placed = np.zeros((batch, n), np.bool_)
         self.indeg = np.tile(a.indeg, (batch, 1))
@@ -202,6 +233,8 @@ class ScheduleEnv:
         _features(self.placed, self.indeg, self.lane, self.start, self.finish, self.lane_free, self.lane_last,
                   self.n_placed_succ, a.allowed, a.lane_unit, a.dur, a.pred_ptr, a.pred_idx, a.ebytes, a.lat,
                   a.inv, a.scale, a.mean_dur, node, pair, mask)
+        if self.local:
+            _local_mask(mask, self.lane, self.lane_free, a.pred_ptr, a.pred_idx)
         return node, pair, mask
 
     def step(self, action: np.ndarray) -> np.ndarray:

@@ -8,7 +8,10 @@ proxy keeps the ``top_k`` and the target chooses (:mod:`._candidates`).  Samplin
 stops early at the time limit (at least one batch of 100 is always sampled;
 ``info["candidates_generated"]`` says how many were).
 Options: ``candidates``, ``top_k``, ``target``, ``temperature``, ``model`` (ONNX path; the PPO
-baseline's export, ``onnx-sched train ppo-scheduler``, samples at the temperature it was trained at).
+baseline's export, ``onnx-sched train ppo-scheduler``, samples at the temperature it was trained at),
+``actions``: ``all`` (paper 002: any ready op on any lane that can run it) or ``local`` (a ready op only on
+a lane of one of its predecessors or the lane that frees first; not in the paper, and the policy was not
+trained with it, but its candidates cross devices less: docs/results.md 16.3c).
 """
 
 from __future__ import annotations
@@ -25,7 +28,9 @@ from onnx_sched.passes import PassContext, register
 from onnx_sched.passes.makespan._candidates import CandidateOptions, select
 from onnx_sched.schedule import Schedule
 
-__all__ = ["candidates", "run"]
+__all__ = ["ACTIONS", "candidates", "run"]
+
+ACTIONS = ("all", "local")
 
 
 def candidates(problem: ms.MakespanProblem, ctx: PassContext) -> tuple[Chains, dict[str, object]]:
@@ -36,11 +41,14 @@ def candidates(problem: ms.MakespanProblem, ctx: PassContext) -> tuple[Chains, d
     temperature = opts.temperature
     if ctx.options.get("temperature") is None and model.trained_sigma is not None:
         temperature = model.trained_sigma  # a fixed-temperature policy (PPO) samples at its own temperature
+    actions = str(ctx.option("actions", ACTIONS[0]))
+    if actions not in ACTIONS:
+        raise ValueError(f"unknown actions {actions!r}; choose from {', '.join(ACTIONS)}")
     step = model.step_fn(problem, math.log(temperature))
     rollouts = sample_trajectories(problem, step, opts.count, batch=min(100, opts.count), seed=ctx.seed,
-                                   deadline=Deadline(ctx.time_limit))
+                                   deadline=Deadline(ctx.time_limit), local=actions == "local")
     return rollouts.chains, {"temperature": temperature, "sample_s": round(time.perf_counter() - t0, 4),
-                             "model": model.path}
+                             "model": model.path, "actions": actions}
 
 
 @register("gflownet", objective="makespan")
