@@ -15,11 +15,12 @@ chooses among them (:mod:`onnx_sched.passes.makespan._candidates`):
 * ``brkga``: BRKGA 5K over lanes + priorities, its final population;
 * ``learned``: paper 001's one-shot priority sampler (greedy + 999 Gumbel samples, list scheduled);
 * ``gflownet``: 1000 samples of the GFlowNet at sigma = 0.005;
-* ``gflownet-local`` (and ``gflownet-ft-local``): the same policy with ``actions=local`` -- each op only on a
-  predecessor's device or the device that frees first (not in paper 002; not retrained);
+* ``gflownet-local``: the same policy sampled with ``actions=local`` -- each op only on a predecessor's device or
+  the device that frees first (not in paper 002; the policy was trained without the restriction);
 * ``ppo`` (``--ppo``): 1000 samples of the PPO baseline at its training temperature 0.25;
 * ``gflownet-ft`` (table 1): the GFlowNet fine-tuned on the one graph -- ``--finetuned PATH`` (``{seed}`` in
-  the path: one model per seed) or ``--finetune-updates U`` (fine-tuned here once, seed 0, used for every seed).
+  the path: one model per seed) or ``--finetune-updates U`` (fine-tuned here once, seed 0, used for every seed);
+  with ``--finetune-updates`` also ``gflownet-ft-local``, fine-tuned the same way with ``actions=local``.
 
 Columns: proxy speedup of the best candidate (Proxy 1) and mean of the top 100
 (Proxy 100); the speedup on each target of the candidate the target picks; GED
@@ -91,15 +92,15 @@ def synthetic_problem(family: str, n: int, seed: int, lanes: int = 4) -> ms.Make
     return ms.makespan_problem(g, identical_devices(lanes), np.random.default_rng(seed).uniform(0, 1, g.n_ops))
 
 
-def generators(model: Path, candidates: int = 1000, ppo: Path | None = None,
-               finetuned: str | None = None) -> dict[str, Callable[[ms.MakespanProblem, int], Chains]]:
+def generators(model: Path, candidates: int = 1000, ppo: Path | None = None, finetuned: str | None = None,
+               finetuned_local: str | None = None) -> dict[str, Callable[[ms.MakespanProblem, int], Chains]]:
     def ctx(problem: ms.MakespanProblem, seed: int, **options: object) -> PassContext:
         return PassContext(time_limit=600.0, seed=seed, problem=problem, options=options)
 
     def list_cp(problem: ms.MakespanProblem, seed: int, **options: object) -> Chains:
         return chains_of(problem, get_pass("list-cp", "makespan")(problem.graph, ctx(problem, seed, **options)))
 
-    def sampled(path: str, actions: str = "all") -> Callable[[ms.MakespanProblem, int], Chains]:
+    def sampled(path: str, actions: str | None = None) -> Callable[[ms.MakespanProblem, int], Chains]:
         return lambda p, s: gflownet_pass.candidates(p, ctx(p, s, candidates=candidates, model=path.format(seed=s),
                                                             actions=actions))[0]
 
@@ -122,7 +123,8 @@ def generators(model: Path, candidates: int = 1000, ppo: Path | None = None,
         gens["ppo"] = sampled(str(ppo))
     if finetuned is not None:
         gens["gflownet-ft"] = sampled(finetuned)
-        gens["gflownet-ft-local"] = sampled(finetuned, "local")
+    if finetuned_local is not None:
+        gens["gflownet-ft-local"] = sampled(finetuned_local)  # trained with actions=local, sampled with them
     return gens
 
 
@@ -182,17 +184,23 @@ def table1(args: argparse.Namespace) -> dict:
 
         if args.finetuned:
             raise SystemExit("table1: give --finetuned or --finetune-updates, not both")
-        t0 = time.perf_counter()
         args.finetune_out.parent.mkdir(parents=True, exist_ok=True)
-        out = str(args.finetune_out)
         base = torch.load(args.finetune_from, weights_only=False)["config"]  # the network size and loss it was trained with
         fields = {f.name for f in dataclasses.fields(gt.TrainConfig)}
-        cfg = gt.TrainConfig(**{**{k: v for k, v in base.items() if k in fields and k not in ("families",)},
-                                "updates": args.finetune_updates, "seed": 0, "hours": 0.0, "log_every": 50})
-        gt.train(cfg, [problem], out, init_from=str(args.finetune_from))
-        finetuned, trained = f"{out}.onnx", {"updates": args.finetune_updates, "from": str(args.finetune_from),
-                                             "seconds": time.perf_counter() - t0}
-    gens = generators(args.model, ppo=args.ppo, finetuned=finetuned)
+        trained = {"updates": args.finetune_updates, "from": str(args.finetune_from), "seconds": {}}
+        outs = {}
+        for actions, out in (("all", str(args.finetune_out)), ("local", f"{args.finetune_out}_local")):
+            t0 = time.perf_counter()
+            cfg = gt.TrainConfig(**{**{k: v for k, v in base.items() if k in fields and k not in ("families",)},
+                                    "updates": args.finetune_updates, "seed": 0, "hours": 0.0, "log_every": 50,
+                                    "actions": actions})
+            gt.train(cfg, [problem], out, init_from=str(args.finetune_from))
+            outs[actions] = f"{out}.onnx"
+            trained["seconds"][actions] = time.perf_counter() - t0
+        finetuned, finetuned_local = outs["all"], outs["local"]
+    else:
+        finetuned_local = None
+    gens = generators(args.model, ppo=args.ppo, finetuned=finetuned, finetuned_local=finetuned_local)
     rows = []
     for seed in range(3):
         rows.append(run_methods(problem, gens, seed))

@@ -256,6 +256,29 @@ def test_a_few_updates_train_and_export(tmp_path) -> None:
     assert sched.info["candidates_generated"] == 20 and len(sched.info["candidates"]) <= 5
 
 
+def test_training_with_local_actions_records_them_and_the_pass_samples_with_them(tmp_path) -> None:
+    """``actions=local``: one parent per state (log P_B = 0), the export says so, and the pass then narrows its
+    actions by default (every op on a predecessor's lane or the first free one: fewer crossings than all actions)."""
+    pytest.importorskip("torch")
+    from onnx_sched.models.inference.gflownet import GFlowNetModel
+    from onnx_sched.models.training import gflownet_train as gt
+
+    problems = gt.synthetic_problems(("er",), 14, 1, seed=0, lanes=3)
+    p = problems[0]
+    assert (sample_trajectories(p, uniform_logits, 8, seed=0, local=True).log_pb == 0).all()
+    assert (sample_trajectories(p, uniform_logits, 8, seed=0).log_pb < 0).all()
+    cfg = gt.TrainConfig(updates=2, batch=8, d_model=16, n_layers=1, head_dim=4, ffn_dim=16, log_every=100,
+                         actions="local")
+    out = str(tmp_path / "gfn_local")
+    gt.train(cfg, problems, out, echo=lambda *_: None)
+    model = GFlowNetModel.load(f"{out}.onnx")
+    assert model.actions == "local"
+    ctx = PassContext(problem=p, options={"model": f"{out}.onnx", "candidates": 20})
+    assert get_pass("gflownet", "makespan")(p.graph, ctx).info["actions"] == "local"
+    with pytest.raises(ValueError, match="actions"):
+        gt.TrainConfig(actions="near")
+
+
 def test_devices_machine_file_problems_have_one_lane_per_stream() -> None:
     m = machines_from_dict({"devices": [{"name": "A", "streams": 2}, {"name": "B"}],
                             "links": [{"from": "A", "to": "B", "latency": 0.0, "bandwidth": 1e9}]})

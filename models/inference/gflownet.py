@@ -148,6 +148,11 @@ class GFlowNetModel:
         return float(value) if value is not None else None
 
     @property
+    def actions(self) -> str:
+        """The action set the policy was trained with: ``all`` or ``local`` (``ScheduleEnv(local=True)``)."""
+        return self.metadata.get("onnx_sched.actions", "all")
+
+    @property
     def config(self) -> dict[str, Any]:
         return json.loads(self.metadata["onnx_sched.encoder_config"])
 

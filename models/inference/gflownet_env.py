@@ -29,9 +29,14 @@ kernels and produces the policy's inputs (paper 002 E.1):
 predecessors or to the lane that frees first (ties: the lowest index) -- list
 scheduling's two natural choices.  On a transfer-free proxy the two are
 proxy-equal to the other lanes often, but they cross devices less
-(docs/results.md 16.3c); every sample is still a valid schedule.  The shipped
-policies were trained without it, so with it they no longer sample in
-proportion to the reward.
+(docs/results.md 16.3c); every sample is still a valid schedule.  With it a
+state is a sequence of actions, not a set of chains: removing an arbitrary
+removable op could leave a partial schedule the narrowed actions never reach,
+so each state has one parent (the state before its last action) and ``step``
+returns ``log P_B = 0`` -- a tree-structured GFlowNet that samples action
+sequences in proportion to the reward.  Policies trained without it
+(``onnx-sched train gflownet --actions all``) no longer sample in proportion to
+the reward when sampled with it.
 
 The env is shared by training (torch) and inference (ONNX Runtime), so the
 policy sees the same features in both.
@@ -238,7 +243,8 @@ class ScheduleEnv:
         return node, pair, mask
 
     def step(self, action: np.ndarray) -> np.ndarray:
-        """Apply flat actions ``op * L + lane`` (one per trajectory); return ``log P_B`` of the step."""
+        """Apply flat actions ``op * L + lane`` (one per trajectory); return ``log P_B`` of the step (uniform
+        over the removable ops; 0 with ``local``)."""
         action = np.asarray(action, np.int64)
         ops, lns = action // self.n_lanes, action % self.n_lanes
         a = self.a
@@ -247,6 +253,8 @@ class ScheduleEnv:
                         a.succ_idx, a.ebytes, a.lat, a.inv)
         self.order[:, self.t] = ops
         self.t += 1
+        if self.local:
+            return np.zeros(len(ops))  # one parent per state (module docstring)
         return -np.log(parents.astype(np.float64))
 
     def makespans(self) -> np.ndarray:

@@ -73,10 +73,13 @@ class TrainConfig:
     seed: int = 0
     hours: float = 0.0  # wall-clock limit (0 = none)
     log_every: int = 10
+    actions: str = "all"  # or "local": ScheduleEnv(local=True), the narrowed actions of docs/results.md 16.3c
 
     def __post_init__(self) -> None:
         if self.loss not in ("variance", "tb"):
             raise ValueError(f"loss must be 'variance' or 'tb', got {self.loss!r}")
+        if self.actions not in ("all", "local"):
+            raise ValueError(f"actions must be 'all' or 'local', got {self.actions!r}")
         if not 0 < self.sigma_min <= self.sigma_max:
             raise ValueError(f"need 0 < sigma_min <= sigma_max, got {self.sigma_min}, {self.sigma_max}")
 
@@ -206,7 +209,7 @@ def backward(model: GFlowNetPolicy, problem: ms.MakespanProblem, sigma: float, c
     log_sigma = torch.full((1, 1), math.log(sigma))
     h, e = model.encoder(x, rel, log_sigma)
     ro: Rollouts = sample_trajectories(problem, torch_step_fn(model, h.detach(), e.detach()), cfg.batch,
-                                       batch=cfg.batch, seed=seed, record=True)
+                                       batch=cfg.batch, seed=seed, record=True, local=cfg.actions == "local")
     lanes = ro.steps[0][1].shape[2] if ro.steps else cfg.lanes
     log_r = (ro.speedup - lanes) / sigma
     if cfg.loss == "variance":
@@ -285,7 +288,7 @@ def train(cfg: TrainConfig, problems: Sequence[ms.MakespanProblem], out: str, ec
     if distributed.is_main():
         _save(model, opt, cfg, out, update + 1, seconds, log)
         export_onnx(model, f"{out}.onnx", {"onnx_sched.objective": "gflownet", "onnx_sched.loss": cfg.loss,
-                                            "onnx_sched.updates": str(update + 1),
+                                            "onnx_sched.updates": str(update + 1), "onnx_sched.actions": cfg.actions,
                                             "onnx_sched.processes": str(world.size)})
         with open(f"{out}_log.json", "w") as f:
             json.dump({"config": asdict(cfg), "updates": update + 1, "seconds": seconds, "processes": world.size,

@@ -223,13 +223,16 @@ def _with(options):  # noqa: ANN001, ANN202
 @click.option("--loss", type=click.Choice(["variance", "tb"]), default="variance", show_default=True,
               help="variance: paper 002's log-partition variance loss; tb: trajectory balance with a learned log Z.")
 @click.option("--batch", type=int, default=100, show_default=True, help="Trajectories per update.")
+@click.option("--actions", type=click.Choice(["all", "local"]), default="all", show_default=True,
+              help="all: any ready op on any device (paper 002); local: an op only on a predecessor's device or "
+                   "the device that frees first, one parent per state (docs/results.md 16.3c).")
 @click.option("--resume", is_flag=True, help="Continue from STEM.pt.")
 @click.option("--init-from", default=None, help="Start from another run's STEM.pt weights (fine-tuning).")
 @click.option("--export", "export_stem", default="models/checkpoints/gflownet_makespan", show_default=True,
               help="Write STEM.pt, STEM.onnx, STEM_head.onnx and STEM_log.json.")
 def gflownet(data: str, corpus: str | None, held_out: str, profiles: str, graphs: int, ops: int, lanes: str,
-             updates: int, hours: float, seed: int, threads: int, loss: str, batch: int, resume: bool,
-             init_from: str | None, export_stem: str) -> None:
+             updates: int, hours: float, seed: int, threads: int, loss: str, batch: int, actions: str,
+             resume: bool, init_from: str | None, export_stem: str) -> None:
     """Train the conditional GFlowNet scheduler (paper 002) for --method gflownet."""
     _need_torch()
     import torch
@@ -240,7 +243,7 @@ def gflownet(data: str, corpus: str | None, held_out: str, profiles: str, graphs
     lane_counts = tuple(int(x) for x in lanes.split(","))
     problems = _gflownet_problems(data, corpus, held_out, profiles, graphs, ops, lane_counts, seed)
     cfg = gt.TrainConfig(n_ops=ops, n_graphs=graphs, lanes=lane_counts[0], updates=updates, hours=hours, seed=seed,
-                         loss=loss, batch=batch)
+                         loss=loss, batch=batch, actions=actions)
     result = gt.train(cfg, problems, export_stem, echo=click.echo, resume=resume, init_from=init_from)
     click.echo(f"{result['updates']} updates in {result['seconds'] / 3600:.2f} h; wrote {export_stem}.onnx")
 

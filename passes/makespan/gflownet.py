@@ -10,8 +10,9 @@ stops early at the time limit (at least one batch of 100 is always sampled;
 Options: ``candidates``, ``top_k``, ``target``, ``temperature``, ``model`` (ONNX path; the PPO
 baseline's export, ``onnx-sched train ppo-scheduler``, samples at the temperature it was trained at),
 ``actions``: ``all`` (paper 002: any ready op on any lane that can run it) or ``local`` (a ready op only on
-a lane of one of its predecessors or the lane that frees first; not in the paper, and the policy was not
-trained with it, but its candidates cross devices less: docs/results.md 16.3c).
+a lane of one of its predecessors or the lane that frees first; not in the paper; its candidates cross devices
+less: docs/results.md 16.3c); default: the set the checkpoint was trained with (``onnx-sched train gflownet
+--actions``; ``all`` for the shipped ones).
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ def candidates(problem: ms.MakespanProblem, ctx: PassContext) -> tuple[Chains, d
     temperature = opts.temperature
     if ctx.options.get("temperature") is None and model.trained_sigma is not None:
         temperature = model.trained_sigma  # a fixed-temperature policy (PPO) samples at its own temperature
-    actions = str(ctx.option("actions", ACTIONS[0]))
+    actions = str(ctx.option("actions", model.actions))
     if actions not in ACTIONS:
         raise ValueError(f"unknown actions {actions!r}; choose from {', '.join(ACTIONS)}")
     step = model.step_fn(problem, math.log(temperature))
