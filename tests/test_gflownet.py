@@ -279,6 +279,21 @@ def test_training_with_local_actions_records_them_and_the_pass_samples_with_them
         gt.TrainConfig(actions="near")
 
 
+def test_shipped_local_checkpoint_samples_with_narrowed_actions() -> None:
+    """``gflownet_makespan_local.onnx`` (no torch): trained with actions=local, the pass samples with them."""
+    from onnx_sched.models import CHECKPOINTS
+    from onnx_sched.models.inference.gflownet import GFlowNetModel
+
+    path = CHECKPOINTS / "gflownet_makespan_local.onnx"
+    assert GFlowNetModel.load(path).actions == "local"
+    assert GFlowNetModel.load(None).actions == "all"  # the default checkpoint: paper 002's action set
+    p = _problem("layered", 30, 2, lanes=4)
+    sched = get_pass("gflownet", "makespan")(p.graph, PassContext(problem=p, options={
+        "model": str(path), "candidates": 100, "target": "bandwidth", "top_k": 10}))
+    assert sched.info["actions"] == "local" and sched.info["candidates_generated"] == 100
+    assert ms.evaluate(p, sched).makespan == pytest.approx(sched.info["makespan"])
+
+
 def test_devices_machine_file_problems_have_one_lane_per_stream() -> None:
     m = machines_from_dict({"devices": [{"name": "A", "streams": 2}, {"name": "B"}],
                             "links": [{"from": "A", "to": "B", "latency": 0.0, "bandwidth": 1e9}]})
