@@ -12,7 +12,7 @@ baseline's export, ``onnx-sched train ppo-scheduler``, samples at the temperatur
 ``actions``: ``all`` (paper 002: any ready op on any lane that can run it) or ``local`` (a ready op only on
 a lane of one of its predecessors or the lane that frees first; not in the paper; its candidates cross devices
 less: docs/results.md 16.3c); default: the set the checkpoint was trained with (``onnx-sched train gflownet
---actions``; ``all`` for the shipped ones).
+--actions``): ``all`` for the default checkpoint, ``local`` for ``gflownet_makespan_local.onnx``.
 """
 
 from __future__ import annotations
