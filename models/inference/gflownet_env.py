@@ -54,7 +54,10 @@ from onnx_sched.cost.makespan.chains import Chains, lanes_of
 from onnx_sched.cost.makespan.paths import _downward, lower_bound, upward_rank
 from onnx_sched.cost.makespan.problem import _cached, _topo
 
-__all__ = ["N_NODE", "N_PAIR", "N_STATIC", "EnvArrays", "ScheduleEnv", "env_arrays"]
+__all__ = ["ACTIONS", "N_NODE", "N_PAIR", "N_STATIC", "EnvArrays", "ScheduleEnv", "env_arrays"]
+
+#: The action sets: ``all`` (paper 002) and ``local`` (``ScheduleEnv(local=True)``).
+ACTIONS = ("all", "local")
 
 N_STATIC = 3
 N_NODE = 4

@@ -25,13 +25,12 @@ from onnx_sched.cost.makespan.chains import Chains
 from onnx_sched.deadline import Deadline
 from onnx_sched.graph import Graph
 from onnx_sched.models.inference.gflownet import GFlowNetModel, sample_trajectories
+from onnx_sched.models.inference.gflownet_env import ACTIONS
 from onnx_sched.passes import PassContext, register
 from onnx_sched.passes.makespan._candidates import CandidateOptions, select
 from onnx_sched.schedule import Schedule
 
-__all__ = ["ACTIONS", "candidates", "run"]
-
-ACTIONS = ("all", "local")
+__all__ = ["candidates", "run"]
 
 
 def candidates(problem: ms.MakespanProblem, ctx: PassContext) -> tuple[Chains, dict[str, object]]:
