@@ -20,7 +20,10 @@ chooses among them (:mod:`onnx_sched.passes.makespan._candidates`):
 * ``ppo`` (``--ppo``): 1000 samples of the PPO baseline at its training temperature 0.25;
 * ``gflownet-ft`` (table 1): the GFlowNet fine-tuned on the one graph -- ``--finetuned PATH`` (``{seed}`` in
   the path: one model per seed) or ``--finetune-updates U`` (fine-tuned here once, seed 0, used for every seed);
-  with ``--finetune-updates`` also ``gflownet-ft-local``, fine-tuned the same way with ``actions=local``.
+  with ``--finetune-updates`` one fine-tune per action set of ``--finetune-actions`` (default ``all,local``:
+  also ``gflownet-ft-local``, fine-tuned the same way with ``actions=local``; ``list:START.pt`` adds
+  ``gflownet-ft-list``, fine-tuned from ``START.pt`` with ``actions=list``: each op only on a predecessor's
+  device or the device that would finish it first, so list-cp's own schedule is among the possible samples).
 
 Columns: proxy speedup of the best candidate (Proxy 1) and mean of the top 100
 (Proxy 100); the speedup on each target of the candidate the target picks; GED
@@ -92,8 +95,9 @@ def synthetic_problem(family: str, n: int, seed: int, lanes: int = 4) -> ms.Make
     return ms.makespan_problem(g, identical_devices(lanes), np.random.default_rng(seed).uniform(0, 1, g.n_ops))
 
 
-def generators(model: Path, candidates: int = 1000, ppo: Path | None = None, finetuned: str | None = None,
-               finetuned_local: str | None = None) -> dict[str, Callable[[ms.MakespanProblem, int], Chains]]:
+def generators(model: Path, candidates: int = 1000, ppo: Path | None = None,
+               finetuned: dict[str, str] | None = None) -> dict[str, Callable[[ms.MakespanProblem, int], Chains]]:
+    """The candidate generators by row name; ``finetuned``: row name -> export, each sampled with its own actions."""
     def ctx(problem: ms.MakespanProblem, seed: int, **options: object) -> PassContext:
         return PassContext(time_limit=600.0, seed=seed, problem=problem, options=options)
 
@@ -121,10 +125,8 @@ def generators(model: Path, candidates: int = 1000, ppo: Path | None = None, fin
     }
     if ppo is not None:
         gens["ppo"] = sampled(str(ppo))
-    if finetuned is not None:
-        gens["gflownet-ft"] = sampled(finetuned)
-    if finetuned_local is not None:
-        gens["gflownet-ft-local"] = sampled(finetuned_local)  # trained with actions=local, sampled with them
+    for name, path in (finetuned or {}).items():
+        gens[name] = sampled(path)
     return gens
 
 
@@ -174,7 +176,7 @@ def table1(args: argparse.Namespace) -> dict:
         from onnx_sched.models.training.gflownet_train import subgraph_problems
 
         problem = subgraph_problems([problem], 1, seed=args.subgraph_seed, low=args.subgraph, high=args.subgraph)[0]
-    finetuned, trained = args.finetuned, None
+    finetuned, trained = ({"gflownet-ft": args.finetuned} if args.finetuned else None), None
     if args.finetune_updates:
         import dataclasses
 
@@ -184,23 +186,25 @@ def table1(args: argparse.Namespace) -> dict:
 
         if args.finetuned:
             raise SystemExit("table1: give --finetuned or --finetune-updates, not both")
+        torch.set_num_threads(1)  # as `onnx-sched train`: with more threads the fine-tune is not bit-reproducible
         args.finetune_out.parent.mkdir(parents=True, exist_ok=True)
-        base = torch.load(args.finetune_from, weights_only=False)["config"]  # the network size and loss it was trained with
         fields = {f.name for f in dataclasses.fields(gt.TrainConfig)}
-        trained = {"updates": args.finetune_updates, "from": str(args.finetune_from), "seconds": {}}
-        outs = {}
-        for actions, out in (("all", str(args.finetune_out)), ("local", f"{args.finetune_out}_local")):
+        trained = {"updates": args.finetune_updates, "from": {}, "seconds": {}}
+        finetuned = {}
+        for spec in args.finetune_actions.split(","):
+            actions, _, start = spec.partition(":")
+            start = start or str(args.finetune_from)
+            base = torch.load(start, weights_only=False)["config"]  # the network size and loss it was trained with
+            row = "gflownet-ft" if actions == "all" else f"gflownet-ft-{actions}"
+            out = str(args.finetune_out) if actions == "all" else f"{args.finetune_out}_{actions}"
             t0 = time.perf_counter()
             cfg = gt.TrainConfig(**{**{k: v for k, v in base.items() if k in fields and k not in ("families",)},
                                     "updates": args.finetune_updates, "seed": 0, "hours": 0.0, "log_every": 50,
                                     "actions": actions})
-            gt.train(cfg, [problem], out, init_from=str(args.finetune_from))
-            outs[actions] = f"{out}.onnx"
-            trained["seconds"][actions] = time.perf_counter() - t0
-        finetuned, finetuned_local = outs["all"], outs["local"]
-    else:
-        finetuned_local = None
-    gens = generators(args.model, ppo=args.ppo, finetuned=finetuned, finetuned_local=finetuned_local)
+            gt.train(cfg, [problem], out, init_from=start)
+            finetuned[row] = f"{out}.onnx"
+            trained["from"][actions], trained["seconds"][actions] = start, time.perf_counter() - t0
+    gens = generators(args.model, ppo=args.ppo, finetuned=finetuned)
     rows = []
     for seed in range(3):
         rows.append(run_methods(problem, gens, seed))
@@ -352,6 +356,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--finetune-updates", type=int, default=0, help="table1: fine-tune on the graph first")
     ap.add_argument("--finetune-from", type=Path, default=ROOT / "models" / "checkpoints" / "gflownet_corpus.pt")
     ap.add_argument("--finetune-out", type=Path, default=Path("runs/gflownet_table1_ft"))
+    ap.add_argument("--finetune-actions", default="all,local",
+                    help="table1: one fine-tune per action set, each ACTIONS or ACTIONS:START.pt (default start: "
+                         "--finetune-from); rows gflownet-ft and gflownet-ft-ACTIONS")
     ap.add_argument("--ppo", type=Path, default=None, help="the PPO baseline's export (a 'ppo' row)")
     ap.add_argument("--finetuned", default=None,
                     help="table1: GFlowNet fine-tuned on the graph, a path with {seed} (a 'gflownet-ft' row)")

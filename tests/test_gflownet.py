@@ -16,6 +16,7 @@ from onnx_sched.machines import identical_devices, machines_from_dict
 from onnx_sched.models.inference.gflownet import sample_trajectories, uniform_logits
 from onnx_sched.models.inference.gflownet_env import ScheduleEnv
 from onnx_sched.passes import PassContext, get_pass
+from onnx_sched.passes.makespan._priorities import cp_priority
 from onnx_sched.synth import generate
 
 
@@ -83,30 +84,51 @@ def test_first_free_list_cp_is_measured_against_the_earliest_finish_baseline() -
     assert report["makespan"]["output"] == pytest.approx(min(plain, free))
 
 
-def test_local_actions_put_each_op_on_a_predecessor_lane_or_the_first_free_one() -> None:
-    """``actions=local``: every sample valid; each op on one of its predecessors' lanes or on the lane that was free
-    first when it was added (replayed here with the proxy's times); and fewer cross-lane edges than unrestricted."""
+@pytest.mark.parametrize("actions", ["local", "list"])
+def test_narrowed_actions_put_each_op_on_a_predecessor_lane_or_one_more(actions: str) -> None:
+    """``actions=local`` / ``list``: every sample valid; each op on one of its predecessors' lanes or on the lane
+    that was free first / would finish it first when it was added, ties to the lowest index (replayed here with the
+    proxy's times); and fewer cross-lane edges than unrestricted."""
     p = _problem("er", 30, 5, lanes=3)
     g = p.graph
     crossings = {}
-    for local in (False, True):
-        ro = sample_trajectories(p, uniform_logits, 200, seed=1, local=local)
+    for narrowed in (False, True):
+        ro = sample_trajectories(p, uniform_logits, 200, seed=1, actions=actions if narrowed else "all")
         chain_times(p, ro.chains)  # raises on an invalid schedule
         lane, order = ro.chains.lane, ro.chains.order
         edges = [(u, v) for v in range(g.n_ops) for u in g.op_preds.row(v)]
-        crossings[local] = np.mean([sum(lane[k, u] != lane[k, v] for u, v in edges) for k in range(len(lane))])
-        if not local:
+        crossings[narrowed] = np.mean([sum(lane[k, u] != lane[k, v] for u, v in edges) for k in range(len(lane))])
+        if not narrowed:
             continue
         for k in range(len(lane)):
             free, finish = np.zeros(3), np.zeros(g.n_ops)
             for v in order[k]:
                 preds = list(g.op_preds.row(v))
-                allowed = {int(lane[k, u]) for u in preds} | {int(np.argmin(free))}
+                ready = max([0.0, *(finish[u] for u in preds)])
+                key = free if actions == "local" else np.maximum(free, ready) + p.durations[v, 0]
+                allowed = {int(lane[k, u]) for u in preds} | {int(np.argmin(key))}
                 assert lane[k, v] in allowed
                 ln = lane[k, v]
-                finish[v] = max([free[ln], *(finish[u] for u in preds)]) + p.durations[v, 0]
+                finish[v] = max(free[ln], ready) + p.durations[v, 0]
                 free[ln] = finish[v]
     assert crossings[True] < crossings[False]
+
+
+def test_list_actions_can_sample_the_list_schedule() -> None:
+    """``actions=list`` keeps list-cp's choice at every step: replaying list-cp's dispatch order (its critical-path
+    priority, a topological order) under the narrowed mask finds each of its (op, lane) actions valid, and the
+    replay reproduces its makespan (with ``local`` it does not: on this graph list-cp puts some op on a lane that
+    neither holds a predecessor nor frees first)."""
+    p = _problem("layered", 30, 0, lanes=3)
+    listed = chains_of(p, get_pass("list-cp", "makespan")(p.graph, PassContext(problem=p)))
+    env = ScheduleEnv(p, 1, actions="list")
+    for v in np.argsort(-cp_priority(p), kind="stable"):
+        mask = env.observe()[2][0]
+        assert mask[v, listed.lane[0, v]], f"op {v} on lane {listed.lane[0, v]} is not a valid list action"
+        env.step(np.array([v * env.n_lanes + listed.lane[0, v]]))
+    assert env.makespans()[0] == pytest.approx(chain_times(p, listed)[1][0])
+    with pytest.raises(ValueError, match="actions must be one of"):
+        ScheduleEnv(p, 1, actions="near")
 
 
 def test_target_models_charge_cross_device_reads_only() -> None:
@@ -265,7 +287,7 @@ def test_training_with_local_actions_records_them_and_the_pass_samples_with_them
 
     problems = gt.synthetic_problems(("er",), 14, 1, seed=0, lanes=3)
     p = problems[0]
-    assert (sample_trajectories(p, uniform_logits, 8, seed=0, local=True).log_pb == 0).all()
+    assert (sample_trajectories(p, uniform_logits, 8, seed=0, actions="local").log_pb == 0).all()
     assert (sample_trajectories(p, uniform_logits, 8, seed=0).log_pb < 0).all()
     cfg = gt.TrainConfig(updates=2, batch=8, d_model=16, n_layers=1, head_dim=4, ffn_dim=16, log_every=100,
                          actions="local")
@@ -279,18 +301,20 @@ def test_training_with_local_actions_records_them_and_the_pass_samples_with_them
         gt.TrainConfig(actions="near")
 
 
-def test_shipped_local_checkpoint_samples_with_narrowed_actions() -> None:
-    """``gflownet_makespan_local.onnx`` (no torch): trained with actions=local, the pass samples with them."""
+@pytest.mark.parametrize("actions", ["local", "list"])
+def test_shipped_narrowed_checkpoints_sample_with_their_actions(actions: str) -> None:
+    """``gflownet_makespan_{local,list}.onnx`` (no torch): trained with narrowed actions, the pass samples with
+    them."""
     from onnx_sched.models import CHECKPOINTS
     from onnx_sched.models.inference.gflownet import GFlowNetModel
 
-    path = CHECKPOINTS / "gflownet_makespan_local.onnx"
-    assert GFlowNetModel.load(path).actions == "local"
+    path = CHECKPOINTS / f"gflownet_makespan_{actions}.onnx"
+    assert GFlowNetModel.load(path).actions == actions
     assert GFlowNetModel.load(None).actions == "all"  # the default checkpoint: paper 002's action set
     p = _problem("layered", 30, 2, lanes=4)
     sched = get_pass("gflownet", "makespan")(p.graph, PassContext(problem=p, options={
         "model": str(path), "candidates": 100, "target": "bandwidth", "top_k": 10}))
-    assert sched.info["actions"] == "local" and sched.info["candidates_generated"] == 100
+    assert sched.info["actions"] == actions and sched.info["candidates_generated"] == 100
     assert ms.evaluate(p, sched).makespan == pytest.approx(sched.info["makespan"])
 
 

@@ -93,8 +93,8 @@ def uniform_logits(node: np.ndarray, pair: np.ndarray, mask: np.ndarray) -> np.n
 
 
 def sample_trajectories(problem: ms.MakespanProblem, step_fn: StepFn, count: int, *, batch: int = 100, seed: int = 0,
-                        record: bool = False, deadline: Any = None, local: bool = False) -> Rollouts:
-    """Roll out up to ``count`` trajectories (see module docstring); ``local``: the narrowed actions of
+                        record: bool = False, deadline: Any = None, actions: str = "all") -> Rollouts:
+    """Roll out up to ``count`` trajectories (see module docstring) with the action set ``actions`` of
     :class:`~onnx_sched.models.inference.gflownet_env.ScheduleEnv`."""
     rng = np.random.default_rng(seed)
     arrays = env_arrays(problem)
@@ -102,7 +102,7 @@ def sample_trajectories(problem: ms.MakespanProblem, step_fn: StepFn, count: int
     done = 0
     while done < count:
         b = min(batch, count - done)
-        env = ScheduleEnv(problem, b, arrays, local=local)
+        env = ScheduleEnv(problem, b, arrays, actions=actions)
         log_pf, log_pb = np.zeros(b), np.zeros(b)
         while not env.done:
             node, pair, mask = env.observe()
@@ -149,7 +149,7 @@ class GFlowNetModel:
 
     @property
     def actions(self) -> str:
-        """The action set the policy was trained with: ``all`` or ``local`` (``ScheduleEnv(local=True)``)."""
+        """The action set the policy was trained with (``gflownet_env.ACTIONS``)."""
         return self.metadata.get("onnx_sched.actions", "all")
 
     @property

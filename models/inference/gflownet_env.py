@@ -24,19 +24,20 @@ kernels and produces the policy's inputs (paper 002 E.1):
   lower bound), durations by the mean duration;
 * ``mask`` ``(B, n, L)``: valid actions.
 
-``local=True`` narrows the valid actions (not in paper 002; the samplers'
-``actions=local`` option): a ready op may go only to a lane of one of its
-predecessors or to the lane that frees first (ties: the lowest index) -- list
-scheduling's two natural choices.  On a transfer-free proxy the two are
-proxy-equal to the other lanes often, but they cross devices less
-(docs/results.md 16.3c); every sample is still a valid schedule.  With it a
-state is a sequence of actions, not a set of chains: removing an arbitrary
-removable op could leave a partial schedule the narrowed actions never reach,
-so each state has one parent (the state before its last action) and ``step``
-returns ``log P_B = 0`` -- a tree-structured GFlowNet that samples action
-sequences in proportion to the reward.  Policies trained without it
-(``onnx-sched train gflownet --actions all``) no longer sample in proportion to
-the reward when sampled with it.
+``actions`` other than ``all`` narrow the valid actions (not in paper 002; the
+samplers' ``actions=`` option): a ready op may go only to a lane of one of its
+predecessors or to one more lane -- with ``local`` the lane that frees first,
+with ``list`` the lane that would finish it first (list scheduling's
+earliest-finish rule, so the list schedule itself can be sampled); ties go to
+the lowest index.  On a transfer-free proxy these are often proxy-equal to the
+other lanes, but they cross devices less (docs/results.md 16.3c); every sample
+is still a valid schedule.  With a narrowing a state is a sequence of actions,
+not a set of chains: removing an arbitrary removable op could leave a partial
+schedule the narrowed actions never reach, so each state has one parent (the
+state before its last action) and ``step`` returns ``log P_B = 0`` -- a
+tree-structured GFlowNet that samples action sequences in proportion to the
+reward.  Policies trained with one action set no longer sample in proportion to
+the reward when sampled with another.
 
 The env is shared by training (torch) and inference (ONNX Runtime), so the
 policy sees the same features in both.
@@ -56,8 +57,8 @@ from onnx_sched.cost.makespan.problem import _cached, _topo
 
 __all__ = ["ACTIONS", "N_NODE", "N_PAIR", "N_STATIC", "EnvArrays", "ScheduleEnv", "env_arrays"]
 
-#: The action sets: ``all`` (paper 002) and ``local`` (``ScheduleEnv(local=True)``).
-ACTIONS = ("all", "local")
+#: The action sets of :class:`ScheduleEnv` (module docstring): ``all`` (paper 002), ``local`` and ``list``.
+ACTIONS = ("all", "local", "list")
 
 N_STATIC = 3
 N_NODE = 4
@@ -185,16 +186,25 @@ def _features(placed, indeg, lane, start, finish, lane_free, lane_last, n_placed
 
 
 @numba.njit(cache=True)
-def _local_mask(mask, lane, lane_free, pred_ptr, pred_idx):  # noqa: ANN001, ANN202
-    """In place: keep, per ready op, its placed predecessors' lanes and the valid lane that frees first."""
+def _narrow(mask, by_finish, lane, lane_free, finish, lane_unit, dur, pred_ptr, pred_idx, ebytes, lat,
+            inv):  # noqa: ANN001, ANN202
+    """In place: keep, per ready op, its placed predecessors' lanes and one more valid lane -- the one that frees
+    first, or with ``by_finish`` the one that would finish the op first -- ties to the lowest index."""
     b_count, n, n_lanes = mask.shape
     keep = np.zeros(n_lanes, np.bool_)
     for b in range(b_count):
         for v in range(n):
-            first = -1
+            first, best = -1, np.inf
             for ln in range(n_lanes):
-                if mask[b, v, ln] and (first < 0 or lane_free[b, ln] < lane_free[b, first]):
-                    first = ln
+                if not mask[b, v, ln]:
+                    continue
+                key = lane_free[b, ln]
+                if by_finish:
+                    u = lane_unit[ln]
+                    key = _arrival(b, v, u, key, lane, finish, lane_unit, pred_ptr, pred_idx, ebytes, lat, inv) \
+                        + dur[v, u]
+                if first < 0 or key < best:
+                    first, best = ln, key
             if first < 0:
                 continue
             keep[:] = False
@@ -209,9 +219,11 @@ class ScheduleEnv:
     """``batch`` partial schedules of one problem (see module docstring)."""
 
     def __init__(self, problem: ms.MakespanProblem, batch: int, arrays: EnvArrays | None = None,
-                 local: bool = False) -> None:
+                 actions: str = "all") -> None:
+        if actions not in ACTIONS:
+            raise ValueError(f"actions must be one of {', '.join(ACTIONS)}, got {actions!r}")
         a = arrays or env_arrays(problem)
-        self.a, self.batch, self.local = a, batch, local
+        self.a, self.batch, self.actions = a, batch, actions
         n, n_lanes = a.n, len(a.lane_unit)
         self.placed = np.zeros((batch, n), np.bool_)
         self.indeg = np.tile(a.indeg, (batch, 1))
@@ -241,13 +253,14 @@ class ScheduleEnv:
         _features(self.placed, self.indeg, self.lane, self.start, self.finish, self.lane_free, self.lane_last,
                   self.n_placed_succ, a.allowed, a.lane_unit, a.dur, a.pred_ptr, a.pred_idx, a.ebytes, a.lat,
                   a.inv, a.scale, a.mean_dur, node, pair, mask)
-        if self.local:
-            _local_mask(mask, self.lane, self.lane_free, a.pred_ptr, a.pred_idx)
+        if self.actions != "all":
+            _narrow(mask, self.actions == "list", self.lane, self.lane_free, self.finish, a.lane_unit, a.dur,
+                    a.pred_ptr, a.pred_idx, a.ebytes, a.lat, a.inv)
         return node, pair, mask
 
     def step(self, action: np.ndarray) -> np.ndarray:
         """Apply flat actions ``op * L + lane`` (one per trajectory); return ``log P_B`` of the step (uniform
-        over the removable ops; 0 with ``local``)."""
+        over the removable ops; 0 with narrowed actions)."""
         action = np.asarray(action, np.int64)
         ops, lns = action // self.n_lanes, action % self.n_lanes
         a = self.a
@@ -256,7 +269,7 @@ class ScheduleEnv:
                         a.succ_idx, a.ebytes, a.lat, a.inv)
         self.order[:, self.t] = ops
         self.t += 1
-        if self.local:
+        if self.actions != "all":
             return np.zeros(len(ops))  # one parent per state (module docstring)
         return -np.log(parents.astype(np.float64))
 

@@ -73,7 +73,7 @@ class TrainConfig:
     seed: int = 0
     hours: float = 0.0  # wall-clock limit (0 = none)
     log_every: int = 10
-    actions: str = "all"  # or "local": ScheduleEnv(local=True), the narrowed actions of docs/results.md 16.3c
+    actions: str = "all"  # or "local" / "list": the narrowed actions of ScheduleEnv (docs/results.md 16.3c)
 
     def __post_init__(self) -> None:
         if self.loss not in ("variance", "tb"):
@@ -209,7 +209,7 @@ def backward(model: GFlowNetPolicy, problem: ms.MakespanProblem, sigma: float, c
     log_sigma = torch.full((1, 1), math.log(sigma))
     h, e = model.encoder(x, rel, log_sigma)
     ro: Rollouts = sample_trajectories(problem, torch_step_fn(model, h.detach(), e.detach()), cfg.batch,
-                                       batch=cfg.batch, seed=seed, record=True, local=cfg.actions == "local")
+                                       batch=cfg.batch, seed=seed, record=True, actions=cfg.actions)
     lanes = ro.steps[0][1].shape[2] if ro.steps else cfg.lanes
     log_r = (ro.speedup - lanes) / sigma
     if cfg.loss == "variance":

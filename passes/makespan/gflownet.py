@@ -9,10 +9,11 @@ stops early at the time limit (at least one batch of 100 is always sampled;
 ``info["candidates_generated"]`` says how many were).
 Options: ``candidates``, ``top_k``, ``target``, ``temperature``, ``model`` (ONNX path; the PPO
 baseline's export, ``onnx-sched train ppo-scheduler``, samples at the temperature it was trained at),
-``actions``: ``all`` (paper 002: any ready op on any lane that can run it) or ``local`` (a ready op only on
-a lane of one of its predecessors or the lane that frees first; not in the paper; its candidates cross devices
-less: docs/results.md 16.3c); default: the set the checkpoint was trained with (``onnx-sched train gflownet
---actions``): ``all`` for the default checkpoint, ``local`` for ``gflownet_makespan_local.onnx``.
+``actions``: ``all`` (paper 002: any ready op on any lane that can run it), ``local`` or ``list`` (a ready op
+only on a lane of one of its predecessors or on the lane that frees first / would finish it first; not in the
+paper; their candidates cross devices less: docs/results.md 16.3c-d); default: the set the checkpoint was
+trained with (``onnx-sched train gflownet --actions``): ``all`` for the default checkpoint, ``local`` / ``list``
+for ``gflownet_makespan_local.onnx`` / ``gflownet_makespan_list.onnx``.
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ def candidates(problem: ms.MakespanProblem, ctx: PassContext) -> tuple[Chains, d
         raise ValueError(f"unknown actions {actions!r}; choose from {', '.join(ACTIONS)}")
     step = model.step_fn(problem, math.log(temperature))
     rollouts = sample_trajectories(problem, step, opts.count, batch=min(100, opts.count), seed=ctx.seed,
-                                   deadline=Deadline(ctx.time_limit), local=actions == "local")
+                                   deadline=Deadline(ctx.time_limit), actions=actions)
     return rollouts.chains, {"temperature": temperature, "sample_s": round(time.perf_counter() - t0, 4),
                              "model": model.path, "actions": actions}
 
