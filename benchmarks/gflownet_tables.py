@@ -34,6 +34,7 @@ Columns: proxy speedup of the best candidate (Proxy 1) and mean of the top 100
     python benchmarks/gflownet_tables.py table3 --model models/checkpoints/gflownet_corpus.onnx --out docs/gflownet_table3.json
     python benchmarks/gflownet_tables.py fig3 --png docs/gflownet_fig3.png --out docs/gflownet_fig3.json
     python benchmarks/gflownet_tables.py fig4 --logs models/checkpoints/gflownet_corpus_log.json,runs/gflownet_corpus_tb_log.json --png docs/gflownet_fig4.png
+    python benchmarks/gflownet_tables.py reach --graph nasnet_a_mobile --subgraph 78 --model models/checkpoints/gflownet_makespan_list.onnx
     python benchmarks/gflownet_tables.py measured --model models/checkpoints/gflownet_corpus.onnx --out docs/gflownet_measured.json
 """
 
@@ -50,7 +51,7 @@ from pathlib import Path
 import numpy as np
 
 from onnx_sched.cost import makespan as ms
-from onnx_sched.cost.makespan.chains import Chains, chains_of, lanes_of
+from onnx_sched.cost.makespan.chains import Chains, chain_times, chains_of, lanes_of
 from onnx_sched.cost.makespan.diversity import diversity, time_unit
 from onnx_sched.cost.makespan.paths import upward_rank
 from onnx_sched.importers.onnx import import_onnx
@@ -167,15 +168,21 @@ def table(rows: list[dict], std: bool = True) -> list[str]:
     return lines
 
 
-def table1(args: argparse.Namespace) -> dict:
-    """One real graph (paper 002, 5.1), three seeds.  ``--subgraph N``: a connected N-op sub-graph of the model
-    (paper 002's single graph has about 78 ops).  ``--finetune-updates U``: first fine-tune ``--finetune-from`` on
-    that one graph for U updates (paper 002 trains on the graph itself) and add its ``gflownet-ft`` row."""
+def table1_problem(args: argparse.Namespace) -> ms.MakespanProblem:
+    """``--graph`` on 4 devices, or its connected ``--subgraph``-op sub-graph (seed ``--subgraph-seed``)."""
     _, problem = corpus_problem(args.graph, 4)
     if args.subgraph:
         from onnx_sched.models.training.gflownet_train import subgraph_problems
 
         problem = subgraph_problems([problem], 1, seed=args.subgraph_seed, low=args.subgraph, high=args.subgraph)[0]
+    return problem
+
+
+def table1(args: argparse.Namespace) -> dict:
+    """One real graph (paper 002, 5.1), three seeds.  ``--subgraph N``: a connected N-op sub-graph of the model
+    (paper 002's single graph has about 78 ops).  ``--finetune-updates U``: first fine-tune ``--finetune-from`` on
+    that one graph for U updates (paper 002 trains on the graph itself) and add its ``gflownet-ft`` row."""
+    problem = table1_problem(args)
     finetuned, trained = ({"gflownet-ft": args.finetuned} if args.finetuned else None), None
     if args.finetune_updates:
         import dataclasses
@@ -309,6 +316,26 @@ def fig4(args: argparse.Namespace) -> dict:
                                         for k, g in zip(("variance", "tb"), logs)}}
 
 
+def reach(args: argparse.Namespace) -> dict:
+    """Why the top k miss list-cp's schedule on the Table 1 graph: per seed, the share of ``--model``'s samples whose
+    proxy speedup reaches list-cp's, the proxy of the 100th best distinct sample, and the share with its placement."""
+    problem = table1_problem(args)
+    gens = generators(args.model)
+    listed = gens["list-cp"](problem, 0)
+    list_proxy = float(problem.total_work() / chain_times(problem, listed)[1][0])
+    rows = []
+    for seed in range(3):
+        chains = gens["gflownet"](problem, seed)
+        speedup = problem.total_work() / chain_times(problem, chains)[1]
+        proxy = rank_top(problem, chains, 100)[2]
+        rows.append({"seed": seed, "samples": len(speedup),
+                     "share_reaching_list_cp": float(np.mean(speedup >= list_proxy * (1 - 1e-9))),
+                     "proxy_100th": float(proxy[-1]), "proxy_1st": float(proxy[0]),
+                     "share_with_list_cp_placement": float(np.mean((chains.lane == listed.lane[0]).all(axis=1)))})
+        print(rows[-1], flush=True)
+    return {"graph": args.graph, "subgraph": args.subgraph, "list_cp_proxy": list_proxy, "rows": rows}
+
+
 def measured(args: argparse.Namespace) -> dict:
     """Real runs on two pinned CPU cores: proxy-best vs measured-best of the top k (outputs checked)."""
     rows = []
@@ -347,7 +374,7 @@ def _interleaved(imported: object, placements: np.ndarray, names: tuple[str, ...
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("what", choices=["table1", "table2", "table3", "fig3", "fig4", "measured"])
+    ap.add_argument("what", choices=["table1", "table2", "table3", "fig3", "fig4", "measured", "reach"])
     ap.add_argument("--logs", default="", help="fig4: VARIANCE_LOG.json,TB_LOG.json")
     ap.add_argument("--model", type=Path, default=DEFAULT_MODEL)
     ap.add_argument("--graph", default="light_inception_v1", help="table1: the corpus model")
@@ -374,7 +401,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     t0 = time.perf_counter()
     result = {"table1": table1, "table2": table2, "table3": table3, "fig3": fig3, "fig4": fig4,
-              "measured": measured}[args.what](args)
+              "measured": measured, "reach": reach}[args.what](args)
     result["command"] = "python benchmarks/gflownet_tables.py " + " ".join(argv if argv is not None else sys.argv[1:])
     result["seconds"] = time.perf_counter() - t0
     for line in result.get("markdown", []):
