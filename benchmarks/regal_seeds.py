@@ -13,6 +13,11 @@ ablation); then the same against BRKGA 5K of seed 0 for BRKGA itself with seeds
 algorithm), and the per-problem spread of BRKGA 5K over the seeds.
 
     python benchmarks/regal_seeds.py --seeds 5 --out benchmarks/regal_seeds.json
+
+``--split validation`` runs the same on ``onnx-sched train regal``'s validation problems instead
+(30 synthetic graphs of ``--min-ops``..``--max-ops`` ops and 2 noisy copies of each validation corpus
+model, as training builds them with those options): the set to choose between policies on, never the
+held-out one.
 """
 
 from __future__ import annotations
@@ -27,7 +32,7 @@ import numpy as np
 from regal_eval import held_out_sets, score
 
 from onnx_sched.cost import device_memory as dm
-from onnx_sched.models.training.regal_data import DEVICES, TEST_CORPUS
+from onnx_sched.models.training.regal_data import DEVICES, TEST_CORPUS, split_graphs
 
 
 def summarise(brkga: np.ndarray, regal: np.ndarray) -> dict[str, object]:
@@ -54,9 +59,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--synthetic", type=int, default=30, help="held-out synthetic problems (as regal_eval.py)")
     ap.add_argument("--corpus", nargs="*", default=list(TEST_CORPUS), help="held-out corpus models")
     ap.add_argument("--model", default=None, help="REGAL policy .onnx (default: the shipped checkpoint)")
+    ap.add_argument("--split", choices=["test", "validation"], default="test")
+    ap.add_argument("--min-ops", type=int, default=50, help="validation: as onnx-sched train regal --min-ops")
+    ap.add_argument("--max-ops", type=int, default=150, help="validation: as onnx-sched train regal --max-ops")
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args(argv)
-    sets = held_out_sets(args.synthetic, args.corpus)
+    if args.split == "validation":
+        sets = {"validation": split_graphs("validation", 30, 2, args.min_ops, args.max_ops, 0)}
+    else:
+        sets = held_out_sets(args.synthetic, args.corpus)
     variants = {"regal": {"evaluations": 5000, **({"model": args.model} if args.model else {})},
                 "regal-prior": {"evaluations": 5000, "prior": "true"}}
     t0 = time.perf_counter()
