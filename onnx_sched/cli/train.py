@@ -226,7 +226,7 @@ def _with(options):  # noqa: ANN001, ANN202
 @click.option("--actions", type=click.Choice(["all", "local", "list"]), default="all", show_default=True,
               help="all: any ready op on any device (paper 002); local / list: an op only on a predecessor's device "
                    "or the device that frees first / would finish it first, one parent per state "
-                   "(docs/results.md 16.3c).")
+                   "(docs/results.md 16.3c-d).")
 @click.option("--resume", is_flag=True, help="Continue from STEM.pt.")
 @click.option("--init-from", default=None, help="Start from another run's STEM.pt weights (fine-tuning).")
 @click.option("--export", "export_stem", default="models/checkpoints/gflownet_makespan", show_default=True,
