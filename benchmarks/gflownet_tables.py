@@ -51,9 +51,10 @@ from pathlib import Path
 import numpy as np
 
 from onnx_sched.cost import makespan as ms
-from onnx_sched.cost.makespan.chains import Chains, chain_times, chains_of, lanes_of
+from onnx_sched.cost.makespan.chains import Chains, chains_of, lanes_of
 from onnx_sched.cost.makespan.diversity import diversity, time_unit
 from onnx_sched.cost.makespan.paths import upward_rank
+from onnx_sched.cost.makespan.targets import speedups
 from onnx_sched.importers.onnx import import_onnx
 from onnx_sched.machines import identical_devices, machine_types
 from onnx_sched.passes import PassContext, get_pass
@@ -322,11 +323,11 @@ def reach(args: argparse.Namespace) -> dict:
     problem = table1_problem(args)
     gens = generators(args.model)
     listed = gens["list-cp"](problem, 0)
-    list_proxy = float(problem.total_work() / chain_times(problem, listed)[1][0])
+    list_proxy = float(speedups(problem, listed)[0])
     rows = []
     for seed in range(3):
         chains = gens["gflownet"](problem, seed)
-        speedup = problem.total_work() / chain_times(problem, chains)[1]
+        speedup = speedups(problem, chains)
         proxy = rank_top(problem, chains, 100)[2]
         rows.append({"seed": seed, "samples": len(speedup),
                      "share_reaching_list_cp": float(np.mean(speedup >= list_proxy * (1 - 1e-9))),

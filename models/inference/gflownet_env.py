@@ -55,10 +55,17 @@ from onnx_sched.cost.makespan.chains import Chains, lanes_of
 from onnx_sched.cost.makespan.paths import _downward, lower_bound, upward_rank
 from onnx_sched.cost.makespan.problem import _cached, _topo
 
-__all__ = ["ACTIONS", "N_NODE", "N_PAIR", "N_STATIC", "EnvArrays", "ScheduleEnv", "env_arrays"]
+__all__ = ["ACTIONS", "N_NODE", "N_PAIR", "N_STATIC", "EnvArrays", "ScheduleEnv", "check_actions", "env_arrays"]
 
 #: The action sets of :class:`ScheduleEnv` (module docstring): ``all`` (paper 002), ``local`` and ``list``.
 ACTIONS = ("all", "local", "list")
+
+
+def check_actions(actions: str) -> str:
+    """``actions`` if it names an action set of :data:`ACTIONS`, else ``ValueError``."""
+    if actions not in ACTIONS:
+        raise ValueError(f"actions must be one of {', '.join(ACTIONS)}, got {actions!r}")
+    return actions
 
 N_STATIC = 3
 N_NODE = 4
@@ -220,10 +227,8 @@ class ScheduleEnv:
 
     def __init__(self, problem: ms.MakespanProblem, batch: int, arrays: EnvArrays | None = None,
                  actions: str = "all") -> None:
-        if actions not in ACTIONS:
-            raise ValueError(f"actions must be one of {', '.join(ACTIONS)}, got {actions!r}")
         a = arrays or env_arrays(problem)
-        self.a, self.batch, self.actions = a, batch, actions
+        self.a, self.batch, self.actions = a, batch, check_actions(actions)
         n, n_lanes = a.n, len(a.lane_unit)
         self.placed = np.zeros((batch, n), np.bool_)
         self.indeg = np.tile(a.indeg, (batch, 1))

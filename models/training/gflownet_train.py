@@ -42,7 +42,7 @@ from onnx_sched.graph import Graph
 from onnx_sched.machines import identical_devices
 from onnx_sched.models.inference.features import relation_matrix
 from onnx_sched.models.inference.gflownet import Rollouts, StepFn, ready_rows, sample_trajectories, scatter_logits
-from onnx_sched.models.inference.gflownet_env import ACTIONS, env_arrays
+from onnx_sched.models.inference.gflownet_env import check_actions, env_arrays
 from onnx_sched.models.training import distributed
 from onnx_sched.models.training.gflownet_net import GFlowNetPolicy, export_onnx, policy_config
 
@@ -78,8 +78,7 @@ class TrainConfig:
     def __post_init__(self) -> None:
         if self.loss not in ("variance", "tb"):
             raise ValueError(f"loss must be 'variance' or 'tb', got {self.loss!r}")
-        if self.actions not in ACTIONS:
-            raise ValueError(f"actions must be one of {', '.join(ACTIONS)}, got {self.actions!r}")
+        check_actions(self.actions)
         if not 0 < self.sigma_min <= self.sigma_max:
             raise ValueError(f"need 0 < sigma_min <= sigma_max, got {self.sigma_min}, {self.sigma_max}")
 

@@ -190,8 +190,8 @@ def train(cfg: RegalTrainConfig, echo: Callable[[str], None] = print) -> dict[st
     if main:
         policy.load_state_dict(best_state)
     summary = {"config": asdict(cfg), "imitation": imitation, "steps": step, "best_step": best_step,
-               "best_validation": best_val, "problems": {"train": len(train_set), "validation": len(val_set)}, "prep_seconds": prep_s,
-               "wall_minutes": (time.time() - start) / 60, "log": log, "ranks": world.size}
+               "best_validation": best_val, "problems": {"train": len(train_set), "validation": len(val_set)},
+               "prep_seconds": prep_s, "wall_minutes": (time.time() - start) / 60, "log": log, "ranks": world.size}
     return {"policy": policy, "baseline": baseline, "summary": summary, "last_policy": last_policy}
 
 

@@ -26,7 +26,7 @@ from onnx_sched.cost.makespan.chains import Chains
 from onnx_sched.deadline import Deadline
 from onnx_sched.graph import Graph
 from onnx_sched.models.inference.gflownet import GFlowNetModel, sample_trajectories
-from onnx_sched.models.inference.gflownet_env import ACTIONS
+from onnx_sched.models.inference.gflownet_env import check_actions
 from onnx_sched.passes import PassContext, register
 from onnx_sched.passes.makespan._candidates import CandidateOptions, select
 from onnx_sched.schedule import Schedule
@@ -42,9 +42,7 @@ def candidates(problem: ms.MakespanProblem, ctx: PassContext) -> tuple[Chains, d
     temperature = opts.temperature
     if ctx.options.get("temperature") is None and model.trained_sigma is not None:
         temperature = model.trained_sigma  # a fixed-temperature policy (PPO) samples at its own temperature
-    actions = str(ctx.option("actions", model.actions))
-    if actions not in ACTIONS:
-        raise ValueError(f"unknown actions {actions!r}; choose from {', '.join(ACTIONS)}")
+    actions = check_actions(str(ctx.option("actions", model.actions)))  # before the encoder runs
     step = model.step_fn(problem, math.log(temperature))
     rollouts = sample_trajectories(problem, step, opts.count, batch=min(100, opts.count), seed=ctx.seed,
                                    deadline=Deadline(ctx.time_limit), actions=actions)
