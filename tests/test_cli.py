@@ -191,3 +191,32 @@ def test_a_model_without_operators_is_refused_in_one_line(tmp_path):
         res = run_cli("optimize", str(src), "-o", str(tmp_path / "out.onnx"), *extra)
         assert res.returncode == 2 and len(res.stderr.strip().splitlines()) == 1, res.stderr
         assert "no operators" in res.stderr
+
+
+def _model_ort_refuses(tmp_path: Path) -> Path:
+    """Valid for onnx-sched (shapes known, a custom-domain op), but ONNX Runtime has no kernel for the op."""
+    vi = helper.make_tensor_value_info
+    m = helper.make_model(helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["a"]), helper.make_node("Frob", ["a"], ["y"], domain="custom.x")], "c",
+        [vi("x", TensorProto.FLOAT, [4])], [vi("y", TensorProto.FLOAT, [4])]),
+        opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("custom.x", 1)])
+    m.ir_version = 10
+    return _save(m, tmp_path / "custom.onnx")
+
+
+@pytest.mark.parametrize("args", [
+    ["--ort-graph", "basic"],
+    ["--objective", "makespan", "--machines", "examples/machines_cpu_igpu_dgpu.json", "--target", "measured"],
+    ["--objective", "latency", "--profiles", "examples/profiles_cpu_igpu_dgpu.json", "--target", "measured"],
+])
+def test_commands_that_run_the_model_refuse_one_onnx_runtime_cannot_load_in_one_line(tmp_path, args):
+    src = _model_ort_refuses(tmp_path)
+    root = Path(__file__).resolve().parents[1]
+    args = [str(root / a) if a.startswith("examples/") else a for a in args]
+    res = run_cli("optimize", str(src), "-o", str(tmp_path / "out.onnx"), "--time-limit", "5", *args)
+    assert res.returncode == 2, res.stderr
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and "ONNX Runtime cannot load the model" in lines[0] and "Frob" in lines[0], res.stderr
+    assert not (tmp_path / "out.onnx").exists()
+    # without running the model, the same file is scheduled (ORT is not needed to order it)
+    assert run_cli("optimize", str(src), "-o", str(tmp_path / "out.onnx")).returncode == 0

@@ -174,3 +174,25 @@ def test_random_weights_keep_an_unnormalized_residual_stack_at_unit_scale() -> N
     big = max(float(np.abs(o).max()) for o in outs)
     spread = max(float(o.max() - o.min()) for o in outs)
     assert 1e-2 < big < 1e3 and spread > 1e3 * 1e-5
+
+
+def test_graph_outputs_that_are_weights_come_back_from_the_split() -> None:
+    """A graph output written by no compute op -- an initializer, a Constant's output -- is returned too."""
+    vi = helper.make_tensor_value_info
+    const = helper.make_tensor("k", TensorProto.FLOAT, [3], [1.0, 2.0, 3.0])
+    model = helper.make_model(helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["a"]), helper.make_node("Constant", [], ["c"], value=const),
+         helper.make_node("Mul", ["a", "two"], ["y"])], "weights_out",
+        [vi("x", TensorProto.FLOAT, [2, 4])],
+        [vi("y", TensorProto.FLOAT, [2, 4]), vi("c", TensorProto.FLOAT, [3]), vi("two", TensorProto.FLOAT, [])],
+        initializer=[helper.make_tensor("two", TensorProto.FLOAT, [], [2.0])]),
+        opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    onnx.checker.check_model(model)
+    imp = import_onnx(model)
+    ref = whole(imp)
+    for placement in ([0, 0], [0, 1], [1, 0]):
+        with SplitExecutor(split_model(imp, np.array(placement)), DEVICES, list(ref)) as ex:
+            got = ex.run(random_feed(imp.model))
+        assert list(got) == ["y", "c", "two"]
+        ok, err = compare_outputs(ref, got)
+        assert ok, (placement, err)

@@ -7,7 +7,8 @@ groups of the same device are merged while the quotient stays acyclic (fewer
 boundaries, like HETERO's sub-graph merging).  Each part is a standalone ONNX
 model: its nodes, the weight-producing nodes and initializers they read, graph
 or boundary tensors as inputs, tensors read by later parts or graph outputs as
-outputs.
+outputs (graph outputs that are weights -- an initializer, a Constant's output --
+come from the first part).
 
 :class:`SplitExecutor` runs the parts: one worker thread per device (pinned to
 the device's CPU cores when given), each running its parts in order and waiting
@@ -197,6 +198,11 @@ def split_model(imported: Any, placement: np.ndarray) -> list[SubModel]:
     inits = {t.name: t for t in model.graph.initializer}
     weight_producer = {o: i for i in weight_nodes for o in nodes[i].output if o}
     graph_outputs = [o.name for o in model.graph.output]
+    fed = {i.name for i in model.graph.input} - set(inits)
+    computed = {o for i in compute for o in nodes[i].output if o}
+    # graph outputs no compute op writes and the caller does not feed: weights (an initializer, a Constant's
+    # output); the first part returns them
+    constants = [o for o in dict.fromkeys(graph_outputs) if o not in computed and o not in fed]
     vis = _value_infos(model)
     group_of: dict[int, int] = {i: g for g, members in enumerate(groups) for i in members}
     produced_by: dict[str, int] = {o: group_of[i] for i in compute for o in nodes[i].output if o}
@@ -208,8 +214,10 @@ def split_model(imported: Any, placement: np.ndarray) -> list[SubModel]:
     parts = []
     for g, members in enumerate(groups):
         # weight nodes needed (transitively), in file order
+        extra = constants if g == 0 else []
         need_w: set[int] = set()
         stack = [x for i in members for x in _reads(nodes[i]) if x in weight_producer]
+        stack += [x for x in extra if x in weight_producer]
         while stack:
             w = weight_producer[stack.pop()]
             if w not in need_w:
@@ -218,10 +226,10 @@ def split_model(imported: Any, placement: np.ndarray) -> list[SubModel]:
         part_nodes = sorted(need_w | set(members))
         defined = {o for i in part_nodes for o in nodes[i].output if o}
         reads = [x for i in part_nodes for x in _reads(nodes[i])]
-        used_inits = sorted({x for x in reads if x in inits and x not in defined})
+        used_inits = sorted({x for x in [*reads, *extra] if x in inits and x not in defined})
         inputs = list(dict.fromkeys(x for x in reads if x not in defined and x not in inits))
         outputs = [o for i in members for o in nodes[i].output
-                   if o and (o in graph_outputs or any(r != g for r in readers.get(o, ())))]
+                   if o and (o in graph_outputs or any(r != g for r in readers.get(o, ())))] + extra
         if not outputs:  # dead ops (nothing reads their results): still run, as placed, for their outputs
             outputs = ([o for i in members for o in nodes[i].output if o and o in vis]
                        or [o for i in members for o in nodes[i].output if o])  # none typed: "no type known" below

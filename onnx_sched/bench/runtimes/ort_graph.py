@@ -48,6 +48,8 @@ def ort_optimized_model(
     import onnx
     import onnxruntime as ort
 
+    from onnx_sched.bench.ort_load import ort_loads
+
     levels = {
         "basic": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
         "extended": ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
@@ -66,7 +68,8 @@ def ort_optimized_model(
         so.graph_optimization_level = levels[level]
         so.optimized_model_filepath = str(tmp_path)
         so.log_severity_level = 3
-        ort.InferenceSession(str(src), sess_options=so, providers=["CPUExecutionProvider"])
+        with ort_loads(str(src)):
+            ort.InferenceSession(str(src), sess_options=so, providers=["CPUExecutionProvider"])
         # ORT keeps external initializers as references into the input's data files (relative to the
         # input's folder); the weights are not read here, and are copied next to ``dst`` below
         model = onnx.load(str(tmp_path), load_external_data=False)

@@ -30,6 +30,7 @@ def interleaved_seconds(imported: Any, placements: np.ndarray, device_names: Seq
 
     if imported is None or not hasattr(imported, "model"):
         raise ValueError("a measured target runs the model: give an ONNX model file (not a synthetic graph)")
+    _check_loads(imported)
     ncpu = os.cpu_count() or 1
     specs = [device_spec(name, threads=1, cores=(i % ncpu,)) for i, name in enumerate(device_names)]
     outputs = [o.name for o in imported.model.graph.output]
@@ -54,6 +55,20 @@ def interleaved_seconds(imported: Any, placements: np.ndarray, device_names: Seq
         for ex in executors:
             ex.close()
     return times
+
+
+def _check_loads(imported: Any) -> None:
+    """One line (``ModelLoadError``) if ONNX Runtime cannot load the whole model, before it is split: a model ORT
+    rejects is bad input; a part ORT rejects would be a bug of the split."""
+    import onnxruntime as ort
+
+    from onnx_sched.bench.ort_load import ort_loads
+    from onnx_sched.bench.ort_runner import make_session_options
+
+    name = str(imported.path) if getattr(imported, "path", None) else (imported.model.graph.name or "the model")
+    with ort_loads(name):
+        ort.InferenceSession(imported.model.SerializeToString(), make_session_options(arena=False, opt_level="none",
+                             threads=1), providers=["CPUExecutionProvider"])
 
 
 def speedups_over(imported: Any, reference: np.ndarray, placements: np.ndarray, device_names: Sequence[str],
