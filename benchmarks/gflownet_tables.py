@@ -12,7 +12,13 @@ chooses among them (:mod:`onnx_sched.passes.makespan._candidates`):
   (``list-cp --option device_choice=first-free``);
   ``list-cp``: the serial scheme with onnx-sched's earliest-finish device choice, which on a transfer-free proxy
   keeps an op on the lowest-numbered device that finishes it as early;
-* ``brkga``: BRKGA 5K over lanes + priorities, its final population;
+* ``brkga``: BRKGA 5K over lanes + priorities (paper 003's sizes: population 100, 10 elites, 80 children), its final
+  population;
+* ``brkga-pymoo``: the same BRKGA sized as paper 002 ran it -- "we use [...] pymoo to implement the BRKGA candidate
+  sampler" (appendix E.1), with no sizes given, so pymoo's defaults: 200 elites, 700 offspring, 100 mutants
+  (population 1000), bias 0.7, stopped at the evaluation cap of pymoo's default termination (100,000; pymoo would
+  also stop earlier once the best is flat for 30 generations, not done here); the top 100 of its final population
+  are half its elites;
 * ``learned``: paper 001's one-shot priority sampler (greedy + 999 Gumbel samples, list scheduled);
 * ``gflownet``: 1000 samples of the GFlowNet at sigma = 0.005;
 * ``gflownet-local``: the same policy sampled with ``actions=local`` -- each op only on a predecessor's device or
@@ -73,6 +79,8 @@ TARGETS = ("noisy", "bandwidth", "latency")
 #: Held-out corpus models (never seen by the corpus-trained GFlowNet), fixed before its training:
 #: every third of the corpus models with at most 300 compute ops, sorted by name, starting with the first.
 SMALL_MAX_OPS = 300
+#: Paper 002's BRKGA sampler as pymoo runs it by default (module docstring, ``brkga-pymoo``).
+PYMOO_BRKGA = {"population": 1000, "elites": 200, "children": 700, "elite_bias": 0.7, "evaluations": 100_000}
 
 
 def corpus_split(corpus: Path = CORPUS) -> tuple[list[str], list[str]]:
@@ -98,8 +106,10 @@ def synthetic_problem(family: str, n: int, seed: int, lanes: int = 4) -> ms.Make
 
 
 def generators(model: Path, candidates: int = 1000, ppo: Path | None = None,
-               finetuned: dict[str, str] | None = None) -> dict[str, Callable[[ms.MakespanProblem, int], Chains]]:
-    """The candidate generators by row name; ``finetuned``: row name -> export, each sampled with its own actions."""
+               finetuned: dict[str, str] | None = None,
+               methods: tuple[str, ...] = ()) -> dict[str, Callable[[ms.MakespanProblem, int], Chains]]:
+    """The candidate generators by row name; ``finetuned``: row name -> export, each sampled with its own actions;
+    ``methods``: only these rows (all when empty)."""
     def ctx(problem: ms.MakespanProblem, seed: int, **options: object) -> PassContext:
         return PassContext(time_limit=600.0, seed=seed, problem=problem, options=options)
 
@@ -121,6 +131,7 @@ def generators(model: Path, candidates: int = 1000, ppo: Path | None = None,
         "list-first-free": lambda p, s: list_cp(p, s, device_choice="first-free"),
         "list-cp": list_cp,
         "brkga": lambda p, s: brkga_pass.candidates(p, ctx(p, s))[0],
+        "brkga-pymoo": lambda p, s: brkga_pass.candidates(p, ctx(p, s, **PYMOO_BRKGA))[0],
         "learned": lambda p, s: learned_pass.candidates(p, ctx(p, s, candidates=candidates)),
         "gflownet": sampled(str(model)),
         "gflownet-local": sampled(str(model), "local"),
@@ -129,6 +140,11 @@ def generators(model: Path, candidates: int = 1000, ppo: Path | None = None,
         gens["ppo"] = sampled(str(ppo))
     for name, path in (finetuned or {}).items():
         gens[name] = sampled(path)
+    if methods:
+        unknown = sorted(set(methods) - set(gens))
+        if unknown:
+            raise SystemExit(f"--methods: no row {', '.join(unknown)}; rows: {', '.join(gens)}")
+        gens = {k: v for k, v in gens.items() if k in methods}
     return gens
 
 
@@ -212,7 +228,7 @@ def table1(args: argparse.Namespace) -> dict:
             gt.train(cfg, [problem], out, init_from=start)
             finetuned[row] = f"{out}.onnx"
             trained["from"][actions], trained["seconds"][actions] = start, time.perf_counter() - t0
-    gens = generators(args.model, ppo=args.ppo, finetuned=finetuned)
+    gens = generators(args.model, ppo=args.ppo, finetuned=finetuned, methods=args.methods)
     rows = []
     for seed in range(3):
         rows.append(run_methods(problem, gens, seed))
@@ -224,7 +240,7 @@ def table1(args: argparse.Namespace) -> dict:
 
 def table2(args: argparse.Namespace) -> dict:
     """50 unseen synthetic graphs, 10 per family (paper 002, 5.2)."""
-    gens = generators(args.model, ppo=args.ppo)
+    gens = generators(args.model, ppo=args.ppo, methods=args.methods)
     rows, per_family = [], {}
     for fam in ("er", "layered", "sbm", "ws", "ba"):
         for i in range(args.per_family):
@@ -240,7 +256,7 @@ def table2(args: argparse.Namespace) -> dict:
 def table3(args: argparse.Namespace) -> dict:
     """Held-out corpus models (paper 002, 5.3), three seeds each; mean ± std over seeds of the per-model mean."""
     _, held = corpus_split()
-    gens = generators(args.model, ppo=args.ppo)
+    gens = generators(args.model, ppo=args.ppo, methods=args.methods)
     problems = {name: corpus_problem(name, 4)[1] for name in held}
     rows = []
     for seed in range(3):
@@ -390,6 +406,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--ppo", type=Path, default=None, help="the PPO baseline's export (a 'ppo' row)")
     ap.add_argument("--finetuned", default=None,
                     help="table1: GFlowNet fine-tuned on the graph, a path with {seed} (a 'gflownet-ft' row)")
+    ap.add_argument("--methods", type=lambda v: tuple(m for m in v.split(",") if m), default=(),
+                    help="table1-3: only these rows, comma-separated (default: all)")
     ap.add_argument("--per-family", type=int, default=10)
     ap.add_argument("--models", default="light_squeezenet,resnet50,light_inception_v1,mobilenet_v2,unet")
     ap.add_argument("--candidates", type=int, default=200)

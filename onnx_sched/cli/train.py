@@ -154,6 +154,9 @@ def peak_mem(out_dir: str, variant: str, encoder: str, resume: bool, export_stem
               help="Seeds shared by a step's actions and o_s (o_s cached per problem and seed).")
 @click.option("--imitation-steps", type=int, default=4000, show_default=True,
               help="Cross-entropy steps toward the feature prior before REINFORCE (0: the paper's cold start).")
+@click.option("--rounds", type=click.IntRange(0, 64), default=4, show_default=True,
+              help="Message-passing rounds T of the GNN (paper 003's best model: 16).")
+@click.option("--hidden", type=click.IntRange(1, 1024), default=32, show_default=True, help="GNN width.")
 @click.option("--export", "export_stem", default="models/checkpoints/regal", show_default=True,
               help="Write STEM.onnx, STEM.pt and STEM_train_log.json.")
 def regal(export_stem: str, **options: object) -> None:
