@@ -11,6 +11,7 @@ from onnx_sched.cost import makespan as ms
 from onnx_sched.cost.makespan.chains import Chains, chain_schedule, chain_times, chains_of, lanes_of
 from onnx_sched.cost.makespan.diversity import chain_edges, diversity
 from onnx_sched.cost.makespan.targets import speedups, target_model
+from onnx_sched.deadline import Deadline
 from onnx_sched.graph import Graph
 from onnx_sched.machines import identical_devices, machines_from_dict
 from onnx_sched.models.inference.gflownet import sample_trajectories, uniform_logits
@@ -174,6 +175,18 @@ def test_every_sampled_trajectory_is_a_valid_schedule() -> None:
         ms.validate(p, start[k], lanes_of(p).unit[ro.chains.lane[k]])
     assert len({ro.chains.order[k].tobytes() for k in range(64)}) > 50  # the uniform policy explores
     assert (ro.log_pf < 0).all() and (ro.log_pb <= 0).all()
+
+
+def test_a_deadline_shrinks_the_batches_and_spare_time_changes_nothing() -> None:
+    p = _problem("layered", 40, 2)
+    free = sample_trajectories(p, uniform_logits, 64, batch=16, seed=3)
+    spare = sample_trajectories(p, uniform_logits, 64, batch=16, seed=3, deadline=Deadline(3600.0))
+    np.testing.assert_array_equal(free.chains.order, spare.chains.order)  # the same draws
+    np.testing.assert_array_equal(free.chains.lane, spare.chains.lane)
+    # no time left: the first batch shrinks to one trajectory, still a valid schedule, and no batch follows
+    late = sample_trajectories(p, uniform_logits, 64, batch=16, seed=3, deadline=Deadline(1e-9))
+    assert len(late.speedup) == 1
+    chain_times(p, late.chains)
 
 
 def test_backward_policy_counts_parents() -> None:

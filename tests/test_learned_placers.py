@@ -134,3 +134,23 @@ def test_measured_reward_on_openvino() -> None:
         d = optimize_model(model, "latency", method, 30, options=opts, problem=problem).report["details"]
         assert d["measured_latency_s"] <= d["measured_best_single_s"], method  # single devices are timed candidates
         assert 2 <= d["measured_candidates"] <= 4 and d["run_devices"] == "CPU,CPUB", method
+
+
+def test_a_placeto_episode_stops_where_it_is_when_the_limit_passes() -> None:
+    from onnx_sched.models.inference.hsdag_net import load_params
+    from onnx_sched.models.inference.placeto_search import PlacetoPolicy, ReinforceSettings, reinforce
+
+    problem = random_problem(30, 2, np.random.default_rng(2))
+    policy = PlacetoPolicy(problem, load_params())
+    rng = np.random.default_rng(0)
+    full = policy.sample(rng)
+    assert full.placement.shape == (30,)
+    visited = []
+    cut = policy.sample(rng, stop=lambda: len(visited.append(0) or visited) > 3)  # 3 sets visited, then stop
+    untouched = np.asarray(policy.start)[policy.member]
+    changed = cut.placement != untouched
+    assert np.isin(np.flatnonzero(changed), np.flatnonzero(np.isin(policy.member, policy.order[:3]))).all()
+    # no time at all: one episode, cut at once, still a full placement among the candidates
+    res = reinforce(problem, policy, ReinforceSettings(episodes=50), lambda p, modelled: modelled, rng, time_limit=0.0)
+    assert res.episodes_run == 1
+    assert any((p == untouched).all() for p, _ in res.candidates.values())

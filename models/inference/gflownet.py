@@ -13,14 +13,18 @@ their proxy speedups and, for training, per trajectory ``sum log P_F`` and
 ``sum log P_B`` and (``record=True``) the observed states and actions.
 
 Sampling costs one encoder pass per problem and temperature and ``n`` head
-passes per batch; ``deadline`` stops between batches (at least one batch always
-completes).
+passes per batch.  With a ``deadline``, each batch after the first holds only
+the trajectories that the last one's time per trajectory says end in time, and
+the first batch shrinks to the number its first step says fit (at least one
+trajectory always completes): on a graph of thousands of ops one batch of 100 takes longer than a
+typical time limit.  With time to spare the draws are the same as without one.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -99,9 +103,14 @@ def sample_trajectories(problem: ms.MakespanProblem, step_fn: StepFn, count: int
     rng = np.random.default_rng(seed)
     arrays = env_arrays(problem)
     parts, spd, lpf, lpb, steps = [], [], [], [], []
-    done = 0
+    done, per_trajectory = 0, 0.0  # seconds one trajectory of the last batch took
     while done < count:
         b = min(batch, count - done)
+        if done and deadline is not None:
+            b = min(b, int(deadline.left() / max(per_trajectory, 1e-9)))  # what ends before the deadline
+            if b < 1:
+                break
+        t0 = time.perf_counter()
         env = ScheduleEnv(problem, b, arrays, actions=actions)
         log_pf, log_pb = np.zeros(b), np.zeros(b)
         while not env.done:
@@ -113,14 +122,33 @@ def sample_trajectories(problem: ms.MakespanProblem, step_fn: StepFn, count: int
             if record:
                 steps.append((node, pair, mask, action))
             log_pb += env.step(action)
+            if env.t == 1 and not done and b > 1 and deadline is not None:
+                fits = _batch_that_fits(b, (time.perf_counter() - t0) * problem.n_ops, deadline.left())
+                if fits < b:  # the first batch alone would overrun: start again with fewer trajectories
+                    b, t0 = fits, time.perf_counter()
+                    env = ScheduleEnv(problem, b, arrays, actions=actions)
+                    log_pf, log_pb = np.zeros(b), np.zeros(b)
+                    steps.clear()
         parts.append(env.chains())
         spd.append(env.speedups())
         lpf.append(log_pf)
         lpb.append(log_pb)
         done += b
+        per_trajectory = (time.perf_counter() - t0) / b
         if deadline is not None and deadline.expired():
             break
     return Rollouts(Chains.concat(parts), np.concatenate(spd), np.concatenate(lpf), np.concatenate(lpb), steps)
+
+
+def _batch_that_fits(batch: int, predicted: float, left: float) -> int:
+    """How many of ``batch`` trajectories fit in ``left`` seconds when all of them take ``predicted`` (at least 1).
+
+    >>> _batch_that_fits(100, 20.0, 5.0), _batch_that_fits(100, 2.0, 5.0), _batch_that_fits(100, 20.0, 0.0)
+    (25, 100, 1)
+    """
+    if predicted <= left:
+        return batch
+    return max(1, int(batch * max(left, 0.0) / predicted))
 
 
 @dataclass(frozen=True, eq=False)

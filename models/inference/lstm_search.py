@@ -38,9 +38,11 @@ class RnnPolicy:
         self.params = lp.init_params(self.x.shape[1], int(hidden), problem.n_devices, rng)
 
     def sample(self, rng: np.random.Generator, greedy: bool = False,
-               state_reward: Callable[[np.ndarray], float] | None = None) -> Episode:
+               state_reward: Callable[[np.ndarray], float] | None = None,
+               stop: Callable[[], bool] | None = None) -> Episode:
         """Decode a device per co-location set; the gradient of the summed ``log pi`` unless ``greedy``
-        (every step shares the final reward: ``state_reward`` is not used)."""
+        (every step shares the final reward: ``state_reward`` is not used; a decoded sequence is only a
+        placement when complete, so ``stop`` is not either)."""
         cache = lp.forward(self.params, self.x, self.allowed, lambda t, logits: sample_device(logits, rng, greedy))
         place = np.empty(len(self.order), np.int64)
         place[self.order] = cache.actions

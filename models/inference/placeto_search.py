@@ -29,7 +29,9 @@ minus the batch mean): ``batch`` episodes, advantages divided by the standard de
 of the batch's final rewards, one Adam step on ``-mean_e(sum_t A_et * log pi(a_et))``; the
 clock is checked before every episode (the first always runs; no episode starts that
 would, at the mean episode time so far, end past the limit); every sampled placement, and
-the greedy one at the end when time remains, is a candidate.
+the greedy one at the end when time remains, is a candidate.  A Placeto episode that
+is still running when the limit passes stops there (the sets it has not visited keep
+their starting device, a valid placement).
 """
 
 from __future__ import annotations
@@ -83,8 +85,10 @@ class Policy(Protocol):
     params: Params
 
     def sample(self, rng: np.random.Generator, greedy: bool = False,
-               state_reward: Callable[[np.ndarray], float] | None = None) -> Episode:
-        """One episode (no gradients when ``greedy``); ``state_reward(placement)`` scores intermediate placements."""
+               state_reward: Callable[[np.ndarray], float] | None = None,
+               stop: Callable[[], bool] | None = None) -> Episode:
+        """One episode (no gradients when ``greedy``); ``state_reward(placement)`` scores intermediate placements;
+        a policy whose partial episodes are placements may end the episode early once ``stop()`` is true."""
         ...
 
 
@@ -140,10 +144,13 @@ def reinforce(problem: lat.PlacementProblem, policy: Policy, settings: Reinforce
         used = work_clock() - t0
         return time_limit is not None and used + used / max(episodes, 1) > time_limit
 
+    def out_of_time_now() -> bool:  # the limit has passed (a long first episode stops where it is)
+        return time_limit is not None and work_clock() - t0 > time_limit
+
     for _ in range(max(1, settings.episodes)):
         if episodes and out_of_time():
             break
-        ep = policy.sample(rng, state_reward=state_reward)
+        ep = policy.sample(rng, state_reward=state_reward, stop=out_of_time_now)
         episodes += 1
         history.append(judge(ep.placement))
         batch.append((1.0 / max(history[-1], 1e-12), ep))
@@ -198,14 +205,19 @@ class PlacetoPolicy:
         return np.hstack([self.x, extra])
 
     def sample(self, rng: np.random.Generator, greedy: bool = False,
-               state_reward: Callable[[np.ndarray], float] | None = None) -> Episode:
-        """Visit every co-location set once (topological order), choosing its device given the placement so far."""
+               state_reward: Callable[[np.ndarray], float] | None = None,
+               stop: Callable[[], bool] | None = None) -> Episode:
+        """Visit every co-location set once (topological order), choosing its device given the placement so far;
+        once ``stop()`` is true the sets not yet visited keep their starting device (on a graph of thousands
+        of ops one episode outlasts a typical time limit)."""
         place = self.start.copy()
         visited = np.zeros(self.n)
         learn = not greedy and state_reward is not None
         s1 = {n: np.zeros_like(v) for n, v in self.params.items()} if learn else None
         s2 = {n: np.zeros_like(v) for n, v in self.params.items()} if learn else None
         for v in self.order:
+            if stop is not None and stop():
+                break
             c = hn.forward(self.params, self.problem, self.rg, self._inputs(place, visited, int(v)), True,
                            force=self.force)
             a = sample_device(c.logits[v], rng, greedy)

@@ -5,8 +5,8 @@ run by ONNX Runtime; no torch) samples ``candidates`` schedules at temperature
 ``temperature`` (default 0.005, the paper's inference value), one valid
 (op, lane) action at a time (:mod:`onnx_sched.models.inference.gflownet`); the
 proxy keeps the ``top_k`` and the target chooses (:mod:`._candidates`).  Sampling
-stops early at the time limit (at least one batch of 100 is always sampled;
-``info["candidates_generated"]`` says how many were).
+fits the time limit: batches shrink to what ends in time (at least one schedule is
+always sampled; ``info["candidates_generated"]`` says how many were).
 Options: ``candidates``, ``top_k``, ``target``, ``temperature``, ``model`` (ONNX path; the PPO
 baseline's export, ``onnx-sched train ppo-scheduler``, samples at the temperature it was trained at),
 ``actions``: ``all`` (paper 002: any ready op on any lane that can run it), ``local`` or ``list`` (a ready op
