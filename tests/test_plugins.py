@@ -88,3 +88,42 @@ def test_examples_run(script: str, tmp_path: Path) -> None:
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "peak" in proc.stdout or "olive-ai" in proc.stdout
+
+
+@pytest.mark.parametrize("objective, method, problem", [  # deterministic methods, so the two runs agree
+    ("latency", "heft-place", {"profiles": [str(ROOT / "examples" / "profiles_cpu_igpu_dgpu.json")]}),
+    ("makespan", "heft", {"machines": str(ROOT / "examples" / "machines_cpu_igpu_dgpu.json")}),
+    ("peak-mem", "partition-dfs", {"devices": "CPU,GPU"}),
+])
+def test_pass_places_nodes_like_the_api_for_objectives_that_place(objective: str, method: str, problem: dict) -> None:
+    from onnx_sched.api import optimize_model
+    from onnx_sched.exporters.onnx import DEVICE_KEY
+
+    proto = branchy_model(branches=3, n=64)
+    model = ir.serde.deserialize_model(proto)
+    sched_pass = OnnxSchedPass(objective, method, time_limit=5.0, **problem)
+    result = onnx_ir.passes.PassManager([sched_pass])(model)
+    out = ir.serde.serialize_model(result.model)
+    onnx.checker.check_model(out)
+    assert out.ir_version >= 10
+    devices = [{p.key: p.value for p in n.metadata_props}.get(DEVICE_KEY) for n in out.graph.node]
+    assert None not in devices
+    direct = optimize_model(proto, objective, method, time_limit=5.0, **{k: (v.split(",") if k == "devices" else v)
+                                                                 for k, v in problem.items()})
+    assert devices == [{p.key: p.value for p in n.metadata_props}.get(DEVICE_KEY) for n in direct.model.graph.node]
+    assert_bitwise_equal(run_ort(proto), run_ort(out))
+
+
+def test_olive_config_carries_the_objectives_problem_to_optimize() -> None:
+    """Without Olive installed, the config-to-arguments glue of the Olive pass, run through ``optimize``."""
+    from onnx_sched.api import optimize
+    from onnx_sched.exporters.onnx import DEVICE_KEY
+
+    unset = {"machines": None, "profiles": None, "devices": None, "latency_mode": "sequential"}
+    assert olive_pass.problem_arguments(unset) == {"machines": None, "profiles": (), "devices": None,
+                                                   "latency_mode": "sequential"}
+    config = {**unset, "profiles": str(ROOT / "examples" / "profiles_cpu_igpu_dgpu.json"), "devices": "CPU, GPU.1"}
+    out = optimize(branchy_model(branches=3, n=64), "latency", "heft-place", time_limit=5.0,
+                   **olive_pass.problem_arguments(config))
+    placed = {p.value for n in out.graph.node for p in n.metadata_props if p.key == DEVICE_KEY}
+    assert placed and placed <= {"CPU", "GPU.1"}

@@ -7,8 +7,9 @@ When ``olive-ai`` is installed, :class:`OnnxSchedOlivePass` is an
                             "objective": "peak-mem", "time_limit": 10}}
 
 (or registered in Olive's pass registry under any name).  Its config is
-``objective``, ``method``, ``time_limit``, ``seed``, ``inplace`` plus Olive's
-usual external-data options; it calls :func:`onnx_sched.api.optimize` and saves
+``objective``, ``method``, ``time_limit``, ``seed``, ``inplace``, the objective's
+problem (``machines`` for makespan, ``profiles`` for latency, ``devices``,
+``latency_mode``; lists comma-separated) plus Olive's usual external-data options; it calls :func:`onnx_sched.api.optimize` and saves
 the reordered model with Olive's helpers.
 
 Without Olive this module still imports (so tooling can list plugins), but
@@ -25,7 +26,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-__all__ = ["HAVE_OLIVE", "OLIVE_IMPORT_ERROR", "OnnxSchedOlivePass", "require_olive"]
+__all__ = ["HAVE_OLIVE", "OLIVE_IMPORT_ERROR", "OnnxSchedOlivePass", "problem_arguments", "require_olive"]
 
 _INSTALL_HINT = (
     "OnnxSchedOlivePass needs Olive: pip install olive-ai "
@@ -54,6 +55,20 @@ def _get(config: Any, key: str) -> Any:
     if isinstance(config, Mapping):
         return config[key]
     return getattr(config, key)
+
+
+def problem_arguments(config: Any) -> dict[str, Any]:
+    """``optimize``'s problem arguments from the pass config (comma-separated strings split into lists).
+
+    >>> problem_arguments({"machines": None, "profiles": "a.json,b.json", "devices": "CPU,GPU",
+    ...                    "latency_mode": "sequential"})
+    {'machines': None, 'profiles': ('a.json', 'b.json'), 'devices': ['CPU', 'GPU'], 'latency_mode': 'sequential'}
+    """
+    def split(key: str) -> list[str]:
+        return [v.strip() for v in (_get(config, key) or "").split(",") if v.strip()]
+
+    return {"machines": _get(config, "machines"), "profiles": tuple(split("profiles")),
+            "devices": split("devices") or None, "latency_mode": _get(config, "latency_mode")}
 
 
 def _external_data_config() -> dict[str, Any]:
@@ -85,6 +100,19 @@ if HAVE_OLIVE:
                 "inplace": _PassConfigParam(
                     type_=bool, default_value=False, description="model in-place ops in the memory model"
                 ),
+                "machines": _PassConfigParam(
+                    type_=str, default_value=None, description="makespan: machine description JSON"
+                ),
+                "profiles": _PassConfigParam(
+                    type_=str, default_value=None, description="latency: device profile JSON files, comma-separated"
+                ),
+                "devices": _PassConfigParam(
+                    type_=str, default_value=None,
+                    description="comma-separated devices (latency: profiled devices; peak-mem: split over them)",
+                ),
+                "latency_mode": _PassConfigParam(
+                    type_=str, default_value="sequential", description="latency: sequential or concurrent"
+                ),
                 **_external_data_config(),
             }
 
@@ -101,6 +129,7 @@ if HAVE_OLIVE:
                 time_limit=float(_get(config, "time_limit")),
                 seed=int(_get(config, "seed")),
                 inplace=bool(_get(config, "inplace")),
+                **problem_arguments(config),
             )
             out_path = resolve_onnx_path(output_model_path, Path(model.model_path).name)
             return model_proto_to_olive_model(reordered, out_path, config)

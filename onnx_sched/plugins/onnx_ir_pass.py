@@ -7,7 +7,10 @@ point as the CLI), then moves the *same* ``ir.Node`` objects of the main graph
 into the chosen order: no node, value or initializer is copied or rewritten, so
 other passes' references stay valid.  The ``onnx_sched.*`` metadata of the
 result (objective, method, predicted peak) is copied into
-``model.metadata_props`` and the report is kept in ``pass_.last_report``.
+``model.metadata_props`` and the report is kept in ``pass_.last_report``.  An
+objective that places ops (``makespan``, ``latency``, ``peak-mem`` with
+``devices``) also writes each node's device into its ``metadata_props``
+(``pkg.onnx_sched.device``, as the ONNX exporter does; IR version at least 10).
 
 Example:
     >>> import onnx_ir as ir, onnx_ir.passes                       # doctest: +SKIP
@@ -17,11 +20,14 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import os
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import onnx_ir as ir
 import onnx_ir.passes
+
+from onnx_sched.exporters.onnx import DEVICE_KEY
 
 __all__ = ["OnnxSchedPass"]
 
@@ -37,6 +43,9 @@ class OnnxSchedPass(onnx_ir.passes.InPlacePass):
         method: a registered method name or ``auto``.
         time_limit: seconds the scheduler may spend.
         inplace, seed, input_shapes, dims, options: passed to ``optimize_model``.
+        machines, profiles, devices, latency_mode, memory_limits: the objective's problem, passed to
+            ``optimize_model`` (``makespan`` needs ``machines``, ``latency`` ``profiles``; ``devices`` splits
+            ``peak-mem`` over several devices).
     """
 
     def __init__(
@@ -50,6 +59,11 @@ class OnnxSchedPass(onnx_ir.passes.InPlacePass):
         input_shapes: Mapping[str, tuple[int, ...]] | None = None,
         dims: Mapping[str, int] | None = None,
         options: Mapping[str, Any] | None = None,
+        machines: str | os.PathLike | None = None,
+        profiles: Sequence[str | os.PathLike] = (),
+        devices: Sequence[str] | str | None = None,
+        latency_mode: str = "sequential",
+        memory_limits: Mapping[str, int] | None = None,
     ) -> None:
         super().__init__()
         if time_limit <= 0:
@@ -62,6 +76,9 @@ class OnnxSchedPass(onnx_ir.passes.InPlacePass):
         self.input_shapes = dict(input_shapes) if input_shapes else None
         self.dims = dict(dims) if dims else None
         self.options = dict(options) if options else None
+        self.problem_args = {"machines": machines, "profiles": tuple(profiles), "latency_mode": latency_mode,
+                             "devices": devices.split(",") if isinstance(devices, str) else devices,
+                             "memory_limits": dict(memory_limits) if memory_limits else None}
         self.last_report: Mapping[str, Any] | None = None
 
     def call(self, model: ir.Model) -> onnx_ir.passes.PassResult:
@@ -88,6 +105,7 @@ class OnnxSchedPass(onnx_ir.passes.InPlacePass):
                 input_shapes=self.input_shapes,
                 dims=self.dims,
                 options=self.options,
+                **self.problem_args,
             )
         except NothingToScheduleError:  # only constants: nothing to reorder
             self.last_report = None
@@ -103,6 +121,13 @@ class OnnxSchedPass(onnx_ir.passes.InPlacePass):
             graph = model.graph
             graph.remove(nodes, safe=False)
             graph.extend(nodes[i] for i in order)
+        placed = {int(n.name[len(_TAG):]): p.value for n in result.model.graph.node for p in n.metadata_props
+                  if p.key == DEVICE_KEY}
+        for i, device in placed.items():
+            modified |= nodes[i].metadata_props.get(DEVICE_KEY) != device
+            nodes[i].metadata_props[DEVICE_KEY] = device
+        if placed and (model.ir_version or 0) < 10:
+            model.ir_version = 10  # node metadata_props needs IR >= 10
         for prop in result.model.metadata_props:
             if prop.key.startswith(_META_PREFIX):
                 model.metadata_props[prop.key] = prop.value
