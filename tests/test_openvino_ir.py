@@ -219,6 +219,37 @@ def test_openvino_pass_records_and_applies_a_placement(tmp_path: Path) -> None:
     assert hetero_device_string(model).startswith("HETERO:")
 
 
+def test_openvino_pass_places_a_model_with_a_loop(tmp_path: Path) -> None:
+    """A Constant read both by a Loop and inside the Loop's body (OpenVINO shares the node) is not a reader
+    on two devices of the main graph: the placement applies without touching the body."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+    from openvino.passes import Manager
+
+    from onnx_sched.plugins.openvino_pass import OnnxSchedOpenVINOPass
+
+    f = helper.make_tensor_value_info
+    body = helper.make_graph(
+        [helper.make_node("Identity", ["cond_in"], ["cond_out"]), helper.make_node("Add", ["acc_in", "one"], ["acc_out"])],
+        "body", [f("i", TensorProto.INT64, []), f("cond_in", TensorProto.BOOL, []), f("acc_in", TensorProto.FLOAT, [1, 8])],
+        [f("cond_out", TensorProto.BOOL, []), f("acc_out", TensorProto.FLOAT, [1, 8])])
+    graph = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Loop", ["trip", "", "r"], ["y"], body=body),
+         helper.make_node("Sigmoid", ["y"], ["z"])], "loop", [f("x", TensorProto.FLOAT, [1, 8])],
+        [f("z", TensorProto.FLOAT, [1, 8])],
+        initializer=[numpy_helper.from_array(np.array(3, np.int64), "trip"),
+                     numpy_helper.from_array(np.ones((1, 8), np.float32), "one")])
+    path = tmp_path / "loop.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), str(path))
+    model = ov.Core().read_model(str(path))
+    p = OnnxSchedOpenVINOPass("peak-mem", method="partition-dfs", devices=["CPU", "GPU"], time_limit=2)
+    mgr = Manager()
+    mgr.register_pass(p)
+    mgr.run_passes(model)
+    assert all("affinity" in op.get_rt_info() for op in model.get_ordered_ops())
+    ov.Core().compile_model(model, "CPU")
+
+
 def test_read_placed_model_applies_the_sidecar_and_runs_hetero(tmp_path: Path) -> None:
     from onnx_sched.bench.placement_file import save_placement
     from onnx_sched.plugins.openvino_affinity import read_placed_model

@@ -78,7 +78,9 @@ def _split_shared_constants(model: Any, full: dict[str, str]) -> int:
         by_dev: dict[str, list[Any]] = {}
         for port in op.outputs():
             for target in port.get_target_inputs():
-                dev = full[target.get_node().get_friendly_name()]
+                dev = full.get(target.get_node().get_friendly_name())
+                if dev is None:  # a reader inside a Loop / If body, placed with its op: left as it is
+                    continue
                 by_dev.setdefault(dev, []).append(target)
         if len(by_dev) < 2:
             continue
