@@ -410,6 +410,7 @@ def test_measured_target_runs_candidates_on_two_pinned_cores(tmp_path) -> None:
     r = json.loads(report.read_text())
     assert r["target"]["model"] == "measured" and r["target"]["speedup"] > 0
     assert r["target"]["speedup"] >= r["target"]["proxy_best_speedup"]
+    assert 1 <= r["details"]["measured_candidates"] == len(r["candidates"]) <= 4
     assert_bitwise_equal(run_ort(src), run_ort(onnx.load(str(out))))
 
 

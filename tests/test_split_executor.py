@@ -196,3 +196,17 @@ def test_graph_outputs_that_are_weights_come_back_from_the_split() -> None:
         assert list(got) == ["y", "c", "two"]
         ok, err = compare_outputs(ref, got)
         assert ok, (placement, err)
+
+
+def test_interleaved_timing_measures_what_fits_before_a_deadline() -> None:
+    """Past the deadline only the ``required`` rows are measured (the rest NaN); without one, every row."""
+    from onnx_sched.bench.runtimes.placement_timing import interleaved_seconds
+    from onnx_sched.deadline import Deadline
+
+    imp = import_onnx(diamond_model(branches=2, n=16))
+    rows = np.random.default_rng(0).integers(0, 2, (4, imp.graph.n_ops))
+    rows[0] = 0
+    every = interleaved_seconds(imp, rows, ["d0", "d1"], repeats=2, warmup=0)
+    assert np.isfinite(every).all() and (every > 0).all()
+    late = interleaved_seconds(imp, rows, ["d0", "d1"], repeats=2, warmup=0, deadline=Deadline(1e-9), required=2)
+    assert np.isfinite(late[:2]).all() and np.isnan(late[2:]).all()

@@ -27,6 +27,7 @@ Single-schedule methods are evaluated on the target by the objective
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,6 +38,7 @@ from onnx_sched.cost.makespan.chains import Chains, chain_schedule, chain_times,
 from onnx_sched.cost.makespan.diversity import diversity, time_unit
 from onnx_sched.cost.makespan.problem import _topo
 from onnx_sched.cost.makespan.targets import MODEL_TARGETS, target_model
+from onnx_sched.deadline import Deadline
 from onnx_sched.passes import PassContext
 from onnx_sched.passes.makespan._priorities import cp_priority
 from onnx_sched.schedule import Schedule
@@ -95,12 +97,13 @@ def _unique(chains: Chains) -> np.ndarray:
 
 
 def target_speedups(problem: ms.MakespanProblem, chains: Chains, opts: CandidateOptions,
-                    ctx: PassContext) -> np.ndarray:
-    """Speedup of each chain schedule on the target (``total work / makespan``; measured: single / split)."""
+                    ctx: PassContext, deadline: Deadline | None = None, first: Sequence[int] = ()) -> np.ndarray:
+    """Speedup of each chain schedule on the target (``total work / makespan``; measured: single / split).
+    A measured target with a ``deadline`` measures the chains ``first`` and then what fits (NaN: not measured)."""
     if opts.target == "measured":
         from onnx_sched.passes.makespan._measured_target import measured_speedups
 
-        return measured_speedups(problem, chains, ctx, opts.repeats)
+        return measured_speedups(problem, chains, ctx, opts.repeats, deadline=deadline, first=first)
     target = target_model(opts.target, opts.target_seed).problem(problem)
     _, makespans = chain_times(target, chains, check=False)
     return target.total_work() / np.maximum(makespans, 1e-300)
@@ -122,24 +125,36 @@ def first_lane(problem: ms.MakespanProblem) -> Chains:
     return Chains(lane, _topo(problem))
 
 
-def select(problem: ms.MakespanProblem, chains: Chains, ctx: PassContext, method: str, **info: Any) -> Schedule:
+def select(problem: ms.MakespanProblem, chains: Chains, ctx: PassContext, method: str,
+           deadline: Deadline | None = None, **info: Any) -> Schedule:
     """Filter ``chains`` by the proxy, choose on the target (see module docstring).
 
     Beside the top k, the target also times two references: :func:`first_lane` (no split at all)
     and list-cp (the objective's baseline).  When no candidate beats the better of the two on the
     target, that reference is the result (``info["chosen"]``), so a target that punishes what the
-    proxy ignores never gets a candidate worse than no split or than the baseline.
+    proxy ignores never gets a candidate worse than no split or than the baseline.  A measured target
+    with a ``deadline`` (the pass's, begun before it generated the candidates) times the proxy-best
+    candidate and the references, then the others in proxy order while the runs end in time; the top k
+    shrinks to those (``info["measured_candidates"]``).
     """
     opts = CandidateOptions.of(ctx)
     generated = len(chains)
     top, top_start, proxy = rank_top(problem, chains, opts.top_k)
+    spread = diversity(top, top_start / time_unit(problem.durations), lanes_of(problem).n)  # of the whole top k
     refs = {"no-split": first_lane(problem),
             "list-cp": chains_of(problem, ms.list_schedule(problem, cp_priority(problem)))}
     timed = Chains.concat([top, *refs.values()])
     if opts.target == "measured" and ctx.options.get("warm_up"):
         target = np.append(proxy, np.zeros(len(refs)))
     else:
-        target = target_speedups(problem, timed, opts, ctx)
+        k = len(top)
+        target = target_speedups(problem, timed, opts, ctx, deadline=deadline, first=[0, k, k + 1])
+    if opts.target == "measured":
+        kept = np.flatnonzero(np.isfinite(target[:len(top)]))  # the candidates measured in time, proxy order
+        top, proxy = top.take(kept), proxy[kept]
+        target = np.append(target[kept], target[-len(refs):])
+        timed = Chains.concat([top, *refs.values()])
+        info["measured_candidates"] = len(top)
     k = len(top)
     best = int(np.lexsort((-proxy, -target[:k]))[0])
     ref_best = k + int(np.argmax(target[k:]))
@@ -147,7 +162,7 @@ def select(problem: ms.MakespanProblem, chains: Chains, ctx: PassContext, method
     report = {
         "target": {"model": opts.target, "speedup": float(target[pick]), "proxy_best_speedup": float(target[0]),
                    **{f"{name}_speedup": float(t) for name, t in zip(refs, target[k:])}},
-        "diversity": diversity(top, top_start / time_unit(problem.durations), lanes_of(problem).n),
+        "diversity": spread,
         "candidates": [{"proxy_speedup": float(p), "target_speedup": float(t)} for p, t in zip(proxy, target)],
         "candidates_generated": generated, "candidates_unique": len(_unique(chains)),
         "chosen": list(refs)[pick - k] if pick >= k else f"candidate {pick}",

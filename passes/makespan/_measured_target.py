@@ -8,10 +8,14 @@ reference, the whole model on device 0 alone; a candidate's target speedup is
 
 What is measured is the placement: inside each part ONNX Runtime runs nodes
 in its own order, as a deployed model would.  Candidates that share a placement
-share a measurement.
+share a measurement.  Within a time limit the proxy-best candidate and the references are
+always measured, the other candidates in proxy order while the runs still end in time.
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -22,12 +26,24 @@ from onnx_sched.passes import PassContext
 __all__ = ["measured_speedups"]
 
 
-def measured_speedups(problem: ms.MakespanProblem, chains: Chains, ctx: PassContext, repeats: int = 10) -> np.ndarray:
-    """``single-device seconds / placed seconds`` of each chain schedule, measured (see module docstring)."""
+def measured_speedups(problem: ms.MakespanProblem, chains: Chains, ctx: PassContext, repeats: int = 10,
+                      deadline: Any = None, first: Sequence[int] = ()) -> np.ndarray:
+    """``single-device seconds / placed seconds`` of each chain schedule, measured (see module docstring).
+
+    With a ``deadline``, the placements of the chains ``first`` are always measured, the others in chain order
+    while the run still ends in time; chains left unmeasured get NaN."""
     from onnx_sched.bench.runtimes.placement_timing import speedups_over
 
     units = lanes_of(problem).unit[chains.lane]
     distinct, which = np.unique(units, axis=0, return_inverse=True)
+    which = np.asarray(which).reshape(-1)
+    priority, required = list(range(len(distinct))), None
+    if deadline is not None:  # distinct placements of ``first``, then the others in chain order
+        priority = list(dict.fromkeys([*(int(which[c]) for c in first), *(int(w) for w in which)]))
+        required = len({int(which[c]) for c in first})
     single = np.zeros(problem.n_ops, np.int64)
-    speedups = speedups_over(ctx.source, single, distinct, problem.device_names, repeats, seed=ctx.seed)
-    return speedups[np.asarray(which).reshape(-1)]
+    measured = speedups_over(ctx.source, single, distinct[priority], problem.device_names, repeats, seed=ctx.seed,
+                             deadline=deadline, required=required)
+    speedups = np.empty(len(distinct))
+    speedups[priority] = measured
+    return speedups[which]

@@ -82,6 +82,7 @@ def candidates(problem: ms.MakespanProblem, ctx: PassContext) -> tuple[Chains, d
 
 @register("brkga", objective="makespan")
 def run(graph: Graph, ctx: PassContext) -> Schedule:
+    deadline = Deadline(ctx.time_limit)  # the pass's budget: generating, then (measured target) timing
     problem = ms.problem_of(graph, ctx)
     chains, info = candidates(problem, ctx)
-    return select(problem, chains, ctx, "brkga", **info)
+    return select(problem, chains, ctx, "brkga", deadline=deadline, **info)

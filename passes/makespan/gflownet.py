@@ -52,6 +52,7 @@ def candidates(problem: ms.MakespanProblem, ctx: PassContext) -> tuple[Chains, d
 
 @register("gflownet", objective="makespan")
 def run(graph: Graph, ctx: PassContext) -> Schedule:
+    deadline = Deadline(ctx.time_limit)  # the pass's budget: generating, then (measured target) timing
     problem = ms.problem_of(graph, ctx)
     chains, info = candidates(problem, ctx)
-    return select(problem, chains, ctx, "gflownet", **info)
+    return select(problem, chains, ctx, "gflownet", deadline=deadline, **info)

@@ -36,6 +36,7 @@ import numpy as np
 
 from onnx_sched.cost import makespan as ms
 from onnx_sched.cost.makespan.chains import Chains
+from onnx_sched.deadline import Deadline
 from onnx_sched.graph import Graph
 from onnx_sched.models.inference.makespan_features import makespan_encoder_inputs, prior_logits
 from onnx_sched.models.inference.topoformer_onnx import PriorityModel
@@ -84,6 +85,7 @@ def candidates(problem: ms.MakespanProblem, ctx: PassContext, y: np.ndarray | No
 def run(graph: Graph, ctx: PassContext) -> Schedule:
     """Greedy + ``samples`` Gumbel-top-k samples of the learned logits; best of them and (unless
     ``list_cp=0``) the list-cp schedule."""
+    deadline = Deadline(ctx.time_limit)
     problem = ms.problem_of(graph, ctx)
     samples = int(ctx.option("samples", 256))
     if samples < 0:
@@ -98,7 +100,7 @@ def run(graph: Graph, ctx: PassContext) -> Schedule:
         cands.append(gumbel_priorities(y, ctx.rng(), samples))
     pr = np.vstack(cands)
     if ctx.options.get("candidates") is not None:  # paper 002's pipeline: samples filtered by the proxy, chosen on the target
-        return select(problem, candidates(problem, ctx, y), ctx, "learned", model=model.path,
+        return select(problem, candidates(problem, ctx, y), ctx, "learned", deadline=deadline, model=model.path,
                       seconds=round(time.perf_counter() - t0, 4))
     spans = ms.list_makespans(problem, pr)
     learned_only = np.array(spans, dtype=np.float64)

@@ -23,36 +23,54 @@ __all__ = ["interleaved_seconds", "speedups_over"]
 
 
 def interleaved_seconds(imported: Any, placements: np.ndarray, device_names: Sequence[str], repeats: int = 10,
-                        warmup: int = 2, seed: int = 0) -> np.ndarray:
-    """Seconds ``(placements, repeats)`` of interleaved runs of each row of ``placements`` (see module docstring)."""
+                        warmup: int = 2, seed: int = 0, deadline: Any = None, required: int | None = None) -> np.ndarray:
+    """Seconds ``(placements, repeats)`` of interleaved runs of each row of ``placements`` (see module docstring).
+
+    With a ``deadline`` (:class:`~onnx_sched.deadline.Deadline`), the rows after the first ``required`` (default:
+    all) are set up only while the run still ends in time: a row is added when, after it, the slowest setup and
+    check run so far plus ``warmup + repeats`` runs of every row kept still fit.  Rows left out are NaN."""
     from onnx_sched.bench.outputs import compare_outputs
     from onnx_sched.bench.split_executor import SplitExecutor, device_spec, random_feed, split_model
 
     if imported is None or not hasattr(imported, "model"):
         raise ValueError("a measured target runs the model: give an ONNX model file (not a synthetic graph)")
     _check_loads(imported)
+    placements = np.atleast_2d(placements)
+    required = len(placements) if required is None else max(1, int(required))
     ncpu = os.cpu_count() or 1
     specs = [device_spec(name, threads=1, cores=(i % ncpu,)) for i, name in enumerate(device_names)]
     outputs = [o.name for o in imported.model.graph.output]
     feed = random_feed(imported.model, seed)
-    executors = []
-    times = np.zeros((len(placements), repeats))
+    kept: list[tuple[int, Any]] = []
+    run_seconds, setup_seconds = 0.0, 0.0  # one run of every kept row; the slowest setup + check run
+    times = np.full((len(placements), repeats), np.nan)
     try:
-        for p in np.atleast_2d(placements):
-            executors.append(SplitExecutor(split_model(imported, p), specs, outputs))
-        reference = executors[0].run(feed)
-        for ex in executors[1:]:
-            ok, err = compare_outputs(reference, ex.run(feed))
+        reference = None
+        for k, p in enumerate(placements):
+            if k >= required and deadline is not None and \
+                    deadline.left() < setup_seconds + (warmup + repeats) * run_seconds * (len(kept) + 1) / len(kept):
+                break  # another row would end the run after the deadline
+            t0 = time.perf_counter()
+            ex = SplitExecutor(split_model(imported, p), specs, outputs)
+            kept.append((k, ex))
+            t1 = time.perf_counter()
+            out = ex.run(feed)
+            run_seconds += time.perf_counter() - t1
+            setup_seconds = max(setup_seconds, time.perf_counter() - t0)
+            if reference is None:
+                reference = out
+                continue
+            ok, err = compare_outputs(reference, out)
             if not ok:
                 raise ValueError(f"measured target: a placement's outputs differ from the reference (max abs {err:.3g})")
         for r in range(warmup + repeats):
-            for k, ex in enumerate(executors):
+            for k, ex in kept:
                 t0 = time.perf_counter()
                 ex.run(feed)
                 if r >= warmup:
                     times[k, r - warmup] = time.perf_counter() - t0
     finally:
-        for ex in executors:
+        for _, ex in kept:
             ex.close()
     return times
 
@@ -72,8 +90,10 @@ def _check_loads(imported: Any) -> None:
 
 
 def speedups_over(imported: Any, reference: np.ndarray, placements: np.ndarray, device_names: Sequence[str],
-                  repeats: int = 10, seed: int = 0) -> np.ndarray:
-    """``median reference seconds / median seconds`` of each placement, all interleaved in one run."""
-    seconds = np.median(interleaved_seconds(imported, np.vstack([reference, placements]), device_names, repeats,
-                                            seed=seed), axis=1)
+                  repeats: int = 10, seed: int = 0, deadline: Any = None, required: int | None = None) -> np.ndarray:
+    """``median reference seconds / median seconds`` of each placement, all interleaved in one run; with a
+    ``deadline``, placements after the first ``required`` only while they fit (NaN for the others)."""
+    rows = np.vstack([reference, placements])
+    seconds = np.median(interleaved_seconds(imported, rows, device_names, repeats, seed=seed, deadline=deadline,
+                                            required=None if required is None else 1 + required), axis=1)
     return seconds[0] / seconds[1:]
