@@ -230,3 +230,26 @@ def test_fewer_transfers_only_break_ties_of_equal_peak() -> None:
     for row, want in zip(keys, moved):
         _, steps = dm.decode_keys(q, row)
         assert want == sum(int(q.arrays.size[s.item]) for s in steps if s.kind == "transfer")
+
+
+def test_an_infeasible_split_says_which_device_is_over_and_by_how_much(tmp_path) -> None:
+    import json
+
+    import onnx
+    from click.testing import CliRunner
+    from conftest import branchy_model
+
+    from onnx_sched.cli import main
+
+    src = tmp_path / "m.onnx"
+    onnx.save(branchy_model(branches=2, n=64), str(src))
+    rep = tmp_path / "r.json"
+    res = CliRunner().invoke(main, ["optimize", str(src), "-o", str(tmp_path / "o.onnx"), "--devices", "CPU,GPU",
+                                    "--memory-limit", "CPU=1KiB", "--memory-limit", "GPU=1KiB", "--report", str(rep),
+                                    "--time-limit", "2"])
+    assert res.exit_code == 0, res.output
+    report = json.loads(rep.read_text())
+    assert report["feasible"] is False
+    over = [f"{d} by" for d, b in report["over_limit_bytes"].items() if b > 0]
+    text = " ".join(res.output.split())
+    assert over and all(o in text for o in over) and "{" not in text.split("over:")[1].split(")")[0]

@@ -151,7 +151,8 @@ class PeakMemoryDevices:
         if report["memory_limits"]:
             limits = ", ".join(f"{d} {fmt_bytes(v)}" for d, v in report["memory_limits"].items())
             rows.append(("Fits the limits", limits, yes_no(report["feasible"])
-                         + ("" if report["feasible"] else f" (over: {report['over_limit_bytes']})")))
+                         + ("" if report["feasible"] else " (over: " + ", ".join(
+                             f"{d} by {fmt_bytes(b)}" for d, b in report["over_limit_bytes"].items() if b > 0) + ")")))
         rows += [("Method", f"{devices[0]} only, input order", report["method_used"] + kept),
                  ("Seconds", "-", f"{report['seconds']:.2f}")]
         return ReportTable(
