@@ -16,8 +16,9 @@ Sampling costs one encoder pass per problem and temperature and ``n`` head
 passes per batch.  With a ``deadline``, each batch after the first holds only
 the trajectories that the last one's time per trajectory says end in time, and
 the first batch shrinks to the number its first step says fit (at least one
-trajectory always completes): on a graph of thousands of ops one batch of 100 takes longer than a
-typical time limit.  With time to spare the draws are the same as without one.
+trajectory always completes): on a graph of thousands of ops one batch of 100
+takes longer than a typical time limit.  With time to spare the draws are the
+same as without one.
 """
 
 from __future__ import annotations
