@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import onnx
 import pytest
 from conftest import assert_bitwise_equal, branchy_model, run_ort
@@ -220,3 +221,26 @@ def test_commands_that_run_the_model_refuse_one_onnx_runtime_cannot_load_in_one_
     assert not (tmp_path / "out.onnx").exists()
     # without running the model, the same file is scheduled (ORT is not needed to order it)
     assert run_cli("optimize", str(src), "-o", str(tmp_path / "out.onnx")).returncode == 0
+
+
+def test_ort_graph_all_with_sizes_onnx_cannot_infer_names_the_users_model(tmp_path):
+    """ORT's level-all graph of a conv net holds com.microsoft layout ops (NCHWc, where the CPU has it) whose
+    output sizes onnx's shape inference does not know: one line naming the input file and the way out."""
+    from onnx import numpy_helper
+
+    rng = np.random.default_rng(0)
+    weights = [numpy_helper.from_array(rng.standard_normal((16, 16, 3, 3)).astype(np.float32), f"w{i}") for i in (1, 2)]
+    vi = helper.make_tensor_value_info
+    m = helper.make_model(helper.make_graph(
+        [helper.make_node("Conv", ["x", "w1"], ["a"], pads=[1, 1, 1, 1]), helper.make_node("Relu", ["a"], ["b"]),
+         helper.make_node("Conv", ["b", "w2"], ["c"], pads=[1, 1, 1, 1]), helper.make_node("Relu", ["c"], ["y"])],
+        "conv", [vi("x", TensorProto.FLOAT, [1, 16, 16, 16])], [vi("y", TensorProto.FLOAT, [1, 16, 16, 16])],
+        initializer=weights), opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    src = _save(m, tmp_path / "conv.onnx")
+    res = run_cli("optimize", str(src), "-o", str(tmp_path / "out.onnx"), "--ort-graph", "all")
+    if res.returncode == 0:  # no layout ops on this CPU: the graph imported, and the model was written
+        assert (tmp_path / "out.onnx").exists()
+        return
+    lines = res.stderr.strip().splitlines()
+    assert res.returncode == 2 and len(lines) == 1, res.stderr
+    assert lines[0].startswith(f"onnx-sched: error: {src}: unknown size") and "--ort-graph basic" in lines[0]

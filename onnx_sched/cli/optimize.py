@@ -17,6 +17,7 @@ from rich.table import Table
 
 from onnx_sched.cli._common import SECONDS, OutputFile, import_options, report_option, write_json_atomic
 from onnx_sched.deadline import Deadline
+from onnx_sched.errors import UnknownShapeError
 from onnx_sched.objectives import OBJECTIVES, get_objective
 from onnx_sched.report import ReportTable
 
@@ -112,12 +113,21 @@ def command(model: Path, output: Path, objective: str, method: str, time_limit: 
 
             load_model(model)  # one-line errors for unreadable files before ORT sees them
             source = ort_optimized_model(model, Path(tmp) / model.name, level=ort_graph)
-        _optimize(source, model, output, objective, method, clock, inplace, seed, beam, samples, machines,
-                  report_path, plot_path, shapes, dim_values, profiles, latency_mode, devices,
-                  {**parse_pass_options(pass_options),
-                   **{k: v for k, v in (("candidates", candidates), ("top_k", top_k), ("target", target),
-                                        ("temperature", temperature)) if v is not None}},
-                  parse_memory_limits(memory_limits))
+        try:
+            _optimize(source, model, output, objective, method, clock, inplace, seed, beam, samples, machines,
+                      report_path, plot_path, shapes, dim_values, profiles, latency_mode, devices,
+                      {**parse_pass_options(pass_options),
+                       **{k: v for k, v in (("candidates", candidates), ("top_k", top_k), ("target", target),
+                                            ("temperature", temperature)) if v is not None}},
+                      parse_memory_limits(memory_limits))
+        except UnknownShapeError as exc:
+            if ort_graph is None:
+                raise
+            # ORT's rewritten graph lives in a temporary file: name the user's model, and say why sizes are unknown
+            raise UnknownShapeError(f"{str(exc).replace(str(source), str(model))}: ONNX Runtime's --ort-graph "
+                                    f"{ort_graph} graph has ops whose output sizes onnx's shape inference does not "
+                                    "know (e.g. com.microsoft layout ops); --ort-graph basic keeps portable ONNX ops"
+                                    ) from None
 
 
 def parse_pass_options(items: tuple[str, ...]) -> dict[str, object]:
