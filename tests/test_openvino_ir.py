@@ -201,6 +201,14 @@ def test_profile_optimize_and_bench_placement_on_ir(tmp_path: Path) -> None:
     assert "ONNX Runtime cannot run" in _one_error_line(_cli("profile", xml, "--runtime", "ort", "-o", prof))
 
 
+def test_measured_target_on_an_ir_is_refused_in_one_line(tmp_path: Path) -> None:
+    xml = _branchy_ir(tmp_path / "m.xml")
+    r = _cli("optimize", xml, "-o", tmp_path / "o.xml", "--objective", "latency", "--profiles", PROFILES,
+             "--method", "mincut", "--devices", "CPU,GPU.1", "--target", "measured", "--time-limit", "2")
+    assert "give an ONNX model" in _one_error_line(r) and "bench-placement --runtime openvino" in _one_error_line(r)
+    assert not (tmp_path / "o.xml").exists()
+
+
 # ----------------------------------------------------------------------------- plugins
 def test_openvino_pass_records_and_applies_a_placement(tmp_path: Path) -> None:
     from openvino.passes import Manager

@@ -32,8 +32,12 @@ def interleaved_seconds(imported: Any, placements: np.ndarray, device_names: Seq
     from onnx_sched.bench.outputs import compare_outputs
     from onnx_sched.bench.split_executor import SplitExecutor, device_spec, random_feed, split_model
 
-    if imported is None or not hasattr(imported, "model"):
-        raise ValueError("a measured target runs the model: give an ONNX model file (not a synthetic graph)")
+    import onnx
+
+    if imported is None or not isinstance(getattr(imported, "model", None), onnx.ModelProto):
+        raise ValueError("a measured target runs the model in ONNX Runtime's split executor: give an ONNX model "
+                         "(not a synthetic graph; an OpenVINO IR's placements are timed by `bench-placement "
+                         "--runtime openvino`)")
     _check_loads(imported)
     placements = np.atleast_2d(placements)
     required = len(placements) if required is None else max(1, int(required))
