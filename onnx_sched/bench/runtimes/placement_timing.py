@@ -29,10 +29,10 @@ def interleaved_seconds(imported: Any, placements: np.ndarray, device_names: Seq
     With a ``deadline`` (:class:`~onnx_sched.deadline.Deadline`), the rows after the first ``required`` (default:
     all) are set up only while the run still ends in time: a row is added when, after it, the slowest setup and
     check run so far plus ``warmup + repeats`` runs of every row kept still fit.  Rows left out are NaN."""
+    import onnx
+
     from onnx_sched.bench.outputs import compare_outputs
     from onnx_sched.bench.split_executor import SplitExecutor, device_spec, random_feed, split_model
-
-    import onnx
 
     if imported is None or not isinstance(getattr(imported, "model", None), onnx.ModelProto):
         raise ValueError("a measured target runs the model in ONNX Runtime's split executor: give an ONNX model "
