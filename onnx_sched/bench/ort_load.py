@@ -7,8 +7,8 @@ domain it does not know, two nodes with one name -- is bad input, not a bug:
 :class:`~onnx_sched.errors.ModelLoadError` that the CLI prints as one line,
 with ORT's own reason.
 
->>> ort_error_line(RuntimeError("[ONNXRuntimeError] : 1 : FAIL : Load model failed:Fatal error: x:Foo is not a registered op\\nmore"))
-'Load model failed:Fatal error: x:Foo is not a registered op'
+>>> ort_error_line(RuntimeError("[ONNXRuntimeError] : 1 : FAIL : x:Foo is not a registered op\\nmore"))
+'x:Foo is not a registered op'
 """
 
 from __future__ import annotations

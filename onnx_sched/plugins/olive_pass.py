@@ -9,8 +9,9 @@ When ``olive-ai`` is installed, :class:`OnnxSchedOlivePass` is an
 (or registered in Olive's pass registry under any name).  Its config is
 ``objective``, ``method``, ``time_limit``, ``seed``, ``inplace``, the objective's
 problem (``machines`` for makespan, ``profiles`` for latency, ``devices``,
-``latency_mode``; lists comma-separated) plus Olive's usual external-data options; it calls :func:`onnx_sched.api.optimize` and saves
-the reordered model with Olive's helpers.
+``latency_mode``; lists comma-separated) plus Olive's usual external-data
+options; it calls :func:`onnx_sched.api.optimize` and saves the reordered model
+with Olive's helpers.
 
 Without Olive this module still imports (so tooling can list plugins), but
 using :class:`OnnxSchedOlivePass` raises an ``ImportError`` that says what to

@@ -23,7 +23,8 @@ __all__ = ["interleaved_seconds", "speedups_over"]
 
 
 def interleaved_seconds(imported: Any, placements: np.ndarray, device_names: Sequence[str], repeats: int = 10,
-                        warmup: int = 2, seed: int = 0, deadline: Any = None, required: int | None = None) -> np.ndarray:
+                        warmup: int = 2, seed: int = 0, deadline: Any = None,
+                        required: int | None = None) -> np.ndarray:
     """Seconds ``(placements, repeats)`` of interleaved runs of each row of ``placements`` (see module docstring).
 
     With a ``deadline`` (:class:`~onnx_sched.deadline.Deadline`), the rows after the first ``required`` (default:
