@@ -198,14 +198,13 @@ def split_model(imported: Any, placement: np.ndarray) -> list[SubModel]:
     inits = {t.name: t for t in model.graph.initializer}
     weight_producer = {o: i for i in weight_nodes for o in nodes[i].output if o}
     graph_outputs = [o.name for o in model.graph.output]
-    fed = {i.name for i in model.graph.input} - set(inits)
-    computed = {o for i in compute for o in nodes[i].output if o}
-    # graph outputs no compute op writes and the caller does not feed: weights (an initializer, a Constant's
-    # output); the first part returns them
-    constants = [o for o in dict.fromkeys(graph_outputs) if o not in computed and o not in fed]
     vis = _value_infos(model)
     group_of: dict[int, int] = {i: g for g, members in enumerate(groups) for i in members}
     produced_by: dict[str, int] = {o: group_of[i] for i in compute for o in nodes[i].output if o}
+    fed = {i.name for i in model.graph.input} - set(inits)
+    # graph outputs no compute op writes and the caller does not feed: weights (an initializer, a Constant's
+    # output); the first part returns them
+    constants = [o for o in dict.fromkeys(graph_outputs) if o not in produced_by and o not in fed]
     readers: dict[str, set[int]] = {}
     for i in compute:
         for x in _reads(nodes[i]):

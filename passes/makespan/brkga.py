@@ -68,15 +68,17 @@ def decode(problem: ms.MakespanProblem, keys: np.ndarray) -> Chains:
     return Chains(lane, order)
 
 
-def candidates(problem: ms.MakespanProblem, ctx: PassContext) -> tuple[Chains, dict[str, int]]:
-    """BRKGA's final population (best first) as chain schedules, and its evaluation counts."""
+def candidates(problem: ms.MakespanProblem, ctx: PassContext,
+               deadline: Deadline | None = None) -> tuple[Chains, dict[str, int]]:
+    """BRKGA's final population (best first) as chain schedules, and its evaluation counts; it stops at
+    ``deadline`` (the pass's, else the time limit from now)."""
     params = BrkgaParams().with_options(ctx.option)
     n_genes = problem.n_ops * (lanes_of(problem).n + 1)
 
     def fitness(keys: np.ndarray) -> np.ndarray:
         return chain_times(problem, decode(problem, keys), check=False)[1]
 
-    result = brkga(fitness, n_genes, params, seed=ctx.seed, deadline=Deadline(ctx.time_limit))
+    result = brkga(fitness, n_genes, params, seed=ctx.seed, deadline=deadline or Deadline(ctx.time_limit))
     return decode(problem, result.population), {"evaluations": result.evaluations, "generations": result.generations}
 
 
@@ -84,5 +86,5 @@ def candidates(problem: ms.MakespanProblem, ctx: PassContext) -> tuple[Chains, d
 def run(graph: Graph, ctx: PassContext) -> Schedule:
     deadline = Deadline(ctx.time_limit)  # the pass's budget: generating, then (measured target) timing
     problem = ms.problem_of(graph, ctx)
-    chains, info = candidates(problem, ctx)
+    chains, info = candidates(problem, ctx, deadline)
     return select(problem, chains, ctx, "brkga", deadline=deadline, **info)

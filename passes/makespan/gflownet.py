@@ -34,8 +34,10 @@ from onnx_sched.schedule import Schedule
 __all__ = ["candidates", "run"]
 
 
-def candidates(problem: ms.MakespanProblem, ctx: PassContext) -> tuple[Chains, dict[str, object]]:
-    """``candidates`` schedules sampled at ``temperature`` (fewer if the time limit ends sampling)."""
+def candidates(problem: ms.MakespanProblem, ctx: PassContext,
+               deadline: Deadline | None = None) -> tuple[Chains, dict[str, object]]:
+    """``candidates`` schedules sampled at ``temperature`` (fewer if ``deadline``, the pass's, else the time limit
+    from now, ends sampling)."""
     opts = CandidateOptions.of(ctx)
     t0 = time.perf_counter()
     model = GFlowNetModel.load(ctx.option("model", None))
@@ -45,7 +47,7 @@ def candidates(problem: ms.MakespanProblem, ctx: PassContext) -> tuple[Chains, d
     actions = check_actions(str(ctx.option("actions", model.actions)))  # before the encoder runs
     step = model.step_fn(problem, math.log(temperature))
     rollouts = sample_trajectories(problem, step, opts.count, batch=min(100, opts.count), seed=ctx.seed,
-                                   deadline=Deadline(ctx.time_limit), actions=actions)
+                                   deadline=deadline or Deadline(ctx.time_limit), actions=actions)
     return rollouts.chains, {"temperature": temperature, "sample_s": round(time.perf_counter() - t0, 4),
                              "model": model.path, "actions": actions}
 
@@ -54,5 +56,5 @@ def candidates(problem: ms.MakespanProblem, ctx: PassContext) -> tuple[Chains, d
 def run(graph: Graph, ctx: PassContext) -> Schedule:
     deadline = Deadline(ctx.time_limit)  # the pass's budget: generating, then (measured target) timing
     problem = ms.problem_of(graph, ctx)
-    chains, info = candidates(problem, ctx)
+    chains, info = candidates(problem, ctx, deadline)
     return select(problem, chains, ctx, "gflownet", deadline=deadline, **info)
