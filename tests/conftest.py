@@ -8,7 +8,7 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
-from onnx import TensorProto, helper
+from onnx import TensorProto, helper, numpy_helper
 
 CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus"
 if not CORPUS.exists():
@@ -95,3 +95,20 @@ def assert_bitwise_equal(a: list[np.ndarray], b: list[np.ndarray]) -> None:
 @pytest.fixture
 def branchy() -> onnx.ModelProto:
     return branchy_model()
+
+
+def external_data_model(folder: Path, name: str = "m.onnx", location: str = "m.weights") -> Path:
+    """Two branches through external weights: x + w1 and x * w2, summed."""
+    folder.mkdir(parents=True, exist_ok=True)
+    w1 = numpy_helper.from_array(np.linspace(-1, 1, 256, dtype=np.float32), "w1")
+    w2 = numpy_helper.from_array(np.linspace(2, 3, 256, dtype=np.float32), "w2")
+    vi = helper.make_tensor_value_info
+    graph = helper.make_graph(
+        [helper.make_node("Add", ["x", "w1"], ["a"], name="a"), helper.make_node("Mul", ["x", "w2"], ["b"], name="b"),
+         helper.make_node("Relu", ["a"], ["c"], name="c"), helper.make_node("Add", ["c", "b"], ["y"], name="y")],
+        "ext", [vi("x", onnx.TensorProto.FLOAT, [256])], [vi("y", onnx.TensorProto.FLOAT, [256])], [w1, w2])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 10
+    path = folder / name
+    onnx.save(model, str(path), save_as_external_data=True, location=location, size_threshold=0)
+    return path

@@ -49,7 +49,7 @@ def test_cold_numba_cache_gives_the_warm_answer(tmp_path) -> None:
     """First run in a fresh process with an empty NUMBA_CACHE_DIR == a later run with that cache filled.
     On this graph no cheap heuristic is optimal: auto's answer comes from its beam ladder or exact
     search, whose stages are budgeted -- before compilation was kept off the clock, a cold cache cut them
-    short."""
+    short (the limit stays below the ~9 s compile so that would still show; above 2 s for a loaded machine)."""
     from onnx_sched.synth import layered_graph
     from onnx_sched.synth.onnx_writer import graph_to_onnx
 
@@ -59,7 +59,7 @@ def test_cold_numba_cache_gives_the_warm_answer(tmp_path) -> None:
         f"""
         import hashlib, json
         from onnx_sched.api import optimize_model
-        r = optimize_model({str(model)!r}, "peak-mem", "auto", time_limit=2.0)
+        r = optimize_model({str(model)!r}, "peak-mem", "auto", time_limit=4.0)
         assert r.report["details"]["chosen"] in ("beam", "exact") and r.report["optimal"], r.report["details"]
         print(json.dumps({{"order": hashlib.sha256(r.schedule.order.tobytes()).hexdigest(),
                            "chosen": r.report["details"]["chosen"],

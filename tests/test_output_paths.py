@@ -8,11 +8,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-import numpy as np
 import onnx
 import pytest
-from conftest import assert_bitwise_equal, branchy_model, run_ort
-from onnx import helper, numpy_helper
+from conftest import assert_bitwise_equal, branchy_model, external_data_model, run_ort
 
 from onnx_sched.exporters.paths import check_output_paths, model_files
 
@@ -30,23 +28,6 @@ def _one_line_error(res: subprocess.CompletedProcess) -> str:
     return lines[0]
 
 
-def _external_model(folder: Path, name: str = "m.onnx", location: str = "m.weights") -> Path:
-    """Two branches through external weights: x + w1 and x * w2, summed."""
-    folder.mkdir(parents=True, exist_ok=True)
-    w1 = numpy_helper.from_array(np.linspace(-1, 1, 256, dtype=np.float32), "w1")
-    w2 = numpy_helper.from_array(np.linspace(2, 3, 256, dtype=np.float32), "w2")
-    vi = helper.make_tensor_value_info
-    graph = helper.make_graph(
-        [helper.make_node("Add", ["x", "w1"], ["a"], name="a"), helper.make_node("Mul", ["x", "w2"], ["b"], name="b"),
-         helper.make_node("Relu", ["a"], ["c"], name="c"), helper.make_node("Add", ["c", "b"], ["y"], name="y")],
-        "ext", [vi("x", onnx.TensorProto.FLOAT, [256])], [vi("y", onnx.TensorProto.FLOAT, [256])], [w1, w2])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 10
-    path = folder / name
-    onnx.save(model, str(path), save_as_external_data=True, location=location, size_threshold=0)
-    return path
-
-
 def _snapshot(folder: Path) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in sorted(folder.iterdir())}
 
@@ -56,13 +37,13 @@ def test_model_files_names_the_external_data():
 
 
 def test_model_files_of_an_onnx_model_with_external_data(tmp_path):
-    src = _external_model(tmp_path)
+    src = external_data_model(tmp_path)
     assert [p.name for p in model_files(src)] == ["m.onnx", "m.weights"]
 
 
 @pytest.mark.parametrize("flag", ["--report", "--plot"])
 def test_optimize_refuses_a_report_or_plot_over_the_input(tmp_path, flag):
-    src = _external_model(tmp_path / "in")
+    src = external_data_model(tmp_path / "in")
     before = _snapshot(src.parent)
     for victim in (src, src.parent / "m.weights"):
         line = _one_line_error(run_cli("optimize", src, "-o", tmp_path / "out.onnx", flag, victim))
@@ -72,7 +53,7 @@ def test_optimize_refuses_a_report_or_plot_over_the_input(tmp_path, flag):
 
 
 def test_optimize_refuses_the_model_over_its_own_external_data(tmp_path):
-    src = _external_model(tmp_path)
+    src = external_data_model(tmp_path)
     before = _snapshot(tmp_path)
     line = _one_line_error(run_cli("optimize", src, "-o", tmp_path / "m.weights", "--method", "dfs"))
     assert "is an input file" in line
@@ -80,7 +61,7 @@ def test_optimize_refuses_the_model_over_its_own_external_data(tmp_path):
 
 
 def test_optimize_refuses_two_outputs_on_one_path_and_an_output_under_a_file(tmp_path):
-    src = _external_model(tmp_path / "in")
+    src = external_data_model(tmp_path / "in")
     out = tmp_path / "out.onnx"
     assert "is also the path of -o" in _one_line_error(run_cli("optimize", src, "-o", out, "--report", out))
     (tmp_path / "afile").write_text("x")
@@ -92,7 +73,7 @@ def test_optimize_refuses_two_outputs_on_one_path_and_an_output_under_a_file(tmp
 def test_external_data_is_copied_not_linked_and_the_output_checks(tmp_path):
     """Written to another folder, the model gets its own copy of the weights: onnx.checker rejects
     hard-linked data, and a link would let a later write to either file change both."""
-    src = _external_model(tmp_path / "in")
+    src = external_data_model(tmp_path / "in")
     out = tmp_path / "out" / "m.sched.onnx"
     res = run_cli("optimize", src, "-o", out, "--method", "dfs")
     assert res.returncode == 0, res.stderr
@@ -107,7 +88,7 @@ def test_external_data_is_copied_not_linked_and_the_output_checks(tmp_path):
 
 
 def test_a_different_weights_file_in_the_output_folder_is_never_replaced(tmp_path):
-    src = _external_model(tmp_path / "in")
+    src = external_data_model(tmp_path / "in")
     stranger = tmp_path / "out" / "m.weights"
     stranger.parent.mkdir()
     stranger.write_bytes(b"someone else's weights")
@@ -150,7 +131,7 @@ def _umask() -> int:
 def test_ort_graph_of_a_model_with_external_data(tmp_path):
     """ORT's optimized graph keeps references into the input's weights file; the written model gets its
     own copy beside it and runs like the input."""
-    src = _external_model(tmp_path / "in")
+    src = external_data_model(tmp_path / "in")
     out = tmp_path / "out" / "m.onnx"
     res = run_cli("optimize", src, "-o", out, "--ort-graph", "basic", "--method", "dfs")
     assert res.returncode == 0, res.stderr
@@ -162,7 +143,7 @@ def test_ort_graph_of_a_model_with_external_data(tmp_path):
 def test_no_output_lands_where_the_weights_are_copied(tmp_path):
     """Written to out/, the model's weights go to out/m.weights: neither -o, --report nor --plot may
     take that path (the report would overwrite the copied weights)."""
-    src = _external_model(tmp_path / "in")
+    src = external_data_model(tmp_path / "in")
     target = tmp_path / "out" / "m.weights"
     for flag in ("--report", "--plot"):
         line = _one_line_error(run_cli("optimize", src, "-o", tmp_path / "out" / "m.onnx", flag, target))
@@ -177,7 +158,7 @@ def test_no_output_lands_where_the_weights_are_copied(tmp_path):
 def test_a_link_to_the_input_weights_is_replaced_by_a_copy(tmp_path):
     """onnx.checker rejects linked external data; a symbolic link to the input's weights where the
     copy goes is replaced (the input's file untouched), so the output loads."""
-    src = _external_model(tmp_path / "in")
+    src = external_data_model(tmp_path / "in")
     out = tmp_path / "out" / "m.onnx"
     out.parent.mkdir()
     (out.parent / "m.weights").symlink_to(src.parent / "m.weights")
@@ -189,7 +170,7 @@ def test_a_link_to_the_input_weights_is_replaced_by_a_copy(tmp_path):
 
 
 def test_a_missing_weights_file_is_reported_before_anything_is_written(tmp_path):
-    src = _external_model(tmp_path / "in")
+    src = external_data_model(tmp_path / "in")
     model = onnx.load(str(src), load_external_data=False)
     model.graph.initializer[1].external_data[0].value = "other.weights"  # w2 now lives in a missing file
     from onnx_sched.exporters.onnx import save_model_atomic

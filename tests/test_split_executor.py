@@ -11,7 +11,7 @@ import pytest
 from conftest import CORPUS
 from onnx import TensorProto, helper
 
-from onnx_sched.bench.outputs import compare_outputs
+from onnx_sched.bench.outputs import compare_outputs, output_tolerance
 from onnx_sched.bench.placement_file import load_placement, save_placement
 from onnx_sched.bench.runtimes.ort import bench_ort
 from onnx_sched.bench.split_executor import DeviceSpec, SplitExecutor, random_feed, split_model
@@ -210,3 +210,43 @@ def test_interleaved_timing_measures_what_fits_before_a_deadline() -> None:
     assert np.isfinite(every).all() and (every > 0).all()
     late = interleaved_seconds(imp, rows, ["d0", "d1"], repeats=2, warmup=0, deadline=Deadline(1e-9), required=2)
     assert np.isfinite(late[:2]).all() and np.isnan(late[2:]).all()
+
+
+def _narrow_float_model(output_type: int = TensorProto.FLOAT) -> onnx.ModelProto:
+    """x -> bfloat16 -> float, and x -> float16 -> Relu -> float, added: narrow tensors for the split to cut."""
+    vi = helper.make_tensor_value_info
+    nodes = [helper.make_node("Cast", ["x"], ["xb"], to=TensorProto.BFLOAT16, name="to_bf16"),
+             helper.make_node("Cast", ["xb"], ["xf"], to=TensorProto.FLOAT, name="from_bf16"),
+             helper.make_node("Cast", ["x"], ["xh"], to=TensorProto.FLOAT16, name="to_fp16"),
+             helper.make_node("Relu", ["xh"], ["rh"], name="relu"),
+             helper.make_node("Cast", ["rh"], ["rf"], to=TensorProto.FLOAT, name="from_fp16"),
+             helper.make_node("Add", ["xf", "rf"], ["y"], name="add"),
+             helper.make_node("Cast", ["y"], ["out"], to=output_type, name="out")]
+    graph = helper.make_graph(nodes, "narrow", [vi("x", TensorProto.FLOAT, [4, 64])], [vi("out", output_type, [4, 64])])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+def test_bfloat16_and_float16_tensors_cross_parts() -> None:
+    """numpy has no bfloat16: such a tensor crosses as an OrtValue.  Where the split falls decides which values
+    ONNX Runtime rounds to float16 (it casts around the Relu it lacks), so the outputs agree within float16's
+    tolerance, not float32's."""
+    imp = import_onnx(_narrow_float_model())
+    assert output_tolerance(imp.model) == pytest.approx(5e-2)
+    ref = whole(imp)
+    feed = random_feed(imp.model)
+    rounded_apart = 0.0
+    for on_1 in (("from_bf16", "from_fp16"), ("relu",)):  # bfloat16 and float16 tensors cross; float16 ones cross
+        placement = np.array([1 if name in on_1 else 0 for name in imp.graph.op_names])
+        assert len(split_model(imp, placement)) >= 2
+        with SplitExecutor(split_model(imp, placement), DEVICES, ["out"]) as ex:
+            got = ex.run(feed)
+        ok, err = compare_outputs(ref, got, output_tolerance(imp.model))
+        assert ok, (on_1, err)
+        rounded_apart = max(rounded_apart, err)
+    assert rounded_apart > 1e-5  # the narrow tolerance is needed: float32's would call these runs different
+
+
+def test_a_bfloat16_graph_output_is_refused_in_one_line() -> None:
+    imp = import_onnx(_narrow_float_model(TensorProto.BFLOAT16))
+    with pytest.raises(ValueError, match="graph output 'out' is of a type"):
+        SplitExecutor(split_model(imp, np.zeros(imp.graph.n_ops, np.int64)), DEVICES, ["out"])

@@ -4,7 +4,11 @@
 execution of the same runtime within ``rtol = atol = 1e-5`` (:data:`RTOL`,
 :data:`ATOL`), NaN equal to NaN (corpus weights are zeros, some outputs are NaN);
 :func:`outputs_informative` says whether the reference holds a finite non-zero
-value at all, i.e. whether that equality means something.
+value at all, i.e. whether that equality means something.  A model that computes
+in a narrower float type is compared within :func:`output_tolerance` instead: ONNX
+Runtime's CPU kernels lack most float16 / bfloat16 ops and each session inserts
+casts around them, so where a split falls decides which intermediate values get
+rounded to the narrow type.
 
 Not :func:`onnx_sched.bench.measure.compare_outputs`, the bitwise check of a
 reordered model's outputs saved as ``.npz``.
@@ -13,12 +17,37 @@ reordered model's outputs saved as ``.npz``.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 
-__all__ = ["ATOL", "RTOL", "compare_outputs", "outputs_informative"]
+__all__ = ["ATOL", "RTOL", "compare_outputs", "output_tolerance", "outputs_informative"]
 
 RTOL = ATOL = 1e-5
+
+#: rtol = atol per float element type (a few units in the last place: the check is for a wrong result, not rounding)
+_NARROW_FLOAT_TOLERANCE = {"FLOAT16": 5e-3, "BFLOAT16": 5e-2, "FLOAT8E4M3FN": 0.25, "FLOAT8E4M3FNUZ": 0.25,
+                           "FLOAT8E5M2": 0.5, "FLOAT8E5M2FNUZ": 0.5, "FLOAT8E8M0": 0.5, "FLOAT4E2M1": 0.5}
+
+
+def output_tolerance(model: Any) -> float:
+    """``rtol = atol`` for two ONNX Runtime runs of ``model`` (``ModelProto``) split differently: :data:`RTOL`,
+    or the tolerance of the narrowest float type the model names (inputs, outputs, value infos, initializers,
+    ``Cast`` targets).
+
+    >>> from onnx import TensorProto, helper
+    >>> node = helper.make_node("Cast", ["x"], ["h"], to=TensorProto.FLOAT16)
+    >>> output_tolerance(helper.make_model(helper.make_graph([node], "g", [], [])))
+    0.005
+    """
+    from onnx import TensorProto
+
+    narrow = {getattr(TensorProto, t): tol for t, tol in _NARROW_FLOAT_TOLERANCE.items() if hasattr(TensorProto, t)}
+    g = model.graph
+    types = {vi.type.tensor_type.elem_type for vi in [*g.input, *g.output, *g.value_info]}
+    types |= {t.data_type for t in g.initializer}
+    types |= {a.i for n in g.node if n.op_type == "Cast" for a in n.attribute if a.name == "to"}
+    return max([RTOL, *(narrow[t] for t in types if t in narrow)])
 
 
 def outputs_informative(ref: Mapping[str, np.ndarray]) -> bool:
@@ -31,8 +60,9 @@ def outputs_informative(ref: Mapping[str, np.ndarray]) -> bool:
     return False
 
 
-def compare_outputs(ref: Mapping[str, np.ndarray], got: Mapping[str, np.ndarray]) -> tuple[bool, float]:
-    """All outputs equal within ``rtol = atol = 1e-5`` (NaN == NaN); also the max abs error."""
+def compare_outputs(ref: Mapping[str, np.ndarray], got: Mapping[str, np.ndarray],
+                    tol: float = RTOL) -> tuple[bool, float]:
+    """All outputs equal within ``rtol = atol = tol`` (default 1e-5; NaN == NaN); also the max abs error."""
     ok, worst = True, 0.0
     for name, a in ref.items():
         b = np.asarray(got[name])
@@ -40,7 +70,7 @@ def compare_outputs(ref: Mapping[str, np.ndarray], got: Mapping[str, np.ndarray]
         if a.shape != b.shape:
             return False, float("inf")
         if a.dtype.kind in "fc":
-            if not np.allclose(a, b, rtol=RTOL, atol=ATOL, equal_nan=True):
+            if not np.allclose(a, b, rtol=tol, atol=tol, equal_nan=True):
                 ok = False
             diff = np.abs(a.astype(np.float64) - b.astype(np.float64))
             finite = diff[np.isfinite(diff)]

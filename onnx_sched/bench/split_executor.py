@@ -25,6 +25,9 @@ stream per device worker).  Tensors stay on their torch device while only that
 device reads them; the ones another device or the caller reads are copied to the
 host.  :func:`device_spec` reads a runtime device label (``CPU``, ``cuda:0``,
 ``torch:cpu``) into a :class:`DeviceSpec`.
+
+A tensor of a type numpy has no array for (bfloat16, float8, int4) crosses parts as an ONNX Runtime
+``OrtValue``, as it came out of the producing session; graph outputs must be of plain types.
 """
 
 from __future__ import annotations
@@ -42,7 +45,19 @@ import numpy as np
 import onnx
 from onnx import helper
 
+from onnx_sched.importers.onnx_weights import with_weights
+
 __all__ = ["DeviceSpec", "SplitExecutor", "SubModel", "device_spec", "node_devices", "random_feed", "split_model"]
+
+
+#: element types ONNX Runtime's Python API returns only as ``OrtValue`` (no numpy array type)
+_ORT_VALUE_ONLY = frozenset(getattr(onnx.TensorProto, t) for t in (
+    "BFLOAT16", "FLOAT8E4M3FN", "FLOAT8E4M3FNUZ", "FLOAT8E5M2", "FLOAT8E5M2FNUZ", "FLOAT8E8M0", "UINT4", "INT4",
+    "FLOAT4E2M1", "UINT2", "INT2") if hasattr(onnx.TensorProto, t))
+
+
+def _ort_value_only(vi: onnx.ValueInfoProto) -> bool:
+    return vi.type.tensor_type.elem_type in _ORT_VALUE_ONLY
 
 
 def random_feed(model: Any, seed: int = 0, dims: Mapping[str, int] | None = None) -> dict[str, np.ndarray]:
@@ -189,7 +204,7 @@ def _value_infos(model: onnx.ModelProto) -> dict[str, onnx.ValueInfoProto]:
 
 def split_model(imported: Any, placement: np.ndarray) -> list[SubModel]:
     """Cut ``imported.model`` into per-device parts for ``placement`` (device per graph op)."""
-    model = imported.model
+    model = with_weights(imported)
     nodes = model.graph.node
     dev = node_devices(imported, placement)
     weight_nodes = set(int(i) for i in imported.weight_nodes)
@@ -246,6 +261,12 @@ def split_model(imported: Any, placement: np.ndarray) -> list[SubModel]:
     return parts
 
 
+def _ort_value(value: Any) -> Any:
+    import onnxruntime as ort
+
+    return value if isinstance(value, ort.OrtValue) else ort.OrtValue.ortvalue_from_numpy(np.ascontiguousarray(value))
+
+
 class _Worker(threading.Thread):
     def __init__(self, cores: tuple[int, ...], context: Any = None) -> None:
         super().__init__(daemon=True)
@@ -290,6 +311,14 @@ class SplitExecutor:
         self.output_names = list(output_names)
         self.concurrent = concurrent
         self.sessions: list[Any] = []
+        opaque = [vi.name for p in self.parts for vi in p.model.graph.output
+                  if vi.name in self.output_names and _ort_value_only(vi)]
+        if opaque:
+            raise ValueError(f"graph output {opaque[0]!r} is of a type ONNX Runtime's Python API returns without an "
+                             "array (bfloat16, float8 or int4): the split executor compares outputs as arrays; cast "
+                             "the graph outputs to a plain type to time this model")
+        #: per part: whether its outputs come back as ``OrtValue`` (some have no numpy type)
+        self._ort_values = [any(_ort_value_only(vi) for vi in p.model.graph.output) for p in self.parts]
         readers: dict[str, set[int]] = {}
         for p in self.parts:
             for x in p.inputs:
@@ -370,7 +399,10 @@ class SplitExecutor:
                             busy[part.device] += dt
                         return
                     inputs = {x: env[x] for x in part.inputs}
-                    outs = sess.run(list(part.outputs), inputs)
+                    if self._ort_values[k]:
+                        outs = sess.run_with_ort_values(list(part.outputs), {x: _ort_value(v) for x, v in inputs.items()})
+                    else:
+                        outs = sess.run(list(part.outputs), inputs)  # takes arrays and OrtValues alike
                     dt = time.perf_counter() - t0
                     with lock:
                         env.update(zip(part.outputs, outs))

@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from onnx_sched.errors import ModelLoadError
+from onnx_sched.importers.onnx_weights import with_weights
 from onnx_sched.schedule import Schedule
 
 __all__ = [
@@ -197,7 +198,7 @@ def export_openvino(imported: Any, schedule: Schedule, device_names: Sequence[st
     if len(placement) and (placement.min() < 0 or placement.max() >= len(device_names)):
         raise ValueError(f"placement uses device ids outside [0, {len(device_names)}) for devices {list(device_names)}")
     if ov_model is None:
-        ov_model = imported.model if hasattr(imported, "op_index") else read_onnx_into_openvino(imported.model)
+        ov_model = imported.model if hasattr(imported, "op_index") else read_onnx_into_openvino(with_weights(imported))
     mapping = map_ov_to_graph_ops(ov_model, imported)
     given = {name: device_names[int(placement[op])] for name, op in mapping.items() if op >= 0}
     affinity = complete_affinity(ov_model, given)

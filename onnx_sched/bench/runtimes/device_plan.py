@@ -44,6 +44,7 @@ import numpy as np
 import onnx
 
 from onnx_sched.cost import device_memory as dm
+from onnx_sched.importers.onnx_weights import with_weights
 
 __all__ = ["Action", "DevicePlan", "PlacedSchedule", "Recv", "RunOp", "Send", "device_plans", "load_schedule",
            "single_device", "weight_values"]
@@ -158,7 +159,7 @@ def weight_values(imported: Any) -> dict[str, np.ndarray]:
     from onnx_sched.bench.ort_runner import make_session_options
     from onnx_sched.bench.split_executor import _reads, _value_infos
 
-    model = imported.model
+    model = with_weights(imported)
     nodes = model.graph.node
     wnodes = sorted(int(i) for i in imported.weight_nodes)
     made = {o for i in wnodes for o in nodes[i].output if o}
@@ -209,7 +210,7 @@ def device_plans(sched: PlacedSchedule) -> list[DevicePlan]:
     predicted = sched.predicted_peaks()
     problem, imported = sched.problem, sched.imported
     graph, a = problem.graph, problem.arrays
-    model = imported.model
+    model = with_weights(imported)
     nodes = model.graph.node
     vis = _value_infos(model)
     weights = weight_values(imported)

@@ -43,9 +43,10 @@ from typing import Any
 
 import numpy as np
 
-from onnx_sched.bench.outputs import compare_outputs
+from onnx_sched.bench.outputs import compare_outputs, output_tolerance
 from onnx_sched.bench.runtimes.device_plan import DevicePlan, PlacedSchedule, Recv, RunOp, Send, device_plans
 from onnx_sched.errors import OnnxSchedError
+from onnx_sched.importers.onnx_weights import with_weights
 
 __all__ = ["DeviceMeasurement", "DeviceProcesses", "ScheduleMeasurement", "measure_schedule",
            "reference_outputs"]
@@ -290,7 +291,8 @@ def measure_schedule(sched: PlacedSchedule, feed: Mapping[str, np.ndarray]) -> S
         _, timed = procs.run(feed, "time")
         _, heap = procs.run(feed, "heap")
         outputs, rss = procs.run(feed, "rss")
-    equal, worst = compare_outputs(reference_outputs(sched.imported.model, feed), outputs)
+    model = with_weights(sched.imported)
+    equal, worst = compare_outputs(reference_outputs(model, feed), outputs, output_tolerance(model))
     devices = tuple(
         DeviceMeasurement(device=p.name, predicted_peak_bytes=p.predicted_peak_bytes,
                           heap_peak_bytes=h["heap_peak_bytes"], heap_end_bytes=h["heap_end_bytes"],

@@ -13,6 +13,8 @@ from typing import Any
 
 import numpy as np
 
+from onnx_sched.importers.onnx_weights import with_weights
+
 __all__ = ["is_openvino_import", "openvino_model_of", "output_names", "seeded_inputs"]
 
 
@@ -28,7 +30,7 @@ def openvino_model_of(imported: Any) -> Any:
         return imported.model.clone()
     from onnx_sched.exporters.openvino import read_onnx_into_openvino
 
-    return read_onnx_into_openvino(imported.model)
+    return read_onnx_into_openvino(with_weights(imported))
 
 
 def output_names(imported: Any) -> list[str]:

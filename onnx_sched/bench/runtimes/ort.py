@@ -23,8 +23,9 @@ from typing import Any
 
 import numpy as np
 
-from onnx_sched.bench.outputs import compare_outputs, outputs_informative
+from onnx_sched.bench.outputs import compare_outputs, output_tolerance, outputs_informative
 from onnx_sched.bench.timing import summarize, time_calls
+from onnx_sched.importers.onnx_weights import with_weights
 
 __all__ = ["bench_ort", "bench_ort_interleaved"]
 
@@ -51,7 +52,7 @@ def bench_ort(imported: Any, placement: np.ndarray, devices: Sequence[Any], *, w
     if reference:
         spec = devices[0]
         so = make_session_options(arena=True, opt_level=opt_level, threads=spec.threads)
-        sess = ort.InferenceSession(imported.model.SerializeToString(), so, providers=[spec.provider])
+        sess = ort.InferenceSession(with_weights(imported).SerializeToString(), so, providers=[spec.provider])
 
         def run_ref() -> dict[str, np.ndarray]:
             return dict(zip(outputs, sess.run(outputs, feed)))
@@ -91,7 +92,7 @@ def bench_ort(imported: Any, placement: np.ndarray, devices: Sequence[Any], *, w
     report["split"] = summarize(times)
     report["device_seconds"] = {k: float(np.median([d.get(k, 0.0) for d in per_dev])) for k in per_dev[0]}
     if ref_out is not None:
-        ok, err = compare_outputs(ref_out, out)
+        ok, err = compare_outputs(ref_out, out, output_tolerance(imported.model))
         if torch_devices:  # other kernels than ORT's: the torch tolerance
             from onnx_sched.bench.runtimes.torch_parts import outputs_close, tolerance
 
@@ -123,7 +124,7 @@ def bench_ort_interleaved(imported: Any, placement: np.ndarray, devices: Sequenc
     parts = split_model(imported, placement)
     spec = devices[0]
     so = make_session_options(arena=True, opt_level=opt_level, threads=spec.threads)
-    sess = ort.InferenceSession(imported.model.SerializeToString(), so, providers=[spec.provider])
+    sess = ort.InferenceSession(with_weights(imported).SerializeToString(), so, providers=[spec.provider])
     worker = _Worker(spec.cores)
     worker.start()
 

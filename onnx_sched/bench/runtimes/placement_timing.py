@@ -19,6 +19,8 @@ from typing import Any
 
 import numpy as np
 
+from onnx_sched.importers.onnx_weights import with_weights
+
 __all__ = ["interleaved_seconds", "speedups_over"]
 
 
@@ -32,7 +34,7 @@ def interleaved_seconds(imported: Any, placements: np.ndarray, device_names: Seq
     check run so far plus ``warmup + repeats`` runs of every row kept still fit.  Rows left out are NaN."""
     import onnx
 
-    from onnx_sched.bench.outputs import compare_outputs
+    from onnx_sched.bench.outputs import compare_outputs, output_tolerance
     from onnx_sched.bench.split_executor import SplitExecutor, device_spec, random_feed, split_model
 
     if imported is None or not isinstance(getattr(imported, "model", None), onnx.ModelProto):
@@ -46,6 +48,7 @@ def interleaved_seconds(imported: Any, placements: np.ndarray, device_names: Seq
     specs = [device_spec(name, threads=1, cores=(i % ncpu,)) for i, name in enumerate(device_names)]
     outputs = [o.name for o in imported.model.graph.output]
     feed = random_feed(imported.model, seed)
+    tol = output_tolerance(imported.model)
     kept: list[tuple[int, Any]] = []
     run_seconds, setup_seconds = 0.0, 0.0  # one run of every kept row; the slowest setup + check run
     times = np.full((len(placements), repeats), np.nan)
@@ -65,7 +68,7 @@ def interleaved_seconds(imported: Any, placements: np.ndarray, device_names: Seq
             if reference is None:
                 reference = out
                 continue
-            ok, err = compare_outputs(reference, out)
+            ok, err = compare_outputs(reference, out, tol)
             if not ok:
                 raise ValueError(f"measured target: a placement's outputs differ from the reference (max abs {err:.3g})")
         for r in range(warmup + repeats):
@@ -90,7 +93,7 @@ def _check_loads(imported: Any) -> None:
 
     name = str(imported.path) if getattr(imported, "path", None) else (imported.model.graph.name or "the model")
     with ort_loads(name):
-        ort.InferenceSession(imported.model.SerializeToString(), make_session_options(arena=False, opt_level="none",
+        ort.InferenceSession(with_weights(imported).SerializeToString(), make_session_options(arena=False, opt_level="none",
                              threads=1), providers=["CPUExecutionProvider"])
 
 

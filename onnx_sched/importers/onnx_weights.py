@@ -1,0 +1,42 @@
+"""An imported ONNX model with its external weight data read in, for runtimes that load it from bytes.
+
+The import never reads weight bytes (:mod:`onnx_sched.importers.onnx`), and the exporter writes the
+external references back as they were.  But an ONNX Runtime session or an OpenVINO model built from
+serialized bytes cannot find a data file beside the model: the commands that run the model (the
+measured target, ``bench-placement``, ``profile``, the per-device processes) take :func:`with_weights`.
+"""
+
+from __future__ import annotations
+
+import weakref
+
+import onnx
+from onnx.external_data_helper import load_external_data_for_model, uses_external_data
+
+from onnx_sched.errors import ModelLoadError
+from onnx_sched.importers.onnx import ImportedOnnx
+
+__all__ = ["with_weights"]
+
+_WITH_WEIGHTS: weakref.WeakKeyDictionary[ImportedOnnx, onnx.ModelProto] = weakref.WeakKeyDictionary()
+
+
+def with_weights(imported: ImportedOnnx) -> onnx.ModelProto:
+    """``imported.model`` itself when it has no external data; otherwise a copy with the data read in, once
+    per import (``imported.model`` keeps its references)."""
+    model = imported.model
+    if not any(uses_external_data(t) for t in model.graph.initializer):
+        return model
+    if imported.path is None:
+        raise ModelLoadError(f"{model.graph.name or 'the model'}: its weights are in external data files and the "
+                             "model was given in memory, not as a file; load it with its external data")
+    if imported not in _WITH_WEIGHTS:
+        full = onnx.ModelProto()
+        full.CopyFrom(model)
+        try:
+            load_external_data_for_model(full, str(imported.path.parent))
+        except (OSError, ValueError) as exc:
+            reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise ModelLoadError(f"{imported.path}: cannot read its external data: {reason}") from None
+        _WITH_WEIGHTS[imported] = full
+    return _WITH_WEIGHTS[imported]

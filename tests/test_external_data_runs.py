@@ -1,0 +1,66 @@
+"""Commands that run a model -- the measured target, bench-placement, profile -- read its external weights.
+
+The import never reads weight bytes (onnx_sched.importers.onnx), and an ONNX Runtime session or an OpenVINO
+model built from serialized bytes cannot find a file beside the model: ``with_weights`` reads them in for
+those runs, while the exporter keeps writing the external references.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import onnx
+from conftest import assert_bitwise_equal, branchy_model, external_data_model, run_ort
+from onnx import helper
+
+from onnx_sched.importers.onnx import import_onnx
+from onnx_sched.importers.onnx_weights import with_weights
+from onnx_sched.profiling.runtimes import profile_ort
+
+EXE = [sys.executable, "-m", "onnx_sched.cli.__main__"]
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+
+
+def run_cli(*args: object) -> subprocess.CompletedProcess:
+    return subprocess.run([*EXE, *map(str, args)], capture_output=True, text=True, timeout=300)
+
+
+def test_with_weights_reads_the_data_once_and_leaves_the_import_external(tmp_path):
+    imported = import_onnx(external_data_model(tmp_path))
+    full = with_weights(imported)
+    assert all(t.HasField("raw_data") and not t.external_data for t in full.graph.initializer)
+    assert all(t.external_data for t in imported.model.graph.initializer)  # what the exporter writes back
+    assert with_weights(imported) is full
+    inline = import_onnx(branchy_model())
+    assert with_weights(inline) is inline.model
+
+
+def test_measured_target_and_bench_placement_run_a_model_with_external_data(tmp_path):
+    src = external_data_model(tmp_path / "in")
+    out = tmp_path / "out" / "m.sched.onnx"
+    res = run_cli("optimize", src, "-o", out, "--objective", "makespan", "--machines",
+                  EXAMPLES / "machines_cpu_igpu_dgpu.json", "--method", "brkga", "--candidates", 5, "--top-k", 3,
+                  "--target", "measured")
+    assert res.returncode == 0, res.stderr
+    assert (out.parent / "m.weights").read_bytes() == (src.parent / "m.weights").read_bytes()
+    onnx.checker.check_model(str(out))
+    assert_bitwise_equal(run_ort(str(src)), run_ort(str(out)))
+    for runtime in ("ort", "openvino"):
+        res = run_cli("bench-placement", src, "--placement", out, "--runtime", runtime)
+        assert res.returncode == 0, (runtime, res.stderr)
+        assert "outputs equal" in res.stdout, res.stdout
+
+
+def test_ort_profile_times_nodes_without_names(tmp_path):
+    """ONNX Runtime names profile events by node name: unnamed nodes are profiled under their stable names."""
+    vi = helper.make_tensor_value_info
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["a"]), helper.make_node("Exp", ["x"], ["b"]),
+                               helper.make_node("Add", ["a", "b"], ["y"])], "unnamed",
+                              [vi("x", onnx.TensorProto.FLOAT, [64, 64])], [vi("y", onnx.TensorProto.FLOAT, [64, 64])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 10
+    profile = profile_ort(import_onnx(model), repeats=3, warmup=1)
+    assert set(profile.op_seconds) == {"Relu:a", "Exp:b", "Add:y"}
+    assert all(s > 0 for s in profile.op_seconds.values()), profile.op_seconds
