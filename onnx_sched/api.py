@@ -204,6 +204,10 @@ def optimize_model(
     exported = export_model(imported, schedule, meta, device_names=device_names)
     report["output_format"] = exported.format
     report["notes"] = list(exported.notes)
+    bounded = int(imported.graph.metadata.get("upper_bound_tensors", 0))
+    if bounded:
+        report["notes"].append(f"{bounded} tensors have data-dependent shapes (e.g. NonZero, NonMaxSuppression): "
+                               "sized at their upper bound, so the memory figures are worst-case bounds")
     report["total_seconds"] = clock.elapsed()
     return OptimizeResult(model=exported.model, schedule=schedule, report=report, imported=imported, problem=problem,
                           metadata=meta)

@@ -9,9 +9,10 @@ What becomes what:
 * control-flow nodes (If / Loop / Scan) are single ops whose inputs include the
   outer-scope values their subgraphs read;
 * tensor sizes come from onnx shape inference, then ONNX Runtime's symbolic shape
-  inference, then OpenVINO's ONNX frontend; ``input_shapes`` / ``dims`` pin dynamic
-  dimensions.  Any size still unknown raises :class:`UnknownShapeError` naming the
-  tensors: sizes are never silently zero.
+  inference, then OpenVINO's ONNX frontend, whose bounds size data-dependent outputs
+  (``NonZero``, ``NonMaxSuppression``) at their upper bound (:mod:`.bounded_shapes`);
+  ``input_shapes`` / ``dims`` pin dynamic dimensions.  Any size still unknown raises
+  :class:`UnknownShapeError` naming the tensors: sizes are never silently zero.
 
 Weight bytes are never read: files are loaded with ``load_external_data=False``,
 so models with external data and models over 2 GB import in memory proportional to
@@ -34,6 +35,7 @@ from onnx_sched.cost.flops import op_flops
 from onnx_sched.errors import ModelLoadError, UnknownOpError, UnknownShapeError
 from onnx_sched.graph import Graph, TensorKind
 from onnx_sched.importers._assemble import assemble_graph
+from onnx_sched.importers.onnx_shapes import infer_types
 from onnx_sched.importers.onnx_topology import topology_problem
 
 __all__ = [
@@ -197,90 +199,6 @@ def _pin_inputs(model: onnx.ModelProto, input_shapes: Mapping[str, tuple[int, ..
     return m
 
 
-def _shape_of(t: onnx.TypeProto) -> tuple[int, ...] | None:
-    if not t.HasField("tensor_type") or not t.tensor_type.HasField("shape"):
-        return None
-    out = []
-    for d in t.tensor_type.shape.dim:
-        if not d.HasField("dim_value") or d.dim_value < 0:
-            return None
-        out.append(int(d.dim_value))
-    return tuple(out)
-
-
-def _collect_types(model: onnx.ModelProto) -> dict[str, tuple[int, tuple[int, ...] | None]]:
-    g = model.graph
-    out: dict[str, tuple[int, tuple[int, ...] | None]] = {}
-    for vi in list(g.input) + list(g.value_info) + list(g.output):
-        if vi.type.HasField("tensor_type"):
-            prev = out.get(vi.name)
-            shape = _shape_of(vi.type)
-            if prev is None or (prev[1] is None and shape is not None):
-                out[vi.name] = (vi.type.tensor_type.elem_type, shape)
-    for init in g.initializer:
-        out[init.name] = (init.data_type, tuple(int(d) for d in init.dims))
-    return out
-
-
-def _infer_onnx(model: onnx.ModelProto) -> dict:
-    try:
-        inferred = onnx.shape_inference.infer_shapes(model, check_type=False, strict_mode=False, data_prop=True)
-    except Exception:  # noqa: BLE001 - fall through to the other engines
-        return {}
-    return _collect_types(inferred)
-
-
-def _infer_ort_symbolic(model: onnx.ModelProto) -> dict:
-    try:
-        from onnxruntime.tools.symbolic_shape_infer import SymbolicShapeInference
-    except Exception:  # noqa: BLE001
-        return {}
-    import contextlib
-    import tempfile
-
-    try:
-        # it writes a scratch file into the working directory: keep that out of the user's folder
-        with tempfile.TemporaryDirectory() as tmp, contextlib.chdir(tmp):
-            inferred = SymbolicShapeInference.infer_shapes(model, auto_merge=True, guess_output_rank=False)
-    except Exception:  # noqa: BLE001
-        return {}
-    return _collect_types(inferred) if inferred is not None else {}
-
-
-def _infer_openvino(model: onnx.ModelProto, path: Path | None) -> dict:
-    try:
-        import openvino as ov
-    except Exception:  # noqa: BLE001
-        return {}
-    try:
-        if path is not None and not model.graph.value_info:
-            ov_model = ov.Core().read_model(str(path))
-        else:
-            import tempfile
-
-            with tempfile.TemporaryDirectory() as tmp:
-                f = Path(tmp) / "m.onnx"
-                onnx.save(model, str(f))
-                ov_model = ov.Core().read_model(str(f))
-    except Exception:  # noqa: BLE001
-        return {}
-    out: dict = {}
-    from onnx.helper import np_dtype_to_tensor_dtype
-
-    for op in ov_model.get_ordered_ops():
-        for o in op.outputs():
-            ps = o.get_partial_shape()
-            if not ps.is_static:
-                continue
-            try:
-                elem = np_dtype_to_tensor_dtype(np.dtype(o.get_element_type().to_dtype()))
-            except Exception:  # noqa: BLE001
-                continue
-            for name in o.get_names():
-                out[name] = (elem, tuple(int(d) for d in ps.to_shape()))
-    return out
-
-
 _SUB_BYTE_BITS = {"INT4": 4, "UINT4": 4, "FLOAT4E2M1": 4, "INT2": 2, "UINT2": 2, "FLOAT6E2M3": 6, "FLOAT6E3M2": 6}
 
 
@@ -321,21 +239,6 @@ def _param_bytes(model: onnx.ModelProto, op_names: tuple[str, ...]) -> np.ndarra
         return np.asarray([int(table.get(name, 0)) for name in op_names], dtype=np.int64)
     except (ValueError, TypeError, AttributeError):
         raise ModelLoadError("metadata onnx_sched.op_param_bytes is not a JSON map of op name to bytes") from None
-
-
-def _default_opset(model: onnx.ModelProto) -> int:
-    return next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 1)
-
-
-def _fill_known_rules(g: onnx.GraphProto, types: dict, opset: int) -> None:
-    """Shapes that inference engines leave out but the op's definition fixes,
-    e.g. the mask of ``Dropout`` (same shape as its input; bool from opset 10)."""
-    for node in g.node:
-        if node.op_type == "Dropout" and len(node.output) > 1 and node.output[1]:
-            mask, src = node.output[1], node.input[0]
-            if (mask not in types or types[mask][1] is None) and src in types and types[src][1] is not None:
-                elem = onnx.TensorProto.BOOL if opset >= 10 else types[src][0]
-                types[mask] = (elem, types[src][1])
 
 
 # ------------------------------------------------------------------ structure
@@ -390,29 +293,7 @@ def import_onnx(
     g = model.graph
     pinned = _pin_inputs(model, input_shapes or {}, dims or {})
 
-    types = _collect_types(pinned)
-    sources: dict[str, int] = {}
-    needed = [o for n in g.node for o in n.output if o] + [i.name for i in g.input]
-
-    def missing() -> list[str]:
-        return [t for t in needed if t not in types or types[t][1] is None]
-
-    for engine, infer in (
-        ("onnx", lambda: _infer_onnx(pinned)),
-        ("ort-symbolic", lambda: _infer_ort_symbolic(pinned)),
-        ("openvino", lambda: _infer_openvino(pinned, path if not (input_shapes or dims) else None)),
-    ):
-        if not missing():
-            break
-        found = infer()
-        got = 0
-        for name in missing():
-            if name in found and found[name][1] is not None:
-                types[name] = found[name]
-                got += 1
-        sources[engine] = got
-
-    _fill_known_rules(g, types, opset=_default_opset(model))
+    types, sources = infer_types(pinned, path if not (input_shapes or dims) else None)
 
     initializers = {i.name for i in g.initializer}
     graph_inputs = [i.name for i in g.input if i.name not in initializers]
@@ -503,7 +384,8 @@ def import_onnx(
         name=path.stem if path else (g.name or "model"), op_names=op_names, op_types=op_types,
         op_attrs=tuple(_attrs(g.node[i]) for i in op_node), op_in=op_in, op_out=op_out, tensor_names=names,
         tensor_bytes=sizes, tensor_kind=kinds, tensor_producer=producer, tensor_dtypes=dtypes, tensor_shapes=shapes,
-        flops_of=op_flops, metadata={"source": "onnx", "ir_version": int(model.ir_version)},
+        flops_of=op_flops, metadata={"source": "onnx", "ir_version": int(model.ir_version),
+                                     "upper_bound_tensors": sources.get("openvino-upper-bound", 0)},
         op_param_bytes=_param_bytes(model, op_names),
     )
     return ImportedOnnx(

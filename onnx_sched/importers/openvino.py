@@ -32,6 +32,7 @@ from onnx_sched.cost.flops import op_flops
 from onnx_sched.errors import ModelLoadError, OnnxSchedError, UnknownShapeError
 from onnx_sched.graph import Graph, TensorKind
 from onnx_sched.importers._assemble import assemble_graph
+from onnx_sched.importers.bounded_shapes import upper_bound_shape
 
 __all__ = ["ImportedOpenVINO", "import_openvino", "is_openvino_source", "read_ir"]
 
@@ -266,14 +267,16 @@ def import_openvino(source: Any, input_shapes: Mapping[str, tuple[int, ...]] | N
     sizes = np.zeros(len(names), dtype=np.int64)
     shapes: list[tuple[int, ...] | None] = []
     dtypes: list[str] = []
+    bounded = 0
     for t, out in enumerate(outs_meta):
         pshape, et = out.get_partial_shape(), out.get_element_type()
         dtypes.append(_dtype_name(et))
-        if pshape.rank.is_dynamic or not pshape.is_static or et.is_dynamic():
+        shape = upper_bound_shape(pshape)
+        if shape is None or et.is_dynamic():
             unknown.append(f"{names[t]} {pshape} {et.get_type_name()}")
             shapes.append(None)
             continue
-        shape = tuple(int(d) for d in pshape.to_shape())
+        bounded += not pshape.is_static
         shapes.append(shape)
         sizes[t] = (prod(shape) * _type_bits(et) + 7) // 8
     if unknown:
@@ -289,7 +292,7 @@ def import_openvino(source: Any, input_shapes: Mapping[str, tuple[int, ...]] | N
         name=path.stem if path else (model.get_friendly_name() or "model"), op_names=op_index, op_types=op_types,
         op_attrs=tuple(_plain_attrs(nodes[i]) for i in op_nodes), op_in=op_in, op_out=op_out, tensor_names=names,
         tensor_bytes=sizes, tensor_kind=kinds, tensor_producer=producer, tensor_dtypes=dtypes, tensor_shapes=shapes,
-        flops_of=_flops, metadata={"source": "openvino"},
+        flops_of=_flops, metadata={"source": "openvino", "upper_bound_tensors": bounded},
     )
     weight_nodes = tuple(nodes[i].get_friendly_name() for i in np.flatnonzero(constant))
     return ImportedOpenVINO(graph=graph, model=model, op_index=op_index, weight_nodes=weight_nodes, path=path)

@@ -1,0 +1,158 @@
+"""Element type and static shape of every tensor of an ONNX model, from a chain of inference engines.
+
+onnx's shape inference first, then ONNX Runtime's symbolic shape inference, then OpenVINO's ONNX
+frontend, each only for what the ones before left unknown; last, OpenVINO's upper bounds for
+data-dependent shapes (:mod:`onnx_sched.importers.bounded_shapes`) and the shapes an op's definition
+fixes where every engine leaves them out (``Dropout``'s mask).  ``sources`` counts what each engine
+gave (``onnx-sched inspect`` shows it).
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+import numpy as np
+import onnx
+
+from onnx_sched.importers.bounded_shapes import upper_bound_shape
+
+__all__ = ["infer_types"]
+
+TensorType = tuple[int, "tuple[int, ...] | None"]
+
+
+def infer_types(model: onnx.ModelProto, path: Path | None = None) -> tuple[dict[str, TensorType], dict[str, int]]:
+    """``(types, sources)``: ``types[name] = (elem_type, shape or None)`` for the graph's inputs, outputs
+    and node outputs; ``path`` (the file ``model`` was read from, unchanged) lets OpenVINO read the file
+    itself."""
+    g = model.graph
+    types = _collect_types(model)
+    sources: dict[str, int] = {}
+    needed = [o for n in g.node for o in n.output if o] + [i.name for i in g.input]
+
+    def missing() -> list[str]:
+        return [t for t in needed if t not in types or types[t][1] is None]
+
+    openvino_shapes = functools.cache(lambda: _infer_openvino(model, path))
+    for engine, infer in (
+        ("onnx", lambda: _infer_onnx(model)),
+        ("ort-symbolic", lambda: _infer_ort_symbolic(model)),
+        ("openvino", lambda: openvino_shapes()[0]),
+        ("openvino-upper-bound", lambda: openvino_shapes()[1]),
+    ):
+        if not missing():
+            break
+        found = infer()
+        got = 0
+        for name in missing():
+            if name in found and found[name][1] is not None:
+                types[name] = found[name]
+                got += 1
+        sources[engine] = got
+
+    _fill_known_rules(g, types, opset=_default_opset(model))
+    return types, sources
+
+
+def _shape_of(t: onnx.TypeProto) -> tuple[int, ...] | None:
+    if not t.HasField("tensor_type") or not t.tensor_type.HasField("shape"):
+        return None
+    out = []
+    for d in t.tensor_type.shape.dim:
+        if not d.HasField("dim_value") or d.dim_value < 0:
+            return None
+        out.append(int(d.dim_value))
+    return tuple(out)
+
+
+def _collect_types(model: onnx.ModelProto) -> dict[str, tuple[int, tuple[int, ...] | None]]:
+    g = model.graph
+    out: dict[str, tuple[int, tuple[int, ...] | None]] = {}
+    for vi in list(g.input) + list(g.value_info) + list(g.output):
+        if vi.type.HasField("tensor_type"):
+            prev = out.get(vi.name)
+            shape = _shape_of(vi.type)
+            if prev is None or (prev[1] is None and shape is not None):
+                out[vi.name] = (vi.type.tensor_type.elem_type, shape)
+    for init in g.initializer:
+        out[init.name] = (init.data_type, tuple(int(d) for d in init.dims))
+    return out
+
+
+def _infer_onnx(model: onnx.ModelProto) -> dict:
+    try:
+        inferred = onnx.shape_inference.infer_shapes(model, check_type=False, strict_mode=False, data_prop=True)
+    except Exception:  # noqa: BLE001 - fall through to the other engines
+        return {}
+    return _collect_types(inferred)
+
+
+def _infer_ort_symbolic(model: onnx.ModelProto) -> dict:
+    try:
+        from onnxruntime.tools.symbolic_shape_infer import SymbolicShapeInference
+    except Exception:  # noqa: BLE001
+        return {}
+    import contextlib
+    import tempfile
+
+    try:
+        # it writes a scratch file into the working directory: keep that out of the user's folder
+        with tempfile.TemporaryDirectory() as tmp, contextlib.chdir(tmp):
+            inferred = SymbolicShapeInference.infer_shapes(model, auto_merge=True, guess_output_rank=False)
+    except Exception:  # noqa: BLE001
+        return {}
+    return _collect_types(inferred) if inferred is not None else {}
+
+
+def _infer_openvino(model: onnx.ModelProto, path: Path | None) -> tuple[dict, dict]:
+    """``(static, upper_bound)``: OpenVINO's static output shapes, and the data-dependent ones at their
+    upper bound (:mod:`onnx_sched.importers.bounded_shapes`)."""
+    try:
+        import openvino as ov
+    except Exception:  # noqa: BLE001
+        return {}, {}
+    try:
+        if path is not None and not model.graph.value_info:
+            ov_model = ov.Core().read_model(str(path))
+        else:
+            import tempfile
+
+            with tempfile.TemporaryDirectory() as tmp:
+                f = Path(tmp) / "m.onnx"
+                onnx.save(model, str(f))
+                ov_model = ov.Core().read_model(str(f))
+    except Exception:  # noqa: BLE001
+        return {}, {}
+    static: dict = {}
+    bounded: dict = {}
+    from onnx.helper import np_dtype_to_tensor_dtype
+
+    for op in ov_model.get_ordered_ops():
+        for o in op.outputs():
+            ps = o.get_partial_shape()
+            shape = upper_bound_shape(ps)
+            if shape is None:
+                continue
+            try:
+                elem = np_dtype_to_tensor_dtype(np.dtype(o.get_element_type().to_dtype()))
+            except Exception:  # noqa: BLE001
+                continue
+            for name in o.get_names():
+                (static if ps.is_static else bounded)[name] = (elem, shape)
+    return static, bounded
+
+
+def _default_opset(model: onnx.ModelProto) -> int:
+    return next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 1)
+
+
+def _fill_known_rules(g: onnx.GraphProto, types: dict, opset: int) -> None:
+    """Shapes that inference engines leave out but the op's definition fixes,
+    e.g. the mask of ``Dropout`` (same shape as its input; bool from opset 10)."""
+    for node in g.node:
+        if node.op_type == "Dropout" and len(node.output) > 1 and node.output[1]:
+            mask, src = node.output[1], node.input[0]
+            if (mask not in types or types[mask][1] is None) and src in types and types[src][1] is not None:
+                elem = onnx.TensorProto.BOOL if opset >= 10 else types[src][0]
+                types[mask] = (elem, types[src][1])
