@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import time
+import weakref
 from collections.abc import Sequence
 from typing import Any
 
@@ -83,18 +84,25 @@ def interleaved_seconds(imported: Any, placements: np.ndarray, device_names: Seq
     return times
 
 
+_LOADS: weakref.WeakSet[Any] = weakref.WeakSet()  # imports ONNX Runtime has loaded once
+
+
 def _check_loads(imported: Any) -> None:
     """One line (``ModelLoadError``) if ONNX Runtime cannot load the whole model, before it is split: a model ORT
-    rejects is bad input; a part ORT rejects would be a bug of the split."""
+    rejects is bad input; a part ORT rejects would be a bug of the split.  Once per import: the latency
+    objective's measured target times several placements of one model, each through here."""
     import onnxruntime as ort
 
     from onnx_sched.bench.ort_load import ort_loads
     from onnx_sched.bench.ort_runner import make_session_options
 
+    if imported in _LOADS:
+        return
     name = str(imported.path) if getattr(imported, "path", None) else (imported.model.graph.name or "the model")
     with ort_loads(name):
         ort.InferenceSession(with_weights(imported).SerializeToString(), make_session_options(arena=False, opt_level="none",
                              threads=1), providers=["CPUExecutionProvider"])
+    _LOADS.add(imported)
 
 
 def speedups_over(imported: Any, reference: np.ndarray, placements: np.ndarray, device_names: Sequence[str],
