@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -31,7 +31,7 @@ from onnx_sched.importers.openvino import is_openvino_source
 from onnx_sched.objectives import Objective, ProblemOptions, get_objective, resolve_objective
 from onnx_sched.objectives.objective import META_PREFIX
 from onnx_sched.objectives.peak_mem import memory_model_name
-from onnx_sched.passes import PassContext, get_pass
+from onnx_sched.passes import PassContext, TrackedOptions, get_pass
 from onnx_sched.schedule import Schedule
 
 __all__ = ["OptimizeResult", "export_seconds", "optimize", "optimize_model", "schedule_graph", "memory_model_name",
@@ -76,6 +76,8 @@ def schedule_graph(
     """
     obj = get_objective(objective)
     ctx = ctx or PassContext()
+    options = TrackedOptions(ctx.options)
+    ctx = replace(ctx, options=options)
     obj.check(graph, ctx)
     start = time.perf_counter()
     schedule = get_pass(method, obj.name)(graph, ctx)
@@ -91,6 +93,7 @@ def schedule_graph(
         **obj.report(graph, ctx, schedule, baseline),
         "kept_input_order": kept or bool(schedule.info.get("kept_input_order", False)),
         "seconds": seconds,
+        "unused_options": options.unused(),
     }
     return schedule, report
 
@@ -204,6 +207,9 @@ def optimize_model(
     exported = export_model(imported, schedule, meta, device_names=device_names)
     report["output_format"] = exported.format
     report["notes"] = list(exported.notes)
+    if report["unused_options"]:
+        report["notes"].append(f"method {method!r} of objective {obj.name!r} did not use the option(s) "
+                               f"{', '.join(report['unused_options'])}")
     bounded = int(imported.graph.metadata.get("upper_bound_tensors", 0))
     if bounded:
         report["notes"].append(f"{bounded} tensors have data-dependent shapes (e.g. NonZero, NonMaxSuppression): "

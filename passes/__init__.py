@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, ItemsView, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,7 +31,7 @@ from onnx_sched.graph import Graph
 from onnx_sched.objectives import OBJECTIVES, get_objective
 from onnx_sched.schedule import Schedule
 
-__all__ = ["PassContext", "PassFn", "available", "get_pass", "register"]
+__all__ = ["PassContext", "PassFn", "TrackedOptions", "available", "get_pass", "register"]
 
 
 @dataclass(frozen=True)
@@ -51,6 +51,48 @@ class PassContext:
     def option(self, name: str, default: Any) -> Any:
         value = self.options.get(name)
         return default if value is None else value
+
+
+class TrackedOptions(Mapping[str, Any]):
+    """Pass options that remember which ones were looked up (``get``, ``[]``, ``in``).
+
+    A pass reads the options it understands, so a user's option nobody looked up did not change
+    anything (a typo, or one meant for another method): ``schedule_graph`` reports it as unused.
+    Copying the options (``items()``, ``dict(...)``) is not reading them.
+
+    >>> opts = TrackedOptions({"samples": 8, "sampels": 8})
+    >>> opts.get("samples"), opts.unused()
+    (8, ['sampels'])
+    """
+
+    def __init__(self, options: Mapping[str, Any]) -> None:
+        self._options = dict(options)
+        self._read: set[str] = set()
+
+    def __getitem__(self, key: str) -> Any:
+        self._read.add(key)
+        return self._options[key]
+
+    def get(self, key: str, default: Any = None) -> Any:
+        self._read.add(key)
+        return self._options.get(key, default)
+
+    def __contains__(self, key: object) -> bool:
+        self._read.add(str(key))
+        return key in self._options
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._options)
+
+    def __len__(self) -> int:
+        return len(self._options)
+
+    def items(self) -> ItemsView[str, Any]:
+        return self._options.items()
+
+    def unused(self) -> list[str]:
+        """The options given (not ``None``) that nothing looked up."""
+        return sorted(k for k, v in self._options.items() if v is not None and k not in self._read)
 
 
 PassFn = Callable[[Graph, PassContext], Schedule]

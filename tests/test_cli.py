@@ -244,3 +244,34 @@ def test_ort_graph_all_with_sizes_onnx_cannot_infer_names_the_users_model(tmp_pa
     lines = res.stderr.strip().splitlines()
     assert res.returncode == 2 and len(lines) == 1, res.stderr
     assert lines[0].startswith(f"onnx-sched: error: {src}: unknown size") and "--ort-graph basic" in lines[0]
+
+
+@pytest.mark.parametrize(("args", "expected"), [
+    (["--objective", "makespan", "--machines", "examples/machines_3types.json", "--devices", "CPU,GPU"],
+     "devices (--devices) does not apply to objective 'makespan'"),
+    (["--machines", "examples/machines_3types.json"], "machines (--machines) does not apply to objective 'peak-mem'"),
+    (["--latency-mode", "concurrent"], "latency_mode (--latency-mode) does not apply to objective 'peak-mem'"),
+    (["--devices", ","], "--devices ',': no device names"),
+])
+def test_an_option_the_objective_does_not_read_is_refused(tmp_path, args, expected):
+    src = _save(branchy_model(), tmp_path / "m.onnx")
+    root = Path(__file__).resolve().parents[1]
+    args = [str(root / a) if a.startswith("examples/") else a for a in args]
+    res = run_cli("optimize", str(src), "-o", str(tmp_path / "o.onnx"), *args)
+    assert res.returncode == 2, res.stdout
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("onnx-sched: error: ") and expected in lines[0], res.stderr
+    assert not (tmp_path / "o.onnx").exists()
+
+
+def test_pass_options_nothing_read_are_reported_unused(tmp_path):
+    src = _save(branchy_model(), tmp_path / "m.onnx")
+    res = run_cli("optimize", str(src), "-o", str(tmp_path / "o.onnx"), "--method", "random", "--samples", "8",
+                  "--option", "sampels=8", "--report", str(tmp_path / "r.json"))
+    assert res.returncode == 0, res.stderr
+    assert json.loads((tmp_path / "r.json").read_text())["unused_options"] == ["sampels"]
+    assert "did not use the option(s) sampels" in " ".join(res.stdout.split())
+    res = run_cli("optimize", str(src), "-o", str(tmp_path / "o2.onnx"), "--method", "random", "--samples", "8",
+                  "--report", str(tmp_path / "r2.json"))
+    assert json.loads((tmp_path / "r2.json").read_text())["unused_options"] == []
+    assert "did not use" not in res.stdout

@@ -178,8 +178,10 @@ def _optimize(source: Path, model: Path, output: Path, objective: str, method: s
     from onnx_sched.exporters.dispatch import save_model
     from onnx_sched.jit import announce_compilation
 
-    wanted = tuple(d.strip() for d in devices.split(",") if d.strip()) if devices else None
-    options = {"beam_width": beam, "beam": beam, "samples": samples, **(extra_options or {})}
+    wanted = tuple(d.strip() for d in devices.split(",") if d.strip()) if devices is not None else None
+    if wanted == ():
+        raise ValueError(f"--devices {devices!r}: no device names; give a comma list such as CPU,GPU")
+    options = {"beam_width": beam, "samples": samples, **(extra_options or {})}
     console = Console()
     spinner = Console(stderr=True).status("compiling kernels, first run only")
     with announce_compilation(spinner.start, spinner.stop):

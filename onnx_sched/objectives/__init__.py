@@ -46,10 +46,28 @@ def get_objective(name: str) -> Objective:
     return importlib.import_module(module).OBJECTIVE
 
 
+#: The command-line flag of each :class:`ProblemOptions` field (error messages name both).
+FLAGS = {"machines": "--machines", "profiles": "--profiles", "devices": "--devices", "latency_mode": "--latency-mode",
+         "memory_limits": "--memory-limit"}
+
+
 def resolve_objective(name: str, options: ProblemOptions) -> Objective:
     """The objective that handles ``name`` with these options: ``peak-mem`` over two or more
-    ``devices`` is ``peak-mem-devices`` (:meth:`Objective.for_options`)."""
-    return get_objective(get_objective(name).for_options(options))
+    ``devices`` is ``peak-mem-devices`` (:meth:`Objective.for_options`).  An option the objective
+    does not read (:attr:`Objective.reads`) is a ``ValueError`` naming the objectives that read it.
+
+    >>> resolve_objective("peak-mem", ProblemOptions(machines="m.json"))
+    Traceback (most recent call last):
+    ...
+    ValueError: machines (--machines) does not apply to objective 'peak-mem'; it is read by makespan
+    """
+    objective = get_objective(get_objective(name).for_options(options))
+    for option in options.given():
+        if option not in objective.reads:
+            users = [o for o in OBJECTIVES if option in get_objective(o).reads]
+            raise ValueError(f"{option} ({FLAGS.get(option, option)}) does not apply to objective {name!r}; it is "
+                             f"read by {', '.join(users)}")
+    return objective
 
 
 def build_problem(objective: str, graph: Graph, **options: Any) -> Any:

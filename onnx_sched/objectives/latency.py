@@ -35,6 +35,7 @@ class Latency:
     name: str = "latency"
     pass_folder: str = "placement"
     plots: bool = False
+    reads: frozenset[str] = frozenset({"profiles", "devices", "latency_mode"})
 
     def for_options(self, options: ProblemOptions) -> str:
         return self.name

@@ -37,6 +37,7 @@ class Makespan:
     name: str = "makespan"
     pass_folder: str = "makespan"
     plots: bool = True
+    reads: frozenset[str] = frozenset({"machines"})
 
     def for_options(self, options: ProblemOptions) -> str:
         return self.name

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import MISSING, dataclass, field, fields
 from typing import TYPE_CHECKING, Any, Protocol
 
 from onnx_sched.graph import Graph
@@ -45,7 +45,8 @@ class ProblemOptions:
     files, ``devices``: the profiled devices to place on (default all) and
     ``latency_mode``: ``sequential`` or ``concurrent`` (latency).  ``devices`` and
     ``memory_limits`` (bytes per device name) also make peak memory a multi-device
-    problem.  An objective reads what it needs and ignores the rest.
+    problem.  An objective reads what it needs (:attr:`Objective.reads`); an option it
+    does not read is refused.
     """
 
     machines: str | os.PathLike | None = None
@@ -53,6 +54,11 @@ class ProblemOptions:
     devices: tuple[str, ...] | None = None
     latency_mode: str = "sequential"
     memory_limits: Mapping[str, int] = field(default_factory=dict)
+
+    def given(self) -> list[str]:
+        """The fields set to something other than their default, in declaration order."""
+        return [f.name for f in fields(self) if getattr(self, f.name) != (
+            f.default if f.default is not MISSING else f.default_factory())]  # type: ignore[misc]
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "profiles", tuple(self.profiles))
@@ -70,6 +76,9 @@ class Objective(Protocol):
     pass_folder: str
     #: Whether :meth:`plot` draws anything (``--plot``).
     plots: bool
+    #: The :class:`ProblemOptions` fields :meth:`build_problem` reads; giving another is an error
+    #: (:func:`~onnx_sched.objectives.resolve_objective`), not silently ignored.
+    reads: frozenset[str]
 
     def for_options(self, options: ProblemOptions) -> str:
         """The name of the objective that handles these options (usually this one's own)."""

@@ -52,6 +52,7 @@ class PeakMemory:
     name: str = "peak-mem"
     pass_folder: str = "order"
     plots: bool = True
+    reads: frozenset[str] = frozenset({"devices", "memory_limits"})
 
     def for_options(self, options: ProblemOptions) -> str:
         """Two or more devices make it a placement problem too: ``peak-mem-devices`` (paper 003)."""

@@ -73,6 +73,7 @@ class PeakMemoryDevices:
     name: str = "peak-mem-devices"
     pass_folder: str = "device_memory"
     plots: bool = True
+    reads: frozenset[str] = frozenset({"devices", "memory_limits"})
 
     def for_options(self, options: ProblemOptions) -> str:
         return self.name

@@ -64,7 +64,7 @@ def _best_repaired(graph: Graph, cands: np.ndarray, inplace: bool, deadline: flo
 @register("learned", objective="peak-mem")
 def run(graph: Graph, ctx: PassContext) -> Schedule:
     samples = ctx.option("samples", 0)
-    beam = ctx.option("beam", 0)
+    beam = ctx.option("beam_width", None) or ctx.option("beam", 0)  # --beam; "beam" as API callers used to say
     if samples and beam:
         raise ValueError("learned: choose either samples or beam, not both")
     if int(samples) < 0 or int(beam) < 0:
