@@ -49,8 +49,24 @@ class PassContext:
         return np.random.default_rng(self.seed)
 
     def option(self, name: str, default: Any) -> Any:
+        """``options[name]``, or ``default`` when not given.  A text value for a numeric ``default`` (the CLI
+        parses ``--option k=3`` as a number) is a ``ValueError`` that names the option.
+
+        >>> PassContext(options={"episodes": "many"}).option("episodes", 100)
+        Traceback (most recent call last):
+        ...
+        ValueError: --option episodes='many': expected a number (int), e.g. episodes=100
+        """
         value = self.options.get(name)
-        return default if value is None else value
+        if value is None:
+            return default
+        if isinstance(default, (int, float)) and not isinstance(default, bool) and isinstance(value, str):
+            kind = type(default).__name__
+            try:
+                return type(default)(value)
+            except ValueError:
+                raise ValueError(f"--option {name}={value!r}: expected a number ({kind}), e.g. {name}={default}") from None
+        return value
 
 
 class TrackedOptions(Mapping[str, Any]):

@@ -42,7 +42,7 @@ def render(table: ReportTable) -> Table:
 @click.option("--method", default="auto", show_default=True, help="Pass name (see `onnx-sched methods`).")
 @click.option("--time-limit", type=SECONDS, default=10.0, show_default=True, help="Seconds for search methods.")
 @click.option("--inplace/--no-inplace", default=False, help="Memory model with in-place reuse of dying inputs.")
-@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True)
 @click.option("--beam", "beam", type=int, default=None, help="Beam width (beam, learned).")
 @click.option("--samples", type=int, default=None, help="Samples (random, learned, hsdag draws per episode).")
 @click.option("--option", "pass_options", multiple=True, metavar="KEY=VALUE",
