@@ -438,10 +438,20 @@ def test_latency_objective_accepts_every_target(tmp_path) -> None:
 
 def test_train_gflownet_command_writes_a_policy_the_pass_loads(tmp_path) -> None:
     pytest.importorskip("torch")
-    stem = tmp_path / "gfn"
+    stem = tmp_path / "new_folder" / "gfn"  # the folder is made
     res = _run_cli("train", "gflownet", "--graphs", "2", "--ops", "10", "--updates", "2", "--batch", "8",
                    "--export", str(stem))
     assert res.returncode == 0, res.stderr
-    assert (tmp_path / "gfn.onnx").is_file() and (tmp_path / "gfn_head.onnx").is_file()
+    assert (stem.parent / "gfn.onnx").is_file() and (stem.parent / "gfn_head.onnx").is_file()
     bad = _run_cli("train", "gflownet", "--data", "corpus", "--export", str(stem))
     assert bad.returncode != 0 and "--corpus" in bad.stderr
+
+
+def test_no_trainer_exports_over_the_shipped_checkpoints_by_default() -> None:
+    """Trying a trainer in the repository must not replace what ships: default exports go under runs/."""
+    from onnx_sched.cli.train import command
+
+    for name, sub in command.commands.items():
+        for param in sub.params:
+            if param.name in ("export_stem", "out_dir"):
+                assert not str(param.default).startswith("models/"), (name, param.default)

@@ -168,7 +168,7 @@ def _plot(report: BenchReport, path: Path) -> None:
 @click.option("--no-ort-opt", is_flag=True, help="ORT only: run with ORT graph optimizations off (ORT_DISABLE_ALL).")
 @click.option("--threads", type=click.IntRange(min=1), default=1, show_default=True,
               help="Inference threads (ORT intra-op threads, OpenVINO INFERENCE_NUM_THREADS).")
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the random inputs.")
+@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True, help="Seed of the random inputs.")
 @click.option("--dim", "dims", multiple=True, metavar="NAME=INT", help="Value of a symbolic input dim (default 1).")
 @click.option("--arena", type=click.Choice(["both", "off", "on"]), default="both", show_default=True,
               help="ORT only: CPU memory arena settings to measure.")

@@ -138,7 +138,8 @@ def write_dataset(
 @click.argument("family", type=click.Choice(sorted(FAMILIES)))
 @click.option("--nodes", "-n", type=int, required=True, help="Ops per graph.")
 @click.option("--count", "-k", type=int, default=1, show_default=True, help="Number of graphs.")
-@click.option("--seed", "-s", type=int, default=0, show_default=True, help="Seed of graph 0; graph i uses seed+i.")
+@click.option("--seed", "-s", type=click.IntRange(min=0), default=0, show_default=True,
+              help="Seed of graph 0; graph i uses seed+i.")
 @click.option("-o", "--out", "out", type=click.Path(file_okay=False, path_type=Path), required=True, help="Output folder.")
 @click.option("--format", "fmt", type=click.Choice(["npz", "onnx"]), default="onnx", show_default=True)
 @click.option("--param", "params", multiple=True, metavar="NAME=VALUE", help="Override a family parameter (repeatable).")

@@ -19,8 +19,11 @@ Example::
     onnx-sched train peak-mem --out-dir runs/avg --init-from models/checkpoints/topoformer_peakmem.pt --lr 3e-5 \
         --batch-graphs 8 --ema-decay 0.995      # small steps, keep a moving average of the weights
 
-    onnx-sched train regal --minutes 35 --export models/checkpoints/regal   # REGAL (paper 003)
-    onnx-sched train gflownet --updates 2000 --hours 0.45                    # GFlowNet (paper 002)
+    onnx-sched train regal --minutes 35 --export runs/regal/regal              # REGAL (paper 003)
+    onnx-sched train gflownet --updates 2000 --hours 0.45                      # GFlowNet (paper 002)
+
+No trainer writes over the shipped checkpoints unless ``--export models/checkpoints/...`` says so:
+the default exports go under ``runs/``.
 
 Every trainer runs data-parallel under torchrun (:mod:`onnx_sched.models.training.distributed`:
 graphs sharded by rank, gradients summed over the ranks, rank 0 validates, logs, checkpoints and
@@ -34,6 +37,8 @@ temperature 0.3, then low-learning-rate REINFORCE with a moving average) is in
 """
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import click
 
@@ -98,7 +103,8 @@ def command() -> None:
 @click.option("--logit-reg", type=float, default=None, help="Logit-norm penalty (paper 001 eq. 12; variant default).")
 @click.option("--ema-decay", type=float, default=None,
               help="> 0: validate and keep an exponential moving average of the weights, e.g. 0.99 (default 0: off).")
-@click.option("--seed", type=int, default=None, help="Seed for torch, numpy and graph draws (default 0).")
+@click.option("--seed", type=click.IntRange(min=0), default=None,
+              help="Seed for torch, numpy and graph draws (default 0).")
 @click.option("--threads", type=int, default=None, help="torch threads (default 1).")
 @click.option("--time-budget", "time_budget_s", type=float, default=None, help="Stop after this many seconds of training (resumable).")
 @click.option("--resume", is_flag=True, help="Continue from OUT_DIR/checkpoint.pt.")
@@ -138,7 +144,8 @@ def peak_mem(out_dir: str, variant: str, encoder: str, resume: bool, export_stem
 
 
 @command.command("regal")
-@click.option("--minutes", type=float, default=35.0, show_default=True, help="Training time after building the problems.")
+@click.option("--minutes", type=click.FloatRange(min=0, min_open=True), default=35.0, show_default=True,
+              help="Training time after building the problems.")
 @click.option("--evaluations", type=int, default=5000, show_default=True, help="Evaluation budget of REGAL and of BRKGA (o_s).")
 @click.option("--synthetic", type=int, default=120, show_default=True, help="Synthetic training graphs (validation: a quarter).")
 @click.option("--copies", type=int, default=6, show_default=True, help="Noisy copies per training corpus model.")
@@ -146,7 +153,7 @@ def peak_mem(out_dir: str, variant: str, encoder: str, resume: bool, export_stem
 @click.option("--max-ops", type=int, default=150, show_default=True)
 @click.option("--samples", type=int, default=4, show_default=True, help="Actions sampled per training step.")
 @click.option("--lr", type=float, default=1e-3, show_default=True)
-@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True)
 @click.option("--threads", type=int, default=1, show_default=True, help="torch threads.")
 @click.option("--pin/--no-pin", default=False, show_default=True,
               help="Hold the op with the most memory on device 0 (paper's symmetry breaking); stored in the ONNX metadata.")
@@ -157,7 +164,7 @@ def peak_mem(out_dir: str, variant: str, encoder: str, resume: bool, export_stem
 @click.option("--rounds", type=click.IntRange(0, 64), default=4, show_default=True,
               help="Message-passing rounds T of the GNN (paper 003's best model: 16).")
 @click.option("--hidden", type=click.IntRange(1, 1024), default=32, show_default=True, help="GNN width.")
-@click.option("--export", "export_stem", default="models/checkpoints/regal", show_default=True,
+@click.option("--export", "export_stem", default="runs/regal/regal", show_default=True,
               help="Write STEM.onnx, STEM.pt and STEM_train_log.json.")
 def regal(export_stem: str, **options: object) -> None:
     """Train REGAL's policy (paper 003) with REINFORCE on 2-device problems."""
@@ -205,9 +212,10 @@ _GFN_DATA = [
     click.option("--graphs", type=int, default=1000, show_default=True, help="Training problems."),
     click.option("--ops", type=int, default=50, show_default=True, help="Ops per synthetic graph."),
     click.option("--lanes", default="4", show_default=True, help="Identical devices; a list (2,4) draws per problem."),
-    click.option("--updates", type=int, default=1000, show_default=True),
-    click.option("--hours", type=float, default=0.0, show_default=True, help="Stop after this long (0: no limit)."),
-    click.option("--seed", type=int, default=0, show_default=True),
+    click.option("--updates", type=click.IntRange(min=1), default=1000, show_default=True),
+    click.option("--hours", type=click.FloatRange(min=0), default=0.0, show_default=True,
+                 help="Stop after this long (0: no limit)."),
+    click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True),
     click.option("--threads", type=int, default=1, show_default=True, help="torch threads (1 is fastest here)."),
 ]
 
@@ -232,7 +240,7 @@ def _with(options):  # noqa: ANN001, ANN202
                    "(docs/results.md 16.3c-d).")
 @click.option("--resume", is_flag=True, help="Continue from STEM.pt.")
 @click.option("--init-from", default=None, help="Start from another run's STEM.pt weights (fine-tuning).")
-@click.option("--export", "export_stem", default="models/checkpoints/gflownet_makespan", show_default=True,
+@click.option("--export", "export_stem", default="runs/gflownet/gflownet_makespan", show_default=True,
               help="Write STEM.pt, STEM.onnx, STEM_head.onnx and STEM_log.json.")
 def gflownet(data: str, corpus: str | None, held_out: str, profiles: str, graphs: int, ops: int, lanes: str,
              updates: int, hours: float, seed: int, threads: int, loss: str, batch: int, actions: str,
@@ -244,6 +252,7 @@ def gflownet(data: str, corpus: str | None, held_out: str, profiles: str, graphs
     from onnx_sched.models.training import gflownet_train as gt
 
     torch.set_num_threads(threads)
+    Path(export_stem).parent.mkdir(parents=True, exist_ok=True)
     lane_counts = tuple(int(x) for x in lanes.split(","))
     problems = _gflownet_problems(data, corpus, held_out, profiles, graphs, ops, lane_counts, seed)
     cfg = gt.TrainConfig(n_ops=ops, n_graphs=graphs, lanes=lane_counts[0], updates=updates, hours=hours, seed=seed,
@@ -254,7 +263,7 @@ def gflownet(data: str, corpus: str | None, held_out: str, profiles: str, graphs
 
 @command.command("ppo-scheduler")
 @_with(_GFN_DATA)
-@click.option("--export", "export_stem", default="models/checkpoints/ppo_makespan", show_default=True)
+@click.option("--export", "export_stem", default="runs/ppo/ppo_makespan", show_default=True)
 def ppo_scheduler(data: str, corpus: str | None, held_out: str, profiles: str, graphs: int, ops: int, lanes: str,
                   updates: int, hours: float, seed: int, threads: int, export_stem: str) -> None:
     """Train the PPO baseline of paper 002 on the same environment (sampled by --method gflownet --option model=...)."""
@@ -264,6 +273,7 @@ def ppo_scheduler(data: str, corpus: str | None, held_out: str, profiles: str, g
     from onnx_sched.models.training import ppo_scheduler as ppo
 
     torch.set_num_threads(threads)
+    Path(export_stem).parent.mkdir(parents=True, exist_ok=True)
     lane_counts = tuple(int(x) for x in lanes.split(","))
     problems = _gflownet_problems(data, corpus, held_out, profiles, graphs, ops, lane_counts, seed)
     result = ppo.train_ppo(ppo.PPOConfig(updates=updates, hours=hours, seed=seed), problems, export_stem,
