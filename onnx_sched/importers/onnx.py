@@ -173,6 +173,11 @@ def _pin_inputs(model: onnx.ModelProto, input_shapes: Mapping[str, tuple[int, ..
     for name in input_shapes:
         if name not in names:
             raise ValueError(f"--input-shape {name}: the model has no input {name!r} (inputs: {sorted(names)})")
+    named = {d.dim_param for i in m.graph.input for d in i.type.tensor_type.shape.dim if d.dim_param}
+    for name in dims:
+        if name not in named:
+            have = f"its symbolic dims are {', '.join(sorted(named))}" if named else "it has no symbolic dims"
+            raise ValueError(f"--dim {name}: no input of the model has a dimension named {name!r} ({have})")
     for inp in m.graph.input:
         tt = inp.type.tensor_type
         if not inp.type.HasField("tensor_type"):
