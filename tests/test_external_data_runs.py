@@ -64,3 +64,22 @@ def test_ort_profile_times_nodes_without_names(tmp_path):
     profile = profile_ort(import_onnx(model), repeats=3, warmup=1)
     assert set(profile.op_seconds) == {"Relu:a", "Exp:b", "Add:y"}
     assert all(s > 0 for s in profile.op_seconds.values()), profile.op_seconds
+
+
+def test_onnx_ir_pass_schedules_a_model_whose_weights_stay_beside_its_file(tmp_path):
+    """ir.load keeps external tensors lazy; the pass checks the model's structure without looking for their
+    files in the working directory."""
+    import onnx_ir as ir
+
+    from onnx_sched.plugins.onnx_ir_pass import OnnxSchedPass
+
+    src = external_data_model(tmp_path / "elsewhere")
+    model = ir.load(str(src))
+    nodes = list(model.graph)
+    result = OnnxSchedPass("peak-mem", devices=("CPU", "GPU"), time_limit=3)(model)
+    assert sorted(map(id, result.model.graph)) == sorted(map(id, nodes))
+    assert {n.metadata_props.get("pkg.onnx_sched.device") for n in result.model.graph} <= {"CPU", "GPU"}
+    out = tmp_path / "out" / "m.onnx"
+    out.parent.mkdir()
+    ir.save(result.model, str(out), external_data="m.weights")
+    assert_bitwise_equal(run_ort(str(src)), run_ort(str(out)))

@@ -152,7 +152,7 @@ def _first_line(exc: BaseException) -> str:
 def _check(model: onnx.ModelProto | Path, where: str) -> None:
     """onnx.checker, given the path for files so external data resolves next to the model."""
     try:
-        onnx.checker.check_model(str(model) if isinstance(model, Path) else model)
+        onnx.checker.check_model(str(model) if isinstance(model, Path) else _structure_only(model))
     except onnx.checker.ValidationError as exc:
         msg = _first_line(exc)
         if "No Op registered" in str(exc) or "No opset import" in str(exc):
@@ -163,6 +163,24 @@ def _check(model: onnx.ModelProto | Path, where: str) -> None:
         raise ModelLoadError(f"{where}: invalid ONNX model: {msg}") from None
     except Exception as exc:  # noqa: BLE001 - checker may raise other errors on corrupt protos
         raise ModelLoadError(f"{where}: invalid ONNX model: {_first_line(exc)}") from None
+
+
+def _structure_only(model: onnx.ModelProto) -> onnx.ModelProto:
+    """``model`` for the checker when it came without a file: initializers whose data lives in external
+    files become typed graph inputs, since the checker would look for those files in the working
+    directory (an ``onnx_ir`` model loaded elsewhere keeps them beside its own file)."""
+    external = [t for t in model.graph.initializer if t.data_location == onnx.TensorProto.EXTERNAL]
+    if not external:
+        return model
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)
+    inputs = {i.name for i in copy.graph.input}
+    kept = [t for t in copy.graph.initializer if t.data_location != onnx.TensorProto.EXTERNAL]
+    del copy.graph.initializer[:]
+    copy.graph.initializer.extend(kept)
+    copy.graph.input.extend(helper.make_tensor_value_info(t.name, t.data_type, list(t.dims))
+                            for t in external if t.name not in inputs)
+    return copy
 
 
 # ------------------------------------------------------------------- shapes
