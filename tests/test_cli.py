@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import onnx
+import onnxruntime as ort
 import pytest
 from conftest import assert_bitwise_equal, branchy_model, run_ort
 from onnx import TensorProto, helper
@@ -223,27 +224,76 @@ def test_commands_that_run_the_model_refuse_one_onnx_runtime_cannot_load_in_one_
     assert run_cli("optimize", str(src), "-o", str(tmp_path / "out.onnx")).returncode == 0
 
 
-def test_ort_graph_all_with_sizes_onnx_cannot_infer_names_the_users_model(tmp_path):
-    """ORT's level-all graph of a conv net holds com.microsoft layout ops (NCHWc, where the CPU has it) whose
-    output sizes onnx's shape inference does not know: one line naming the input file and the way out."""
+def _conv_net(batch: int | str = 1) -> onnx.ModelProto:
     from onnx import numpy_helper
 
     rng = np.random.default_rng(0)
     weights = [numpy_helper.from_array(rng.standard_normal((16, 16, 3, 3)).astype(np.float32), f"w{i}") for i in (1, 2)]
     vi = helper.make_tensor_value_info
-    m = helper.make_model(helper.make_graph(
+    return helper.make_model(helper.make_graph(
         [helper.make_node("Conv", ["x", "w1"], ["a"], pads=[1, 1, 1, 1]), helper.make_node("Relu", ["a"], ["b"]),
          helper.make_node("Conv", ["b", "w2"], ["c"], pads=[1, 1, 1, 1]), helper.make_node("Relu", ["c"], ["y"])],
-        "conv", [vi("x", TensorProto.FLOAT, [1, 16, 16, 16])], [vi("y", TensorProto.FLOAT, [1, 16, 16, 16])],
+        "conv", [vi("x", TensorProto.FLOAT, [batch, 16, 16, 16])], [vi("y", TensorProto.FLOAT, [batch, 16, 16, 16])],
         initializer=weights), opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
-    src = _save(m, tmp_path / "conv.onnx")
-    res = run_cli("optimize", str(src), "-o", str(tmp_path / "out.onnx"), "--ort-graph", "all")
+
+
+def test_ort_graph_all_sizes_its_layout_ops_from_a_run_of_the_graph(tmp_path):
+    """ORT's level-all graph of a conv net holds com.microsoft layout ops (NCHWc, where the CPU has it) whose
+    output sizes onnx's shape inference does not know: one run of ORT's graph gives them, and the reordered
+    graph gives the input's outputs."""
+    src = _save(_conv_net(), tmp_path / "conv.onnx")
+    out = tmp_path / "out.onnx"
+    res = run_cli("optimize", str(src), "-o", str(out), "--ort-graph", "all")
+    assert res.returncode == 0, res.stderr
+    written = onnx.load(str(out))
+    onnx.checker.check_model(written)
+    layout = [n for n in written.graph.node if n.domain.startswith("com.microsoft")]
+    if not layout:
+        pytest.skip("ONNX Runtime has no NCHWc layout ops on this CPU")
+    typed = {vi.name for vi in [*written.graph.value_info, *written.graph.output]}
+    assert all(o in typed for n in layout for o in n.output)
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    feed = {"x": np.random.default_rng(1).standard_normal((1, 16, 16, 16)).astype(np.float32)}
+    got = ort.InferenceSession(str(out), so, providers=["CPUExecutionProvider"]).run(None, feed)
+    want = ort.InferenceSession(str(src), providers=["CPUExecutionProvider"]).run(None, feed)
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-5, atol=1e-5)
+
+
+def test_ort_graph_all_with_sizes_nothing_gives_names_the_users_model(tmp_path):
+    """A symbolic batch pinned with --dim: ORT's graph is not run for sizes (its inputs are not static), so the
+    layout ops' sizes stay unknown: one line naming the input file and the way out."""
+    src = _save(_conv_net("N"), tmp_path / "conv.onnx")
+    res = run_cli("optimize", str(src), "-o", str(tmp_path / "out.onnx"), "--ort-graph", "all", "--dim", "N=1")
     if res.returncode == 0:  # no layout ops on this CPU: the graph imported, and the model was written
         assert (tmp_path / "out.onnx").exists()
         return
     lines = res.stderr.strip().splitlines()
     assert res.returncode == 2 and len(lines) == 1, res.stderr
     assert lines[0].startswith(f"onnx-sched: error: {src}: unknown size") and "--ort-graph basic" in lines[0]
+
+
+def test_ort_graph_drops_inputs_whose_initializers_ort_folded(tmp_path):
+    """IR 3 lists every initializer as a graph input; ORT folds ConstantOfShape(shape) into a new initializer
+    and drops `shape`: the written model must not ask the caller for it."""
+    from onnx import numpy_helper
+
+    vi = helper.make_tensor_value_info
+    shape = numpy_helper.from_array(np.array([4, 8], np.int64), "shape")
+    m = helper.make_model(helper.make_graph(
+        [helper.make_node("ConstantOfShape", ["shape"], ["c"], value=helper.make_tensor("v", TensorProto.FLOAT, [1],
+                                                                                         [0.5])),
+         helper.make_node("Add", ["x", "c"], ["y"])], "ir3",
+        [vi("x", TensorProto.FLOAT, [4, 8]), vi("shape", TensorProto.INT64, [2])], [vi("y", TensorProto.FLOAT, [4, 8])],
+        initializer=[shape]), opset_imports=[helper.make_opsetid("", 9)], ir_version=3)
+    src = _save(m, tmp_path / "ir3.onnx")
+    out = tmp_path / "out.onnx"
+    res = run_cli("optimize", str(src), "-o", str(out), "--ort-graph", "basic")
+    assert res.returncode == 0, res.stderr
+    written = onnx.load(str(out))
+    inits = {t.name for t in written.graph.initializer}
+    assert [i.name for i in written.graph.input if i.name not in inits] == ["x"]
+    assert_bitwise_equal(run_ort(str(src)), run_ort(str(out)))
 
 
 @pytest.mark.parametrize(("args", "expected"), [

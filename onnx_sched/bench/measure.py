@@ -41,13 +41,14 @@ from typing import Any
 import numpy as np
 
 from onnx_sched.bench.heap import MISSING_TRACKER, heap_tracker_available
+from onnx_sched.bench.inputs import load_model_header, random_inputs
 from onnx_sched.bench.outputs import ATOL, RTOL
 from onnx_sched.bench.outputs import compare_outputs as _within_tolerance
 from onnx_sched.bench.prediction import PredictedPeak, SavingComparison, compare_savings, predict_file_order
 from onnx_sched.bench.runtimes.fresh_process import run_runner
-from onnx_sched.bench.runtimes.openvino_model import ir_input_specs, is_ir
+from onnx_sched.bench.runtimes.openvino_model import is_ir
 from onnx_sched.bench.runtimes.ort_graph import ORT_OPTIMIZED_KEY, model_opt_level, ort_optimized_model
-from onnx_sched.errors import ModelLoadError, OnnxSchedError
+from onnx_sched.errors import OnnxSchedError
 
 __all__ = [
     "HEAP_MEASURED",
@@ -163,78 +164,6 @@ class BenchReport:
 
     def to_json(self, path: str | os.PathLike[str]) -> None:
         Path(path).write_text(json.dumps(self.to_dict(), indent=2) + "\n", encoding="utf-8")
-
-
-def _load_model_header(path: str | os.PathLike[str]) -> Any:
-    import onnx
-
-    p = Path(path)
-    if not p.is_file():
-        raise ModelLoadError(f"model file not found: {p}")
-    try:
-        return onnx.load(str(p), load_external_data=False)
-    except Exception as exc:  # onnx raises DecodeError and friends
-        raise ModelLoadError(f"cannot read ONNX model {p}: {exc}") from exc
-
-
-#: One model input: name, numpy dtype (None: none), dims (int, symbolic name or None), type name.
-_InputSpec = tuple[str, "np.dtype[Any] | None", list["int | str | None"], str]
-
-
-def _onnx_input_specs(model: Any) -> list[_InputSpec]:
-    import onnx
-    from onnx.helper import tensor_dtype_to_np_dtype
-
-    inits = {t.name for t in model.graph.initializer}
-    specs: list[_InputSpec] = []
-    for vi in model.graph.input:
-        if vi.name in inits:
-            continue
-        if not vi.type.HasField("tensor_type"):
-            raise OnnxSchedError(f"input {vi.name!r} is not a tensor; bench supports tensor inputs only")
-        tt = vi.type.tensor_type
-        dims: list[int | str | None] = [int(d.dim_value) if d.HasField("dim_value") else d.dim_param for d in tt.shape.dim]
-        type_name = onnx.TensorProto.DataType.Name(tt.elem_type)
-        specs.append((vi.name, np.dtype(tensor_dtype_to_np_dtype(tt.elem_type)), dims, type_name))
-    return specs
-
-
-def random_inputs(
-    model: Any, seed: int = 0, dims: Mapping[str, int] | None = None
-) -> dict[str, np.ndarray]:
-    """Seeded random data for every model input that is not an initializer.
-
-    ``model`` is an ``onnx.ModelProto``, an ``openvino.Model`` or the path of an
-    ONNX file or of an OpenVINO IR ``.xml``.  Floats are standard normal; integer
-    inputs are 0 or 1 (valid token ids, attention masks, indices); bools are
-    random.  Symbolic dims take their value from ``dims`` or 1 (a dynamic IR dim
-    has no name: 1).
-    """
-    if not isinstance(model, (str, os.PathLike)):
-        specs = _onnx_input_specs(model) if hasattr(model, "graph") else ir_input_specs(model)
-    elif is_ir(model):
-        specs = ir_input_specs(model)
-    else:
-        specs = _onnx_input_specs(_load_model_header(model))
-    rng = np.random.default_rng(seed)
-    values = dict(dims or {})
-    feed: dict[str, np.ndarray] = {}
-    for name, dtype, spec_dims, type_name in specs:
-        shape = [d if isinstance(d, int) else int(values.get(d or "", 1)) for d in spec_dims]
-        if dtype is None:
-            arr = None
-        elif dtype == np.bool_:
-            arr = rng.integers(0, 2, size=shape).astype(np.bool_)
-        elif np.issubdtype(dtype, np.integer):
-            arr = rng.integers(0, 2, size=shape).astype(dtype)
-        elif np.issubdtype(dtype, np.floating):
-            arr = rng.standard_normal(size=shape).astype(dtype)
-        else:
-            arr = None
-        if arr is None:
-            raise OnnxSchedError(f"input {name!r}: element type {type_name} not supported by bench")
-        feed[name] = arr
-    return feed
 
 
 def run_ort_subprocess(
@@ -393,7 +322,7 @@ def bench_models(
         if any(is_ir(p) for p in models.values()):
             raise ValueError("bench: ONNX Runtime runs ONNX files; an OpenVINO IR .xml needs runtime 'openvino'")
         settings = tuple(arenas)
-        headers = {label: _load_model_header(p) for label, p in models.items()}
+        headers = {label: load_model_header(p) for label, p in models.items()}
         marked = {label: model_opt_level(h) for label, h in headers.items()}
         base_level = next((lvl for lvl in marked.values() if lvl), "all")
         levels = {label: "none" if (not ort_opt or marked[label]) else base_level for label in models}

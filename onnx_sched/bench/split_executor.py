@@ -62,7 +62,7 @@ def _ort_value_only(vi: onnx.ValueInfoProto) -> bool:
 
 def random_feed(model: Any, seed: int = 0, dims: Mapping[str, int] | None = None) -> dict[str, np.ndarray]:
     """Seeded inputs for every non-initializer graph input (see ``bench.measure.random_inputs``)."""
-    from onnx_sched.bench.measure import random_inputs
+    from onnx_sched.bench.inputs import random_inputs
 
     return random_inputs(model, seed, dims)
 

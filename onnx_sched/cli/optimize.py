@@ -17,7 +17,7 @@ from rich.table import Table
 
 from onnx_sched.cli._common import SECONDS, OutputFile, import_options, report_option, write_json_atomic
 from onnx_sched.deadline import Deadline
-from onnx_sched.errors import UnknownShapeError
+from onnx_sched.errors import UnknownOpError, UnknownShapeError
 from onnx_sched.objectives import OBJECTIVES, get_objective
 from onnx_sched.report import ReportTable
 
@@ -125,9 +125,15 @@ def command(model: Path, output: Path, objective: str, method: str, time_limit: 
                 raise
             # ORT's rewritten graph lives in a temporary file: name the user's model, and say why sizes are unknown
             raise UnknownShapeError(f"{str(exc).replace(str(source), str(model))}: ONNX Runtime's --ort-graph "
-                                    f"{ort_graph} graph has ops whose output sizes onnx's shape inference does not "
-                                    "know (e.g. com.microsoft layout ops); --ort-graph basic keeps portable ONNX ops"
-                                    ) from None
+                                    f"{ort_graph} graph has ops whose output sizes neither onnx's shape inference nor "
+                                    "a run of it gave; --ort-graph basic keeps portable ONNX ops") from None
+        except UnknownOpError as exc:
+            if ort_graph is None:
+                raise
+            raise UnknownOpError(f"{str(exc).replace(str(source), str(model))}: ONNX Runtime's --ort-graph "
+                                 f"{ort_graph} rewrite put one of its own ops in the ONNX domain, which onnx.checker "
+                                 "rejects (so the written model could not pass it); --ort-graph basic keeps portable "
+                                 "ONNX ops") from None
 
 
 def parse_pass_options(items: tuple[str, ...]) -> dict[str, object]:

@@ -47,6 +47,6 @@ def output_names(imported: Any) -> list[str]:
 
 def seeded_inputs(imported: Any, seed: int = 0) -> dict[str, np.ndarray]:
     """Seeded random inputs (floats standard normal, integers 0/1, bools random), keyed by input name."""
-    from onnx_sched.bench.measure import random_inputs
+    from onnx_sched.bench.inputs import random_inputs
 
     return random_inputs(imported.model, seed)

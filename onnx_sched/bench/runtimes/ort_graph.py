@@ -18,6 +18,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from onnx_sched.errors import ModelLoadError
 
 __all__ = ["ORT_OPTIMIZED_KEY", "model_opt_level", "ort_optimized_model"]
@@ -73,6 +75,13 @@ def ort_optimized_model(
         # ORT keeps external initializers as references into the input's data files (relative to the
         # input's folder); the weights are not read here, and are copied next to ``dst`` below
         model = onnx.load(str(tmp_path), load_external_data=False)
+    # an input that had an initializer (IR < 4 lists every initializer as an input) and lost it to ORT's
+    # constant folding would become one the caller must feed: drop it (nothing reads it any more)
+    fed = _fed_inputs(src)
+    inits = {t.name for t in model.graph.initializer}
+    kept_inputs = [i for i in model.graph.input if i.name in fed or i.name in inits]
+    del model.graph.input[:]
+    model.graph.input.extend(kept_inputs)
     if model.ir_version < 4:
         # IR < 4 requires every initializer to be a graph input; ORT's constant
         # folding adds initializers without listing them
@@ -80,6 +89,7 @@ def ort_optimized_model(
         for init in model.graph.initializer:
             if init.name not in listed:
                 model.graph.input.append(onnx.helper.make_tensor_value_info(init.name, init.data_type, list(init.dims)))
+    _record_ort_shapes(model, src.parent)
     kept = [p for p in model.metadata_props if p.key != ORT_OPTIMIZED_KEY]
     del model.metadata_props[:]
     model.metadata_props.extend(kept)
@@ -88,3 +98,56 @@ def ort_optimized_model(
 
     save_model_atomic(model, dst, source_path=src)
     return dst
+
+
+def _fed_inputs(path: Path) -> set[str]:
+    """The graph inputs of the model at ``path`` that the caller feeds (no initializer of that name)."""
+    import onnx
+
+    g = onnx.load(str(path), load_external_data=False).graph
+    inits = {t.name for t in g.initializer}
+    return {i.name for i in g.input if i.name not in inits}
+
+
+def _record_ort_shapes(model: Any, folder: Path) -> None:
+    """Write into ``model.graph.value_info`` the types and shapes onnx's shape inference cannot give but ONNX
+    Runtime knows: the outputs of ORT's own ops (the ``com.microsoft.nchwc`` layout ops of levels
+    ``extended`` / ``all``).  One run of the graph with those tensors as extra outputs, on seeded inputs,
+    optimizations off (the graph as written); models with symbolic input dims, or that fail to run, are
+    left as they are (the import then names the tensors whose size is unknown)."""
+    import onnx
+    import onnxruntime as ort
+    from onnx.external_data_helper import load_external_data_for_model
+
+    from onnx_sched.bench.inputs import random_inputs
+
+    g = model.graph
+    if any(not d.HasField("dim_value") for i in g.input for d in i.type.tensor_type.shape.dim):
+        return
+    try:
+        inferred = onnx.shape_inference.infer_shapes(model, check_type=False, strict_mode=False)
+    except Exception:  # noqa: BLE001 - then every node output is measured
+        inferred = model
+    ig = inferred.graph
+    known = {vi.name for vi in [*ig.input, *ig.value_info, *ig.output] if vi.type.tensor_type.HasField("shape")
+             and all(d.HasField("dim_value") for d in vi.type.tensor_type.shape.dim)}
+    known |= {t.name for t in g.initializer}
+    missing = list(dict.fromkeys(o for n in g.node for o in n.output if o and o not in known))
+    if not missing:
+        return
+    probe = onnx.ModelProto()
+    probe.CopyFrom(model)
+    probe.graph.output.extend(onnx.ValueInfoProto(name=name) for name in missing)
+    try:
+        load_external_data_for_model(probe, str(folder))
+        so = ort.SessionOptions()
+        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+        so.log_severity_level = 3
+        values = ort.InferenceSession(probe.SerializeToString(), so, providers=["CPUExecutionProvider"]).run(
+            missing, random_inputs(model, 0))
+    except Exception:  # noqa: BLE001 - sizes stay unknown; the import says which
+        return
+    for name, value in zip(missing, values):
+        if isinstance(value, np.ndarray):
+            elem = onnx.helper.np_dtype_to_tensor_dtype(value.dtype)
+            g.value_info.append(onnx.helper.make_tensor_value_info(name, elem, list(value.shape)))
