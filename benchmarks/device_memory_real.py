@@ -28,7 +28,7 @@ from rich.console import Console
 from rich.table import Table
 
 from onnx_sched.api import optimize_model
-from onnx_sched.bench.measure import random_inputs
+from onnx_sched.bench.inputs import import_feed
 from onnx_sched.bench.runtimes.device_plan import PlacedSchedule, load_schedule, single_device
 from onnx_sched.bench.runtimes.device_processes import measure_schedule
 from onnx_sched.bench.weights import with_random_weights
@@ -53,7 +53,7 @@ def run(path: Path, method: str, devices: tuple[str, ...], time_limit: float, ba
     result = optimize_model(path, "peak-mem", method, time_limit, devices=devices)
     sched = load_schedule(result.model, report=result.report)
     sched = replace(sched, imported=with_random_weights(sched.imported))
-    feed = random_inputs(sched.imported.model, seed=0)
+    feed = import_feed(sched.imported, seed=0)
     rows = _rows(path.stem, f"split ({result.report['method_used']})", sched, feed)
     if baseline:
         rows += _rows(path.stem, f"{devices[0]} only", single_device(sched.imported, devices), feed)

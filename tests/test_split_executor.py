@@ -250,3 +250,17 @@ def test_a_bfloat16_graph_output_is_refused_in_one_line() -> None:
     imp = import_onnx(_narrow_float_model(TensorProto.BFLOAT16))
     with pytest.raises(ValueError, match="graph output 'out' is of a type"):
         SplitExecutor(split_model(imp, np.zeros(imp.graph.n_ops, np.int64)), DEVICES, ["out"])
+
+
+def test_runs_for_a_plan_feed_the_shapes_the_plan_pinned() -> None:
+    """--dim / --input-shape pin the graph's input shapes, not the model's declared ones: the measured target,
+    bench-placement and profile feed what the plan assumed (import_feed), not the declared dims at 1."""
+    from onnx_sched.bench.inputs import import_feed
+
+    model = diamond_model(branches=2)
+    model.graph.input[0].type.tensor_type.shape.dim[0].dim_param = "batch"
+    model.graph.output[0].type.tensor_type.shape.dim[0].dim_param = "batch"
+    declared = [d.dim_value for d in model.graph.input[0].type.tensor_type.shape.dim[1:]]
+    assert import_feed(import_onnx(model, dims={"batch": 6}))["x"].shape == (6, *declared)
+    assert import_feed(import_onnx(model, input_shapes={"x": (2, *declared)}))["x"].shape == (2, *declared)
+    assert random_feed(model)["x"].shape == (1, *declared)  # the model alone knows no pin

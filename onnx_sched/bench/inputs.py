@@ -7,7 +7,7 @@ importing :mod:`onnx_sched.bench.measure`, which imports them.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +16,7 @@ import numpy as np
 from onnx_sched.bench.runtimes.openvino_model import ir_input_specs, is_ir
 from onnx_sched.errors import ModelLoadError, OnnxSchedError
 
-__all__ = ["load_model_header", "random_inputs"]
+__all__ = ["import_feed", "load_model_header", "random_inputs"]
 
 
 def load_model_header(path: str | os.PathLike[str]) -> Any:
@@ -54,8 +54,21 @@ def _onnx_input_specs(model: Any) -> list[_InputSpec]:
     return specs
 
 
+def import_feed(imported: Any, seed: int = 0) -> dict[str, np.ndarray]:
+    """Seeded inputs for an import (ONNX or OpenVINO) at the shapes it was planned with: a ``--dim`` or
+    ``--input-shape`` pin changes the graph's input shapes, not the model's declared ones, and a run
+    timed or profiled for a plan must feed what the plan assumed."""
+    from onnx_sched.graph import TensorKind
+
+    g = imported.graph
+    shapes = {g.tensor_names[t]: g.tensor_shapes[t] for t in range(g.n_tensors)
+              if g.tensor_kind[t] == TensorKind.INPUT and g.tensor_shapes[t] is not None}
+    return random_inputs(imported.model, seed, shapes=shapes)
+
+
 def random_inputs(
-    model: Any, seed: int = 0, dims: Mapping[str, int] | None = None
+    model: Any, seed: int = 0, dims: Mapping[str, int] | None = None,
+    shapes: Mapping[str, Sequence[int]] | None = None,
 ) -> dict[str, np.ndarray]:
     """Seeded random data for every model input that is not an initializer.
 
@@ -63,7 +76,7 @@ def random_inputs(
     ONNX file or of an OpenVINO IR ``.xml``.  Floats are standard normal; integer
     inputs are 0 or 1 (valid token ids, attention masks, indices); bools are
     random.  Symbolic dims take their value from ``dims`` or 1 (a dynamic IR dim
-    has no name: 1).
+    has no name: 1); ``shapes`` gives whole input shapes (:func:`import_feed`).
     """
     if not isinstance(model, (str, os.PathLike)):
         specs = _onnx_input_specs(model) if hasattr(model, "graph") else ir_input_specs(model)
@@ -76,6 +89,8 @@ def random_inputs(
     feed: dict[str, np.ndarray] = {}
     for name, dtype, spec_dims, type_name in specs:
         shape = [d if isinstance(d, int) else int(values.get(d or "", 1)) for d in spec_dims]
+        if shapes and name in shapes and len(shapes[name]) == len(shape):
+            shape = [int(d) for d in shapes[name]]
         if dtype is None:
             arr = None
         elif dtype == np.bool_:

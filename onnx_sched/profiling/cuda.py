@@ -60,8 +60,8 @@ def profile_torch(imported: Any, device: str = "cpu", repeats: int = 10, warmup:
     """Per-op latency of an imported ONNX model on a torch device (``cuda:N`` or ``cpu``)."""
     import torch
 
+    from onnx_sched.bench.inputs import import_feed
     from onnx_sched.bench.runtimes.torch_parts import convert_part, synchronize, time_ops, worker_context
-    from onnx_sched.bench.split_executor import random_feed
 
     if device.startswith("cuda") and not torch.cuda.is_available():
         from onnx_sched.errors import DeviceError
@@ -69,7 +69,7 @@ def profile_torch(imported: Any, device: str = "cpu", repeats: int = 10, warmup:
         raise DeviceError(f"{device}: torch sees no CUDA device")
     graph = imported.graph
     module, prepared = convert_part(_named_copy(imported))
-    feed = random_feed(imported.model, seed)
+    feed = import_feed(imported, seed)
     inits = {t.name for t in prepared.graph.initializer}
     names = [n.name for n in prepared.graph.node]
     samples: list[dict[str, float]] = []

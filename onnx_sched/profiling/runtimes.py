@@ -107,7 +107,7 @@ def profile_ort(imported: Any, provider: str = "CPUExecutionProvider", threads: 
 
     import onnxruntime as ort
 
-    from onnx_sched.bench.split_executor import random_feed
+    from onnx_sched.bench.inputs import import_feed
 
     if provider not in ort.get_available_providers():
         raise DeviceError(f"ONNX Runtime provider {provider!r} not available; have {ort.get_available_providers()}")
@@ -120,7 +120,7 @@ def profile_ort(imported: Any, provider: str = "CPUExecutionProvider", threads: 
         so.enable_profiling = True
         so.profile_file_prefix = os.path.join(tmp, "prof")
         sess = ort.InferenceSession(_named_nodes(with_weights(imported)).SerializeToString(), so, providers=[provider])
-        feed = random_feed(imported.model, seed)
+        feed = import_feed(imported, seed)
         totals = []
         for i in range(warmup + repeats):
             t0 = time.perf_counter()

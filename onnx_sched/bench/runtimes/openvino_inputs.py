@@ -4,7 +4,7 @@ The placement bench (:mod:`~onnx_sched.bench.runtimes.openvino`) and OpenVINO
 profiling (:mod:`onnx_sched.profiling.runtimes`) take either importer's result;
 this module is where the two formats differ for them.  An IR gets the same seeded
 inputs as ``onnx-sched bench`` gives it (the rules of
-:func:`onnx_sched.bench.measure.random_inputs`, applied to the IR's input specs).
+:func:`onnx_sched.bench.inputs.import_feed`, applied to the IR's input specs).
 """
 
 from __future__ import annotations
@@ -47,6 +47,6 @@ def output_names(imported: Any) -> list[str]:
 
 def seeded_inputs(imported: Any, seed: int = 0) -> dict[str, np.ndarray]:
     """Seeded random inputs (floats standard normal, integers 0/1, bools random), keyed by input name."""
-    from onnx_sched.bench.inputs import random_inputs
+    from onnx_sched.bench.inputs import import_feed
 
-    return random_inputs(imported.model, seed)
+    return import_feed(imported, seed)

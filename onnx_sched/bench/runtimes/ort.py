@@ -37,10 +37,11 @@ def bench_ort(imported: Any, placement: np.ndarray, devices: Sequence[Any], *, w
     the reference is the whole model in one ORT session on ``devices[0]``'s provider and cores."""
     import onnxruntime as ort
 
+    from onnx_sched.bench.inputs import import_feed
     from onnx_sched.bench.ort_runner import make_session_options
-    from onnx_sched.bench.split_executor import SplitExecutor, random_feed, split_model
+    from onnx_sched.bench.split_executor import SplitExecutor, split_model
 
-    feed = random_feed(imported.model, seed)
+    feed = import_feed(imported, seed)
     outputs = [o.name for o in imported.model.graph.output]
     parts = split_model(imported, placement)
     report: dict[str, Any] = {"runtime": "ort", "devices": [d.name for d in devices], "sub_models": len(parts),
@@ -116,10 +117,11 @@ def bench_ort_interleaved(imported: Any, placement: np.ndarray, devices: Sequenc
 
     import onnxruntime as ort
 
+    from onnx_sched.bench.inputs import import_feed
     from onnx_sched.bench.ort_runner import make_session_options
-    from onnx_sched.bench.split_executor import SplitExecutor, _Worker, random_feed, split_model
+    from onnx_sched.bench.split_executor import SplitExecutor, _Worker, split_model
 
-    feed = random_feed(imported.model, seed)
+    feed = import_feed(imported, seed)
     outputs = [o.name for o in imported.model.graph.output]
     parts = split_model(imported, placement)
     spec = devices[0]

@@ -35,8 +35,9 @@ def interleaved_seconds(imported: Any, placements: np.ndarray, device_names: Seq
     check run so far plus ``warmup + repeats`` runs of every row kept still fit.  Rows left out are NaN."""
     import onnx
 
+    from onnx_sched.bench.inputs import import_feed
     from onnx_sched.bench.outputs import compare_outputs, output_tolerance
-    from onnx_sched.bench.split_executor import SplitExecutor, device_spec, random_feed, split_model
+    from onnx_sched.bench.split_executor import SplitExecutor, device_spec, split_model
 
     if imported is None or not isinstance(getattr(imported, "model", None), onnx.ModelProto):
         raise ValueError("a measured target runs the model in ONNX Runtime's split executor: give an ONNX model "
@@ -48,7 +49,7 @@ def interleaved_seconds(imported: Any, placements: np.ndarray, device_names: Seq
     ncpu = os.cpu_count() or 1
     specs = [device_spec(name, threads=1, cores=(i % ncpu,)) for i, name in enumerate(device_names)]
     outputs = [o.name for o in imported.model.graph.output]
-    feed = random_feed(imported.model, seed)
+    feed = import_feed(imported, seed)
     tol = output_tolerance(imported.model)
     kept: list[tuple[int, Any]] = []
     run_seconds, setup_seconds = 0.0, 0.0  # one run of every kept row; the slowest setup + check run
