@@ -74,6 +74,8 @@ _NONDETERMINISTIC = frozenset(
     {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial", "Bernoulli"}
 )
 _CONTROL_FLOW = frozenset({"If", "Loop", "Scan"})
+_SEQUENCE_OPS = frozenset({"SequenceConstruct", "SequenceEmpty", "SequenceInsert", "SequenceErase", "SequenceAt",
+                           "SequenceLength", "SplitToSequence", "ConcatFromSequence", "SequenceMap"})
 
 
 @dataclass(frozen=True, eq=False)
@@ -397,6 +399,10 @@ def import_onnx(
     if unknown:
         dyn = sorted({d.dim_param for i in g.input for d in i.type.tensor_type.shape.dim if d.dim_param})
         hint = f"; pin dynamic dims with --dim ({', '.join(dyn)}) or --input-shape" if dyn else ""
+        sequences = [n for n in g.node if n.op_type in _SEQUENCE_OPS]
+        if sequences and not dyn:
+            hint = (f"; the model uses sequence ops ({sequences[0].op_type} ...), whose values are lists of tensors "
+                    "of run-time length: onnx-sched sizes tensors only")
         shown = ", ".join(repr(u) for u in unknown[:5]) + (f" and {len(unknown) - 5} more" if len(unknown) > 5 else "")
         raise UnknownShapeError(f"{where}: unknown size for {len(unknown)} tensors ({shown}){hint}")
 
