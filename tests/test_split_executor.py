@@ -212,6 +212,21 @@ def test_interleaved_timing_measures_what_fits_before_a_deadline() -> None:
     assert np.isfinite(late[:2]).all() and np.isnan(late[2:]).all()
 
 
+def test_a_deadline_too_short_for_every_round_cuts_warm_ups_then_repeats() -> None:
+    """Runs that cannot all end in time (a large model): the required rows get MIN_REPEATS timed rounds, no more,
+    and their speedups still come out (medians over the rounds run)."""
+    from onnx_sched.bench.runtimes.placement_timing import MIN_REPEATS, interleaved_seconds, speedups_over
+    from onnx_sched.deadline import Deadline
+
+    imp = import_onnx(diamond_model(branches=2, n=16))
+    rows = np.random.default_rng(0).integers(0, 2, (3, imp.graph.n_ops))
+    late = interleaved_seconds(imp, rows, ["d0", "d1"], repeats=10, warmup=2, deadline=Deadline(1e-9), required=2)
+    assert late.shape == (3, 10)
+    assert (np.isfinite(late[:2]).sum(axis=1) == MIN_REPEATS).all() and np.isnan(late[2]).all()
+    speedups = speedups_over(imp, rows[0], rows[1:], ["d0", "d1"], repeats=10, deadline=Deadline(1e-9), required=1)
+    assert np.isfinite(speedups[0]) and np.isnan(speedups[1])
+
+
 def _narrow_float_model(output_type: int = TensorProto.FLOAT) -> onnx.ModelProto:
     """x -> bfloat16 -> float, and x -> float16 -> Relu -> float, added: narrow tensors for the split to cut."""
     vi = helper.make_tensor_value_info

@@ -45,6 +45,7 @@ import numpy as np
 import onnx
 from onnx import helper
 
+from onnx_sched.bench.part_merge import merge_parts
 from onnx_sched.importers.onnx_weights import with_weights
 
 __all__ = ["DeviceSpec", "SplitExecutor", "SubModel", "device_spec", "node_devices", "random_feed", "split_model"]
@@ -118,29 +119,13 @@ def node_devices(imported: Any, placement: np.ndarray) -> dict[int, int]:
     return {int(idx): int(p[op]) for op, idx in enumerate(imported.op_node)}
 
 
-def _merge_keeps_concurrency(q: Any, a: int, b: int) -> bool:
-    """Whether running groups ``a`` and ``b`` as one part costs no concurrency: in either
-    orientation, the later group waits only for the earlier one or its ancestors, and
-    every other reader of the earlier group also waits for the later one anyway."""
-    import networkx as nx
-
-    for x, y in ((a, b), (b, a)):
-        anc_x = nx.ancestors(q, x) | {x}
-        if y in anc_x or not set(q.predecessors(y)) <= anc_x:  # x runs first; y waits for nothing new
-            continue
-        desc_y = nx.descendants(q, y) | {y}
-        if set(q.successors(x)) <= desc_y:
-            return True
-    return False
-
-
 def _groups(nodes: Sequence[onnx.NodeProto], compute: list[int], dev: Mapping[int, int]) -> list[list[int]]:
     """Parts: runs of one device's ops (file order) cut so that cross-device data flows only
     from the last op of a part to the first op of another.  A part starts at an op that reads
     another device's tensor and ends after an op whose tensor another device reads, so no part
     makes a device wait for more than its next op needs, and every output leaves as soon as it
     exists.  Same-device parts are then merged where that delays nothing
-    (:func:`_merge_keeps_concurrency`).  The parts come in a topological order."""
+    (:func:`~onnx_sched.bench.part_merge.merge_parts`).  The parts come in a topological order."""
     import networkx as nx
 
     producer: dict[str, int] = {}
@@ -164,24 +149,16 @@ def _groups(nodes: Sequence[onnx.NodeProto], compute: list[int], dev: Mapping[in
         member[i] = open_part[d]
         if any(reader_devs.get(o, set()) - {d} for o in nodes[i].output if o):
             open_part[d] = None
-    q = nx.DiGraph()
-    q.add_nodes_from(range(n_parts))
+    edges = {(member[producer[x]], member[i]) for i in compute for x in _reads(nodes[i])
+             if x in producer and member[producer[x]] != member[i]}
+    gdev = [0] * n_parts
     for i in compute:
-        for x in _reads(nodes[i]):
-            if x in producer and member[producer[x]] != member[i]:
-                q.add_edge(member[producer[x]], member[i])
-    gdev = {member[i]: dev[i] for i in compute}
-    changed = True
-    while changed:
-        changed = False
-        for a in sorted(q.nodes):
-            for b in sorted(q.nodes):
-                if a < b and a in q and b in q and gdev[a] == gdev[b] and _merge_keeps_concurrency(q, a, b):
-                    q = nx.contracted_nodes(q, a, b, self_loops=False)
-                    for i, g in member.items():
-                        if g == b:
-                            member[i] = a
-                    changed = True
+        gdev[member[i]] = dev[i]
+    merged_into = merge_parts(n_parts, edges, gdev)
+    member = {i: merged_into[g] for i, g in member.items()}
+    q = nx.DiGraph()
+    q.add_nodes_from(sorted(set(merged_into)))
+    q.add_edges_from((merged_into[u], merged_into[v]) for u, v in edges if merged_into[u] != merged_into[v])
     order = list(nx.lexicographical_topological_sort(q))
     pos = {g: j for j, g in enumerate(order)}
     out: list[list[int]] = [[] for _ in order]

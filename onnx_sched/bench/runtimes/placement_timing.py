@@ -25,6 +25,10 @@ from onnx_sched.importers.onnx_weights import with_weights
 __all__ = ["interleaved_seconds", "speedups_over"]
 
 
+#: Timed rounds a deadline never cuts below: the median of 3 runs (each placement also ran once, checked, first).
+MIN_REPEATS = 3
+
+
 def interleaved_seconds(imported: Any, placements: np.ndarray, device_names: Sequence[str], repeats: int = 10,
                         warmup: int = 2, seed: int = 0, deadline: Any = None,
                         required: int | None = None) -> np.ndarray:
@@ -32,7 +36,9 @@ def interleaved_seconds(imported: Any, placements: np.ndarray, device_names: Seq
 
     With a ``deadline`` (:class:`~onnx_sched.deadline.Deadline`), the rows after the first ``required`` (default:
     all) are set up only while the run still ends in time: a row is added when, after it, the slowest setup and
-    check run so far plus ``warmup + repeats`` runs of every row kept still fit.  Rows left out are NaN."""
+    check run so far plus ``warmup + repeats`` runs of every row kept still fit.  Rows left out are NaN.  When
+    even the required rows' rounds would end after the deadline (a large model, seconds per run), the warm-up
+    rounds go first, then timed rounds down to :data:`MIN_REPEATS`; the columns not run are NaN."""
     import onnx
 
     from onnx_sched.bench.inputs import import_feed
@@ -73,6 +79,10 @@ def interleaved_seconds(imported: Any, placements: np.ndarray, device_names: Seq
             ok, err = compare_outputs(reference, out, tol)
             if not ok:
                 raise ValueError(f"measured target: a placement's outputs differ from the reference (max abs {err:.3g})")
+        if deadline is not None:  # runs too slow for every round: fewer warm-ups, then fewer repeats (>= MIN)
+            rounds = int(deadline.left() // max(run_seconds, 1e-9))
+            warmup = min(warmup, max(0, rounds - MIN_REPEATS))
+            repeats = max(min(repeats, MIN_REPEATS), min(repeats, rounds - warmup))
         for r in range(warmup + repeats):
             for k, ex in kept:
                 t0 = time.perf_counter()
@@ -111,6 +121,9 @@ def speedups_over(imported: Any, reference: np.ndarray, placements: np.ndarray, 
     """``median reference seconds / median seconds`` of each placement, all interleaved in one run; with a
     ``deadline``, placements after the first ``required`` only while they fit (NaN for the others)."""
     rows = np.vstack([reference, placements])
-    seconds = np.median(interleaved_seconds(imported, rows, device_names, repeats, seed=seed, deadline=deadline,
-                                            required=None if required is None else 1 + required), axis=1)
+    times = interleaved_seconds(imported, rows, device_names, repeats, seed=seed, deadline=deadline,
+                                required=None if required is None else 1 + required)
+    timed = ~np.isnan(times).all(axis=1)
+    seconds = np.full(len(rows), np.nan)
+    seconds[timed] = np.nanmedian(times[timed], axis=1)  # a deadline may have cut the rounds: NaN columns
     return seconds[0] / seconds[1:]
