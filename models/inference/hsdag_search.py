@@ -118,7 +118,8 @@ def run_episodes(problem: lat.PlacementProblem, params: net.Params, settings: Ep
 
     ``latency_of(placement, predicted)`` returns the latency that rewards a placement
     (``predicted`` is its modelled latency).  ``mask`` zeroes node-feature columns (the
-    ablations).  Stops after ``time_limit`` seconds; the first episode always runs."""
+    ablations).  Stops after ``time_limit`` seconds, inside an episode too; the first step always runs."""
+    t0 = work_clock()  # the features count too (a fractal dimension over thousands of ops takes seconds)
     g = problem.graph
     coarse = colocate(g)
     x = node_features(g, coarse, problem.op_time, problem.host).astype(np.float64)
@@ -136,7 +137,6 @@ def run_episodes(problem: lat.PlacementProblem, params: net.Params, settings: Ep
     groups: dict[int, list[int]] = {}
     best_log: list[float] = []
     steps = updates = episodes_run = 0
-    t0 = work_clock()
     for _ in range(max(1, settings.episodes)):
         if episodes_run and time_limit is not None and work_clock() - t0 > time_limit:
             break
@@ -159,8 +159,8 @@ def run_episodes(problem: lat.PlacementProblem, params: net.Params, settings: Ep
                 _update(params, opt, problem, buffer, settings, mask)
                 buffer.clear()
                 updates += 1
-            if last:
-                break
+            if last or (time_limit is not None and work_clock() - t0 > time_limit):
+                break  # an episode still running at the limit stops where it is (its placements are judged)
             rg, inputs, first = c.next_graph, c.next_state, False
         episodes_run += 1
         best_log.append(min(v for _, v in candidates.values()))
