@@ -65,7 +65,8 @@ class PassContext:
             try:
                 return type(default)(value)
             except ValueError:
-                raise ValueError(f"--option {name}={value!r}: expected a number ({kind}), e.g. {name}={default}") from None
+                raise ValueError(f"--option {name}={value!r}: expected a number ({kind}), "
+                                 f"e.g. {name}={default}") from None
         return value
 
 

@@ -261,6 +261,25 @@ def test_bfloat16_and_float16_tensors_cross_parts() -> None:
     assert rounded_apart > 1e-5  # the narrow tolerance is needed: float32's would call these runs different
 
 
+def test_a_float_graph_output_of_a_part_that_also_sends_bfloat16_comes_back_as_an_array() -> None:
+    """A part with a bfloat16 output runs with OrtValues for all its outputs; its graph outputs still come back
+    as arrays."""
+    vi = helper.make_tensor_value_info
+    nodes = [helper.make_node("Cast", ["x"], ["xb"], to=TensorProto.BFLOAT16, name="to_bf16"),
+             helper.make_node("Relu", ["x"], ["r"], name="relu"),
+             helper.make_node("Cast", ["xb"], ["y"], to=TensorProto.FLOAT, name="from_bf16")]
+    graph = helper.make_graph(nodes, "mixed", [vi("x", TensorProto.FLOAT, [4, 8])],
+                              [vi("r", TensorProto.FLOAT, [4, 8]), vi("y", TensorProto.FLOAT, [4, 8])])
+    imp = import_onnx(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8))
+    placement = np.array([1 if name == "from_bf16" else 0 for name in imp.graph.op_names])
+    ref = whole(imp)
+    with SplitExecutor(split_model(imp, placement), DEVICES, list(ref)) as ex:
+        got = ex.run(random_feed(imp.model))
+    assert all(isinstance(v, np.ndarray) for v in got.values())
+    ok, err = compare_outputs(ref, got, output_tolerance(imp.model))
+    assert ok, err
+
+
 def test_a_bfloat16_graph_output_is_refused_in_one_line() -> None:
     imp = import_onnx(_narrow_float_model(TensorProto.BFLOAT16))
     with pytest.raises(ValueError, match="graph output 'out' is of a type"):

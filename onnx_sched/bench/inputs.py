@@ -48,7 +48,8 @@ def _onnx_input_specs(model: Any) -> list[_InputSpec]:
         if not vi.type.HasField("tensor_type"):
             raise OnnxSchedError(f"input {vi.name!r} is not a tensor; bench supports tensor inputs only")
         tt = vi.type.tensor_type
-        dims: list[int | str | None] = [int(d.dim_value) if d.HasField("dim_value") else d.dim_param for d in tt.shape.dim]
+        dims: list[int | str | None] = [int(d.dim_value) if d.HasField("dim_value") else d.dim_param
+                                        for d in tt.shape.dim]
         type_name = onnx.TensorProto.DataType.Name(tt.elem_type)
         specs.append((vi.name, np.dtype(tensor_dtype_to_np_dtype(tt.elem_type)), dims, type_name))
     return specs

@@ -62,7 +62,7 @@ def _ort_value_only(vi: onnx.ValueInfoProto) -> bool:
 
 
 def random_feed(model: Any, seed: int = 0, dims: Mapping[str, int] | None = None) -> dict[str, np.ndarray]:
-    """Seeded inputs for every non-initializer graph input (see ``bench.measure.random_inputs``)."""
+    """Seeded inputs for every non-initializer graph input (see ``bench.inputs.random_inputs``)."""
     from onnx_sched.bench.inputs import random_inputs
 
     return random_inputs(model, seed, dims)
@@ -238,6 +238,12 @@ def split_model(imported: Any, placement: np.ndarray) -> list[SubModel]:
     return parts
 
 
+def _as_array(value: Any) -> Any:
+    """An array for the caller or a torch part: a part with an output numpy has no type for returns all its
+    outputs as ``OrtValue`` objects."""
+    return value.numpy() if hasattr(value, "numpy") and hasattr(value, "data_type") else value
+
+
 def _ort_value(value: Any) -> Any:
     import onnxruntime as ort
 
@@ -367,7 +373,7 @@ class SplitExecutor:
                     t0 = time.perf_counter()
                     if self.devices[part.device].torch_device:
                         with lock:
-                            inputs = {x: on_device.get((part.device, x), env.get(x)) for x in part.inputs}
+                            inputs = {x: on_device.get((part.device, x), _as_array(env.get(x))) for x in part.inputs}
                         kept, host = sess(inputs, self.host_outputs[k])
                         dt = time.perf_counter() - t0
                         with lock:
@@ -377,7 +383,8 @@ class SplitExecutor:
                         return
                     inputs = {x: env[x] for x in part.inputs}
                     if self._ort_values[k]:
-                        outs = sess.run_with_ort_values(list(part.outputs), {x: _ort_value(v) for x, v in inputs.items()})
+                        values = {x: _ort_value(v) for x, v in inputs.items()}
+                        outs = sess.run_with_ort_values(list(part.outputs), values)
                     else:
                         outs = sess.run(list(part.outputs), inputs)  # takes arrays and OrtValues alike
                     dt = time.perf_counter() - t0
@@ -398,4 +405,4 @@ class SplitExecutor:
         if errors:
             raise errors[0]
         self.last_device_seconds = {self.devices[d].name: t for d, t in busy.items()}
-        return {name: env[name] for name in self.output_names}
+        return {name: _as_array(env[name]) for name in self.output_names}

@@ -111,8 +111,8 @@ def _check_loads(imported: Any) -> None:
         return
     name = str(imported.path) if getattr(imported, "path", None) else (imported.model.graph.name or "the model")
     with ort_loads(name):
-        ort.InferenceSession(with_weights(imported).SerializeToString(), make_session_options(arena=False, opt_level="none",
-                             threads=1), providers=["CPUExecutionProvider"])
+        options = make_session_options(arena=False, opt_level="none", threads=1)
+        ort.InferenceSession(with_weights(imported).SerializeToString(), options, providers=["CPUExecutionProvider"])
     _LOADS.add(imported)
 
 
