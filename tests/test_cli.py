@@ -274,18 +274,21 @@ def test_ort_graph_all_with_sizes_nothing_gives_names_the_users_model(tmp_path):
 
 
 def test_ort_graph_drops_inputs_whose_initializers_ort_folded(tmp_path):
-    """IR 3 lists every initializer as a graph input; ORT folds ConstantOfShape(shape) into a new initializer
-    and drops `shape`: the written model must not ask the caller for it."""
+    """IR 3 lists every initializer as a graph input (light_squeezenet's stripped weights are ConstantOfShape of
+    such shape initializers); ORT folds them and shares equal constants, dropping initializers but not their
+    input entries: the written model must not ask the caller for them."""
     from onnx import numpy_helper
 
     vi = helper.make_tensor_value_info
-    shape = numpy_helper.from_array(np.array([4, 8], np.int64), "shape")
+    shapes = [numpy_helper.from_array(np.array([4, 8], np.int64), f"shape{k}") for k in range(3)]
+    half = helper.make_tensor("v", TensorProto.FLOAT, [1], [0.5])
+    nodes = [helper.make_node("ConstantOfShape", [f"shape{k}"], [f"c{k}"], value=half) for k in range(3)]
+    nodes += [helper.make_node("Add", ["x", "c0"], ["a"]), helper.make_node("Add", ["a", "c1"], ["b"]),
+              helper.make_node("Mul", ["b", "c2"], ["y"])]
     m = helper.make_model(helper.make_graph(
-        [helper.make_node("ConstantOfShape", ["shape"], ["c"], value=helper.make_tensor("v", TensorProto.FLOAT, [1],
-                                                                                         [0.5])),
-         helper.make_node("Add", ["x", "c"], ["y"])], "ir3",
-        [vi("x", TensorProto.FLOAT, [4, 8]), vi("shape", TensorProto.INT64, [2])], [vi("y", TensorProto.FLOAT, [4, 8])],
-        initializer=[shape]), opset_imports=[helper.make_opsetid("", 9)], ir_version=3)
+        nodes, "ir3", [vi("x", TensorProto.FLOAT, [4, 8]), *(vi(f"shape{k}", TensorProto.INT64, [2]) for k in range(3))],
+        [vi("y", TensorProto.FLOAT, [4, 8])], initializer=shapes), opset_imports=[helper.make_opsetid("", 9)],
+        ir_version=3)
     src = _save(m, tmp_path / "ir3.onnx")
     out = tmp_path / "out.onnx"
     res = run_cli("optimize", str(src), "-o", str(out), "--ort-graph", "basic")
