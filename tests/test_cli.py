@@ -285,10 +285,10 @@ def test_ort_graph_drops_inputs_whose_initializers_ort_folded(tmp_path):
     nodes = [helper.make_node("ConstantOfShape", [f"shape{k}"], [f"c{k}"], value=half) for k in range(3)]
     nodes += [helper.make_node("Add", ["x", "c0"], ["a"]), helper.make_node("Add", ["a", "c1"], ["b"]),
               helper.make_node("Mul", ["b", "c2"], ["y"])]
-    m = helper.make_model(helper.make_graph(
-        nodes, "ir3", [vi("x", TensorProto.FLOAT, [4, 8]), *(vi(f"shape{k}", TensorProto.INT64, [2]) for k in range(3))],
-        [vi("y", TensorProto.FLOAT, [4, 8])], initializer=shapes), opset_imports=[helper.make_opsetid("", 9)],
-        ir_version=3)
+    inputs = [vi("x", TensorProto.FLOAT, [4, 8]), *(vi(f"shape{k}", TensorProto.INT64, [2]) for k in range(3))]
+    m = helper.make_model(helper.make_graph(nodes, "ir3", inputs, [vi("y", TensorProto.FLOAT, [4, 8])],
+                                            initializer=shapes),
+                          opset_imports=[helper.make_opsetid("", 9)], ir_version=3)
     src = _save(m, tmp_path / "ir3.onnx")
     out = tmp_path / "out.onnx"
     res = run_cli("optimize", str(src), "-o", str(out), "--ort-graph", "basic")
