@@ -27,22 +27,12 @@ from typing import Any
 
 import numpy as np
 
+from onnx_sched.profiling.profiled_model import profiled_model
 from onnx_sched.profiling.profiles import DeviceProfile, ProfileSet, TransferModel
 from onnx_sched.profiling.rates import fit_rates
 from onnx_sched.profiling.transfer import fit_transfer
 
 __all__ = ["measure_torch_transfer", "profile_torch", "profile_torch_set"]
-
-
-def _named_copy(imported: Any) -> Any:
-    """``imported.model`` with every compute node named by its graph op name (profile keys)."""
-    import onnx
-
-    model = onnx.ModelProto()
-    model.CopyFrom(imported.model)
-    for op, idx in enumerate(imported.op_node):
-        model.graph.node[int(idx)].name = imported.graph.op_names[op]
-    return model
 
 
 def _device_name(device: str) -> tuple[str, str, str]:
@@ -68,7 +58,7 @@ def profile_torch(imported: Any, device: str = "cpu", repeats: int = 10, warmup:
 
         raise DeviceError(f"{device}: torch sees no CUDA device")
     graph = imported.graph
-    module, prepared = convert_part(_named_copy(imported))
+    module, prepared = convert_part(profiled_model(imported))
     feed = import_feed(imported, seed)
     inits = {t.name for t in prepared.graph.initializer}
     names = [n.name for n in prepared.graph.node]

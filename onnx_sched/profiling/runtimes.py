@@ -21,8 +21,7 @@ from typing import Any
 import numpy as np
 
 from onnx_sched.errors import DeviceError
-from onnx_sched.importers.onnx import stable_op_names
-from onnx_sched.importers.onnx_weights import with_weights
+from onnx_sched.profiling.profiled_model import profiled_model
 from onnx_sched.profiling.profiles import DeviceProfile, ProfileSet
 from onnx_sched.profiling.rates import fit_rates
 from onnx_sched.profiling.transfer import measure_transfer
@@ -119,7 +118,7 @@ def profile_ort(imported: Any, provider: str = "CPUExecutionProvider", threads: 
         so.inter_op_num_threads = 1
         so.enable_profiling = True
         so.profile_file_prefix = os.path.join(tmp, "prof")
-        sess = ort.InferenceSession(_named_nodes(with_weights(imported)).SerializeToString(), so, providers=[provider])
+        sess = ort.InferenceSession(profiled_model(imported).SerializeToString(), so, providers=[provider])
         feed = import_feed(imported, seed)
         totals = []
         for i in range(warmup + repeats):
@@ -153,19 +152,6 @@ def profile_ort(imported: Any, provider: str = "CPUExecutionProvider", threads: 
                          total_seconds=float(np.median(totals)),
                          notes=f"ORT profiling, {threads} thread(s), optimizations off, median of {repeats} runs")
     return replace(base, **fit_rates(graph, op_secs))
-
-
-def _named_nodes(model: Any) -> Any:
-    """``model`` with every node named by its stable op name: ONNX Runtime's profile names events by node
-    name, so unnamed nodes (or several with one name) could not be told apart."""
-    names = stable_op_names(model.graph.node)
-    if all(n.name == name for n, name in zip(model.graph.node, names)):
-        return model
-    named = type(model)()
-    named.CopyFrom(model)
-    for node, name in zip(named.graph.node, names):
-        node.name = name
-    return named
 
 
 def profile_model(imported: Any, device: str, runtime: str = "openvino", repeats: int = 10, threads: int = 1,
