@@ -120,20 +120,16 @@ def command(model: Path, output: Path, objective: str, method: str, time_limit: 
                        **{k: v for k, v in (("candidates", candidates), ("top_k", top_k), ("target", target),
                                             ("temperature", temperature)) if v is not None}},
                       parse_memory_limits(memory_limits))
-        except UnknownShapeError as exc:
+        except (UnknownShapeError, UnknownOpError) as exc:
             if ort_graph is None:
                 raise
-            # ORT's rewritten graph lives in a temporary file: name the user's model, and say why sizes are unknown
-            raise UnknownShapeError(f"{str(exc).replace(str(source), str(model))}: ONNX Runtime's --ort-graph "
-                                    f"{ort_graph} graph has ops whose output sizes neither onnx's shape inference nor "
-                                    "a run of it gave; --ort-graph basic keeps portable ONNX ops") from None
-        except UnknownOpError as exc:
-            if ort_graph is None:
-                raise
-            raise UnknownOpError(f"{str(exc).replace(str(source), str(model))}: ONNX Runtime's --ort-graph "
-                                 f"{ort_graph} rewrite put one of its own ops in the ONNX domain, which onnx.checker "
-                                 "rejects (so the written model could not pass it); --ort-graph basic keeps portable "
-                                 "ONNX ops") from None
+            # ORT's rewritten graph lives in a temporary file: name the user's model, and say what ORT did
+            why = ("graph has ops whose output sizes neither onnx's shape inference nor a run of it gave"
+                   if isinstance(exc, UnknownShapeError) else
+                   "rewrite put one of its own ops in the ONNX domain, which onnx.checker rejects (so the written "
+                   "model could not pass it)")
+            raise type(exc)(f"{str(exc).replace(str(source), str(model))}: ONNX Runtime's --ort-graph {ort_graph} "
+                            f"{why}; --ort-graph basic keeps portable ONNX ops") from None
 
 
 def parse_pass_options(items: tuple[str, ...]) -> dict[str, object]:
