@@ -32,6 +32,7 @@ import numpy as np
 from ortools.sat.python import cp_model
 
 from onnx_sched.cost import makespan as ms
+from onnx_sched.cp_sat import cp_solver
 from onnx_sched.graph import Graph
 from onnx_sched.passes import PassContext, register
 from onnx_sched.passes.makespan._priorities import cp_priority
@@ -150,10 +151,7 @@ def solve(problem: ms.MakespanProblem, hint: Schedule, time_limit: float, worker
             if lit is not None:
                 m.AddHint(lit, int(hplace[v] == p))
     m.AddHint(mk, hint_end)
-    solver = cp_model.CpSolver()
-    solver.parameters.max_time_in_seconds = max(0.1, float(time_limit) - (time.perf_counter() - started))
-    solver.parameters.num_workers = max(1, int(workers))
-    solver.parameters.random_seed = int(seed) % (2**31)
+    solver = cp_solver(time_limit, seed, workers, started=started)
     status = solver.Solve(m)
     info = {"status": solver.StatusName(status), "scale": scale, "exact": exact,
             "cp_objective": None, "cp_bound": None, "wall_s": solver.WallTime()}

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from onnx_sched.cost.latency import PlacementProblem, sequential_latency
+from onnx_sched.cp_sat import cp_solver
 
 __all__ = ["cpsat_placement", "mincut_placement"]
 
@@ -148,10 +149,7 @@ def cpsat_placement(problem: PlacementProblem, time_limit: float = 10.0, hint: n
         for i in range(n):
             for d in range(k):
                 m.AddHint(x[i][d], int(hint[i]) == d)
-    solver = cp_model.CpSolver()
-    solver.parameters.max_time_in_seconds = max(0.05, float(time_limit) - (time.perf_counter() - started))
-    solver.parameters.num_workers = int(workers)
-    solver.parameters.random_seed = int(seed)
+    solver = cp_solver(time_limit, seed, workers, started=started)
     status = solver.Solve(m)
     if stats is not None:
         stats["status"] = solver.StatusName(status)
