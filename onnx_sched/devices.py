@@ -22,12 +22,14 @@ Example:
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from onnx_sched.errors import DeviceError
 
-__all__ = ["CPU_ALIAS", "DeviceInfo", "device_kind", "list_devices", "openvino_core", "register_cpu_alias"]
+__all__ = ["CPU_ALIAS", "DeviceInfo", "device_kind", "device_names", "list_devices", "openvino_core",
+           "register_cpu_alias"]
 
 CPU_ALIAS = "CPUB"  # second name for the OpenVINO CPU plugin (two-CPU HETERO split)
 
@@ -44,6 +46,29 @@ class DeviceInfo:
 
     def to_dict(self) -> dict[str, str]:
         return {"name": self.name, "full_name": self.full_name, "backend": self.backend, "kind": self.kind}
+
+
+def device_names(value: str | Sequence[str] | None, what: str = "devices") -> tuple[str, ...] | None:
+    """A device list as the user gave it -- a comma list (``"CPU, GPU"``) or a sequence of names -- as
+    stripped names; None stays None (no list given).  A list with no names is a ``ValueError``
+    naming ``what`` (the flag or option it came from).
+
+    >>> device_names("CPU, GPU")
+    ('CPU', 'GPU')
+    >>> device_names(["CPU", "NPU"])
+    ('CPU', 'NPU')
+    >>> device_names(" , ")
+    Traceback (most recent call last):
+    ...
+    ValueError: devices ' , ': no device names; give a comma list such as CPU,GPU
+    """
+    if value is None:
+        return None
+    parts = value.split(",") if isinstance(value, str) else [str(v) for v in value]
+    names = tuple(p.strip() for p in parts if p.strip())
+    if not names:
+        raise ValueError(f"{what} {value!r}: no device names; give a comma list such as CPU,GPU")
+    return names
 
 
 def device_kind(name: str, full_name: str = "", device_type: str = "") -> str:

@@ -93,10 +93,11 @@ def test_examples_run(script: str, tmp_path: Path) -> None:
 @pytest.mark.parametrize("objective, method, problem", [  # deterministic methods, so the two runs agree
     ("latency", "heft-place", {"profiles": [str(ROOT / "examples" / "profiles_cpu_igpu_dgpu.json")]}),
     ("makespan", "heft", {"machines": str(ROOT / "examples" / "machines_cpu_igpu_dgpu.json")}),
-    ("peak-mem", "partition-dfs", {"devices": "CPU,GPU"}),
+    ("peak-mem", "partition-dfs", {"devices": "CPU, GPU"}),  # a comma list as a user types it
 ])
 def test_pass_places_nodes_like_the_api_for_objectives_that_place(objective: str, method: str, problem: dict) -> None:
     from onnx_sched.api import optimize_model
+    from onnx_sched.devices import device_names
     from onnx_sched.exporters.onnx import DEVICE_KEY
 
     proto = branchy_model(branches=3, n=64)
@@ -107,8 +108,8 @@ def test_pass_places_nodes_like_the_api_for_objectives_that_place(objective: str
     onnx.checker.check_model(out)
     assert out.ir_version >= 10
     devices = [{p.key: p.value for p in n.metadata_props}.get(DEVICE_KEY) for n in out.graph.node]
-    assert None not in devices
-    direct = optimize_model(proto, objective, method, time_limit=5.0, **{k: (v.split(",") if k == "devices" else v)
+    assert None not in devices and " GPU" not in devices
+    direct = optimize_model(proto, objective, method, time_limit=5.0, **{k: (device_names(v) if k == "devices" else v)
                                                                  for k, v in problem.items()})
     assert devices == [{p.key: p.value for p in n.metadata_props}.get(DEVICE_KEY) for n in direct.model.graph.node]
     assert_bitwise_equal(run_ort(proto), run_ort(out))

@@ -177,12 +177,11 @@ def _optimize(source: Path, model: Path, output: Path, objective: str, method: s
               latency_mode: str = "sequential", devices: str | None = None,
               extra_options: dict[str, object] | None = None, memory_limits: dict[str, int] | None = None) -> None:
     from onnx_sched.api import MIN_PASS_SECONDS, optimize_model
+    from onnx_sched.devices import device_names
     from onnx_sched.exporters.dispatch import save_model
     from onnx_sched.jit import announce_compilation
 
-    wanted = tuple(d.strip() for d in devices.split(",") if d.strip()) if devices is not None else None
-    if wanted == ():
-        raise ValueError(f"--devices {devices!r}: no device names; give a comma list such as CPU,GPU")
+    wanted = device_names(devices, "--devices")
     options = {"beam_width": beam, "samples": samples, **(extra_options or {})}
     console = Console()
     spinner = Console(stderr=True).status("compiling kernels, first run only")

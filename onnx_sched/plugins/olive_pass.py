@@ -27,6 +27,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from onnx_sched.devices import device_names
+
 __all__ = ["HAVE_OLIVE", "OLIVE_IMPORT_ERROR", "OnnxSchedOlivePass", "problem_arguments", "require_olive"]
 
 _INSTALL_HINT = (
@@ -63,13 +65,13 @@ def problem_arguments(config: Any) -> dict[str, Any]:
 
     >>> problem_arguments({"machines": None, "profiles": "a.json,b.json", "devices": "CPU,GPU",
     ...                    "latency_mode": "sequential"})
-    {'machines': None, 'profiles': ('a.json', 'b.json'), 'devices': ['CPU', 'GPU'], 'latency_mode': 'sequential'}
+    {'machines': None, 'profiles': ('a.json', 'b.json'), 'devices': ('CPU', 'GPU'), 'latency_mode': 'sequential'}
     """
     def split(key: str) -> list[str]:
         return [v.strip() for v in (_get(config, key) or "").split(",") if v.strip()]
 
     return {"machines": _get(config, "machines"), "profiles": tuple(split("profiles")),
-            "devices": split("devices") or None, "latency_mode": _get(config, "latency_mode")}
+            "devices": device_names(_get(config, "devices") or None), "latency_mode": _get(config, "latency_mode")}
 
 
 def _external_data_config() -> dict[str, Any]:

@@ -27,6 +27,7 @@ from typing import Any
 import onnx_ir as ir
 import onnx_ir.passes
 
+from onnx_sched.devices import device_names
 from onnx_sched.exporters.onnx import DEVICE_KEY
 
 __all__ = ["OnnxSchedPass"]
@@ -77,7 +78,7 @@ class OnnxSchedPass(onnx_ir.passes.InPlacePass):
         self.dims = dict(dims) if dims else None
         self.options = dict(options) if options else None
         self.problem_args = {"machines": machines, "profiles": tuple(profiles), "latency_mode": latency_mode,
-                             "devices": devices.split(",") if isinstance(devices, str) else devices,
+                             "devices": device_names(devices, "OnnxSchedPass: devices"),
                              "memory_limits": dict(memory_limits) if memory_limits else None}
         self.last_report: Mapping[str, Any] | None = None
 
