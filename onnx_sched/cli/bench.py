@@ -134,13 +134,33 @@ def _render_prediction(report: BenchReport, console: Console) -> None:
         console.print(f"{label}: no prediction: {why}")
     s = report.savings
     if s is not None:
-        verdict = (f"[green]agree within {AGREEMENT_TOLERANCE:.0%} ({s.error:.1%})[/green]" if s.agrees
-                   else f"[red]differ by {s.error:.1%}[/red]")
-        rewritten = not all(p.graph_is_run for p in report.predictions.values())
-        hint = (" (the runtime ran a rewritten graph, not the one predicted: save ORT's own graph with "
-                "`optimize --ort-graph basic` to compare like with like)" if rewritten else "")
+        if s.predicted_bytes == 0 and s.measured_bytes != 0:  # no relative error to give
+            heap_in = report.models()["in"]["heap_peak_bytes"]
+            share = f" = {s.measured_bytes / heap_in:.2%} of IN's heap peak" if heap_in else ""
+            verdict = f"[yellow]no saving predicted; the measured heap moved by {s.measured_bytes:,} B{share}[/yellow]"
+        else:
+            verdict = (f"[green]agree within {AGREEMENT_TOLERANCE:.0%} ({s.error:.1%})[/green]" if s.agrees
+                       else f"[red]differ by {s.error:.1%}[/red]")
+        hint = _rewritten_hint(sorted(label for label, p in report.predictions.items() if not p.graph_is_run))
         console.print(f"OUT saves {s.predicted_bytes:,} B predicted, {s.measured_bytes:,} B measured (heap): "
                       f"{verdict}{hint}")
+
+
+def _rewritten_hint(rewritten: list[str]) -> str:
+    """Why a saving may differ: which models ran a graph the runtime rewrote, and how to compare like with like.
+
+    >>> _rewritten_hint([])
+    ''
+    >>> print(_rewritten_hint(["in"]))  # doctest: +ELLIPSIS
+     (IN ran a graph the runtime rewrote, not the one predicted: ... --ort-graph basic --method file` ...)
+    """
+    if not rewritten:
+        return ""
+    names = " and ".join(label.upper() for label in rewritten)
+    fix = ("save ORT's own graph of IN, in its own order, with `optimize IN --ort-graph basic --method file` and "
+           "bench OUT against that" if rewritten == ["in"] else
+           "save ORT's own graph with `optimize --ort-graph basic` to compare like with like")
+    return f" ({names} ran a graph the runtime rewrote, not the one predicted: {fix})"
 
 
 def _plot(report: BenchReport, path: Path) -> None:
