@@ -14,6 +14,11 @@ algorithm), and the per-problem spread of BRKGA 5K over the seeds.
 
     python benchmarks/regal_seeds.py --seeds 5 --out benchmarks/regal_seeds.json
 
+``--corpus-copies N`` replaces the held-out corpus models by N noisy copies of each (tensor sizes
+times U(0.5, 1.5), as paper 003 A.1 builds its test set; copy seed 2, training and validation use 0
+and 1); ``--synthetic 0`` skips the synthetic set; ``--brkga-50k`` also runs BRKGA 50K per seed and
+reports the share of problems where it matches or beats REGAL 5K of the same seed (Figure 5's claim, per run).
+
 ``--split validation`` runs the same on ``onnx-sched train regal``'s validation problems instead
 (30 synthetic graphs of ``--min-ops``..``--max-ops`` ops and 2 noisy copies of each validation corpus
 model, as training builds them with those options): the set to choose between policies on, never the
@@ -32,7 +37,10 @@ import numpy as np
 from regal_eval import held_out_sets, score
 
 from onnx_sched.cost import device_memory as dm
-from onnx_sched.models.training.regal_data import DEVICES, TEST_CORPUS, split_graphs
+from onnx_sched.models.training.regal_data import DEVICES, TEST_CORPUS, corpus_variants, split_graphs
+
+#: Seed of the held-out corpus models' noisy copies (``--corpus-copies``); training and validation use 0 and 1.
+TEST_COPY_SEED = 2
 
 
 def summarise(brkga: np.ndarray, regal: np.ndarray) -> dict[str, object]:
@@ -58,6 +66,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seeds", type=int, default=5)
     ap.add_argument("--synthetic", type=int, default=30, help="held-out synthetic problems (as regal_eval.py)")
     ap.add_argument("--corpus", nargs="*", default=list(TEST_CORPUS), help="held-out corpus models")
+    ap.add_argument("--corpus-copies", type=int, default=0,
+                    help="test: each held-out corpus model as this many copies with multiplicative tensor-size noise "
+                         "U(0.5, 1.5) (paper 003 A.1 adds such copies to its test set; 0: the models as they are)")
+    ap.add_argument("--brkga-50k", action="store_true",
+                    help="also run BRKGA 50K per seed: does it match or beat REGAL 5K of the same seed?")
     ap.add_argument("--model", default=None, help="REGAL policy .onnx (default: the shipped checkpoint)")
     ap.add_argument("--split", choices=["test", "validation"], default="test")
     ap.add_argument("--min-ops", type=int, default=50, help="validation: as onnx-sched train regal --min-ops")
@@ -68,8 +81,13 @@ def main(argv: list[str] | None = None) -> int:
         sets = {"validation": split_graphs("validation", 30, 2, args.min_ops, args.max_ops, 0)}
     else:
         sets = held_out_sets(args.synthetic, args.corpus)
-    variants = {"regal": {"evaluations": 5000, **({"model": args.model} if args.model else {})},
-                "regal-prior": {"evaluations": 5000, "prior": "true"}}
+        if args.corpus_copies:
+            sets["corpus"] = corpus_variants(args.corpus, args.corpus_copies, TEST_COPY_SEED)
+        sets = {name: graphs for name, graphs in sets.items() if graphs}
+    variants = {"regal": ("regal", {"evaluations": 5000, **({"model": args.model} if args.model else {})}),
+                "regal-prior": ("regal", {"evaluations": 5000, "prior": "true"})}
+    if args.brkga_50k:
+        variants["brkga-50k"] = ("brkga", {"evaluations": 50000})
     t0 = time.perf_counter()
     result: dict[str, object] = {"command": "python benchmarks/regal_seeds.py " + " ".join(sys.argv[1:] if argv is None
                                                                                          else argv)}
@@ -79,15 +97,20 @@ def main(argv: list[str] | None = None) -> int:
         for g in graphs:
             problem = dm.DeviceMemoryProblem.build(g, DEVICES)
             brkga.append([score(g, problem, "brkga", {"evaluations": 5000}, s)[0] for s in range(args.seeds)])
-            for v, options in variants.items():
-                peaks[v].append([score(g, problem, "regal", options, s)[0] for s in range(args.seeds)])
+            for v, (method, options) in variants.items():
+                peaks[v].append([score(g, problem, method, options, s)[0] for s in range(args.seeds)])
             print(f"{name} {g.name:28s} BRKGA 5K " + " ".join(f"{x / 2**20:8.2f}" for x in brkga[-1]) + "".join(
                 f"  {v} " + " ".join(f"{x / 2**20:8.2f}" for x in peaks[v][-1]) for v in variants) + " MiB", flush=True)
         summary = summarise(np.array(brkga), np.array(peaks["regal"]))
         prior = summarise(np.array(brkga), np.array(peaks["regal-prior"]))
         summary.update({f"prior_{k}": v for k, v in prior.items() if k.startswith("regal_")})
+        if args.brkga_50k:
+            regal, big = np.array(peaks["regal"]), np.array(peaks["brkga-50k"])
+            summary["brkga_50k_improvement_pct_mean"] = float(np.mean((np.array(brkga) - big) / np.array(brkga)) * 100)
+            summary["brkga_50k_matches_or_beats_regal_by_seed"] = [float(v) for v in np.mean(big <= regal, axis=0)]
         result[name] = {"graphs": [g.name for g in graphs], "brkga": brkga, "regal": peaks["regal"],
-                        "regal_prior": peaks["regal-prior"], "summary": summary}
+                        "regal_prior": peaks["regal-prior"], "summary": summary,
+                        **({"brkga_50k": peaks["brkga-50k"]} if args.brkga_50k else {})}
         print(f"\n{name} ({len(graphs)} problems, seeds 0-{args.seeds - 1}):")
         for label, key in (("REGAL", "regal_"), ("REGAL with the feature prior (no network)", "prior_regal_")):
             print(f"  {label} vs BRKGA 5K, same seed: % improvement "
@@ -98,6 +121,10 @@ def main(argv: list[str] | None = None) -> int:
               + ", ".join(f"{v:+.2f}" for v in summary["brkga_seed_vs_seed0_improvement_pct"])
               + "; ties or beats " + ", ".join(f"{v:.0%}" for v in summary["brkga_seed_vs_seed0_ties_or_beats"]))
         print(f"  BRKGA 5K per-problem spread over the seeds (max / min - 1): {summary['brkga_spread_pct_mean']:.1f}%")
+        if args.brkga_50k:
+            print(f"  BRKGA 50K vs BRKGA 5K, same seed: % improvement {summary['brkga_50k_improvement_pct_mean']:+.2f} "
+                  f"(mean over seeds); matches or beats REGAL 5K of the same seed on "
+                  + ", ".join(f"{v:.0%}" for v in summary["brkga_50k_matches_or_beats_regal_by_seed"]))
     result["seconds"] = time.perf_counter() - t0
     if args.out:
         args.out.write_text(json.dumps(result, indent=1))

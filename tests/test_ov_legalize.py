@@ -111,3 +111,42 @@ def test_corpus_efficientnet_reads_into_openvino() -> None:
     changed = [(a.name, b.op_type) for a, b in zip(model.graph.node, out.graph.node) if a.op_type != b.op_type]
     assert changed == [("/m/efficientnet/pooler/AveragePool", "GlobalAveragePool")]
     assert read_onnx_into_openvino(model).outputs[0].get_partial_shape().to_shape() == [1, 1000]
+
+
+def local_function_model() -> onnx.ModelProto:
+    """x [1, 8] -> Mul(2) -> Swish (a model-local function, called twice) -> Add -> y."""
+    swish = helper.make_function("local.fn", "Swish", ["t"], ["u"],
+                                 [helper.make_node("Sigmoid", ["t"], ["s"]), helper.make_node("Mul", ["t", "s"], ["u"])],
+                                 [helper.make_opsetid("", 17)])
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8])
+    two = helper.make_tensor("two", TensorProto.FLOAT, [], [2.0])
+    nodes = [helper.make_node("Mul", ["x", "two"], ["m"], name="mul"),
+             helper.make_node("Swish", ["m"], ["a"], name="swish_a", domain="local.fn"),
+             helper.make_node("Swish", ["a"], ["b"], name="swish_b", domain="local.fn"),
+             helper.make_node("Add", ["a", "b"], ["y"], name="add")]
+    model = helper.make_model(helper.make_graph(nodes, "fn", [x], [y], [two]), functions=[swish],
+                              opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("local.fn", 1)])
+    model.ir_version = 10
+    return model
+
+
+def test_local_functions_are_inlined_for_openvino_and_placed_by_their_calls() -> None:
+    from onnx_sched.api import optimize_model
+    from onnx_sched.exporters.openvino import export_openvino, placement_from_rt_info, read_onnx_into_openvino
+    from onnx_sched.importers.onnx import import_onnx
+
+    model = local_function_model()
+    before = model.SerializeToString()
+    out = legalize_for_openvino(model)
+    assert model.SerializeToString() == before, "the input model must not be modified"
+    assert not out.functions and "Swish" not in {n.op_type for n in out.graph.node}
+    x = np.random.default_rng(2).standard_normal((1, 8)).astype(np.float32)
+    np.testing.assert_allclose(run_openvino(model, x), run_ort(model, x), rtol=1e-5, atol=1e-6)
+    # a placement of the calls reaches the inlined bodies: every OpenVINO op gets a device
+    result = optimize_model(model, "peak-mem", "partition-dfs", time_limit=5.0, devices=("CPU", "GPU"))
+    imported = import_onnx(model)
+    assert imported.graph.n_ops == 4
+    affinity = placement_from_rt_info(export_openvino(imported, result.schedule, ("CPU", "GPU")))["affinity"]
+    ops = [op.get_friendly_name() for op in read_onnx_into_openvino(model).get_ordered_ops()]
+    assert set(ops) <= set(affinity) and set(affinity.values()) <= {"CPU", "GPU"}
