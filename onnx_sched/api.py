@@ -212,7 +212,8 @@ def optimize_model(
                                f"{', '.join(report['unused_options'])}")
     bounded = int(imported.graph.metadata.get("upper_bound_tensors", 0))
     if bounded:
-        report["notes"].append(f"{bounded} tensors have data-dependent shapes (e.g. NonZero, NonMaxSuppression): "
+        report["notes"].append(f"{bounded} tensors have data-dependent shapes (e.g. NonZero, NonMaxSuppression, an element "
+                               "read out of a sequence): "
                                "sized at their upper bound, so the memory figures are worst-case bounds")
     report["total_seconds"] = clock.elapsed()
     return OptimizeResult(model=exported.model, schedule=schedule, report=report, imported=imported, problem=problem,

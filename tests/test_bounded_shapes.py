@@ -89,11 +89,3 @@ def test_optimize_says_the_figures_are_bounds_and_keeps_the_outputs(tmp_path):
     onnx.checker.check_model(str(out))
     assert_bitwise_equal(run_ort(str(src)), run_ort(str(out)))
 
-
-def test_a_sequence_value_stops_the_import_and_says_why():
-    """A sequence is a list of tensors of run-time length: no bound to size it at."""
-    model = _model([helper.make_node("SplitToSequence", ["x"], ["seq"], axis=1),
-                    helper.make_node("ConcatFromSequence", ["seq"], ["y"], axis=1)],
-                   [vi("x", TensorProto.FLOAT, [2, 8])], [vi("y", TensorProto.FLOAT, [2, 8])])
-    with pytest.raises(UnknownShapeError, match="'seq'.*sequence ops .SplitToSequence"):
-        import_onnx(model)

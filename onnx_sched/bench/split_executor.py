@@ -174,7 +174,8 @@ def _value_infos(model: onnx.ModelProto) -> dict[str, onnx.ValueInfoProto]:
         inferred = model
     out: dict[str, onnx.ValueInfoProto] = {}
     for vi in list(inferred.graph.value_info) + list(inferred.graph.input) + list(inferred.graph.output):
-        if vi.type.HasField("tensor_type") and vi.type.tensor_type.elem_type:
+        tensor = vi.type.HasField("tensor_type") and vi.type.tensor_type.elem_type
+        if tensor or vi.type.HasField("sequence_type"):  # a sequence crosses parts as a list of arrays
             out.setdefault(vi.name, vi)
     return out
 

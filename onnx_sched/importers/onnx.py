@@ -37,6 +37,7 @@ from onnx_sched.graph import Graph, TensorKind
 from onnx_sched.importers._assemble import assemble_graph
 from onnx_sched.importers.onnx_shapes import infer_types
 from onnx_sched.importers.onnx_topology import topology_problem
+from onnx_sched.importers.sequence_sizes import sequence_bytes
 
 __all__ = [
     "ImportedOnnx", "import_onnx", "load_model", "parse_dims", "parse_input_shapes", "stable_op_names", "tensor_nbytes",
@@ -396,13 +397,24 @@ def import_onnx(
             sizes[i] = 0 if kinds[i] == TensorKind.WEIGHT else -1
             continue
         sizes[i] = nbytes
+    bounded_sequences = 0
+    if unknown and any(n.op_type in _SEQUENCE_OPS for n in g.node):
+        known = {name: int(sizes[i]) for i, name in enumerate(names) if sizes[i] >= 0}
+        seq_sizes, seq_bounded = sequence_bytes(g, known)
+        for name in [u for u in unknown if u in seq_sizes]:
+            sizes[tensor_id[name]] = seq_sizes[name]
+            if name not in types:  # a sequence value, not a tensor read out of one
+                dtypes[tensor_id[name]] = "sequence"
+        bounded_sequences = len(seq_bounded & set(unknown))
+        unknown = [u for u in unknown if u not in seq_sizes]
     if unknown:
         dyn = sorted({d.dim_param for i in g.input for d in i.type.tensor_type.shape.dim if d.dim_param})
         hint = f"; pin dynamic dims with --dim ({', '.join(dyn)}) or --input-shape" if dyn else ""
         sequences = [n for n in g.node if n.op_type in _SEQUENCE_OPS]
         if sequences and not dyn:
-            hint = (f"; the model uses sequence ops ({sequences[0].op_type} ...), whose values are lists of tensors "
-                    "of run-time length: onnx-sched sizes tensors only")
+            hint = (f"; the model uses sequence ops ({sequences[0].op_type} ...): onnx-sched sizes a sequence "
+                    "only where the op that builds it fixes its elements (SplitToSequence, SequenceConstruct, "
+                    "SequenceInsert, SequenceEmpty)")
         shown = ", ".join(repr(u) for u in unknown[:5]) + (f" and {len(unknown) - 5} more" if len(unknown) > 5 else "")
         raise UnknownShapeError(f"{where}: unknown size for {len(unknown)} tensors ({shown}){hint}")
 
@@ -414,7 +426,7 @@ def import_onnx(
         op_attrs=tuple(_attrs(g.node[i]) for i in op_node), op_in=op_in, op_out=op_out, tensor_names=names,
         tensor_bytes=sizes, tensor_kind=kinds, tensor_producer=producer, tensor_dtypes=dtypes, tensor_shapes=shapes,
         flops_of=op_flops, metadata={"source": "onnx", "ir_version": int(model.ir_version),
-                                     "upper_bound_tensors": sources.get("openvino-upper-bound", 0)},
+                                     "upper_bound_tensors": sources.get("openvino-upper-bound", 0) + bounded_sequences},
         op_param_bytes=_param_bytes(model, op_names),
     )
     return ImportedOnnx(
