@@ -62,6 +62,8 @@ class RegalTrainConfig:
 
     minutes: float = 35.0
     evaluations: int = 5000
+    validation_evaluations: int | None = None  # budget of validation and o_s there (None: ``evaluations``; paper 003
+    # A.5 trains with 1,000 and validates with 5,000)
     synthetic: int = 120  # training synthetic graphs (validation: a quarter)
     copies: int = 6  # noisy copies per training / validation corpus model
     min_ops: int = 50
@@ -133,8 +135,9 @@ def train(cfg: RegalTrainConfig, echo: Callable[[str], None] = print) -> dict[st
     echo("building training problems (features + standard BRKGA per problem)")
     graphs = split_graphs("train", cfg.synthetic, cfg.copies, cfg.min_ops, cfg.max_ops, cfg.seed)
     train_set = make_instances(distributed.shard(graphs) or graphs, cfg.evaluations, echo, cfg.pin, cfg.seed_pool)
+    val_evaluations = cfg.validation_evaluations or cfg.evaluations
     val_set = make_instances(split_graphs("validation", cfg.synthetic // 4, max(1, cfg.copies // 3), cfg.min_ops,
-                                          cfg.max_ops, cfg.seed), cfg.evaluations, echo, cfg.pin,
+                                          cfg.max_ops, cfg.seed), val_evaluations, echo, cfg.pin,
                              cfg.validation_seeds) if main else []
     prep_s = time.time() - start
     echo(f"{len(graphs)} training, {len(val_set)} validation problems in {prep_s:.0f} s")
@@ -148,7 +151,7 @@ def train(cfg: RegalTrainConfig, echo: Callable[[str], None] = print) -> dict[st
     if cfg.imitation_steps:
         echo(f"imitation: {cfg.imitation_steps} steps, final cross-entropy {imitation['loss']:.4f}, "
              f"mode = target on {imitation['accuracy']:.1%} of the heads")
-    best_val = validate(policy, val_set, cfg.evaluations) if main else {"reward": float("nan"), "ties_or_wins": 0.0}
+    best_val = validate(policy, val_set, val_evaluations) if main else {"reward": float("nan"), "ties_or_wins": 0.0}
     best_state, best_step = copy.deepcopy(policy.state_dict()), 0
     log: list[dict[str, Any]] = [{"step": 0, "validation": best_val}]
     echo(f"step 0 validation reward {best_val['reward']:.4f} ties/wins {best_val['ties_or_wins']:.2f}")
@@ -178,7 +181,7 @@ def train(cfg: RegalTrainConfig, echo: Callable[[str], None] = print) -> dict[st
         step += 1
         recent.append(float(reward.mean()))
         if main and step % cfg.validate_every == 0:
-            val = validate(policy, val_set, cfg.evaluations)
+            val = validate(policy, val_set, val_evaluations)
             if val["reward"] > best_val["reward"]:
                 best_val, best_state, best_step = val, copy.deepcopy(policy.state_dict()), step
             log.append({"step": step, "minutes": (time.time() - start) / 60, "train_reward": float(np.mean(recent)),

@@ -147,6 +147,11 @@ def peak_mem(out_dir: str, variant: str, encoder: str, resume: bool, export_stem
 @click.option("--minutes", type=click.FloatRange(min=0, min_open=True), default=35.0, show_default=True,
               help="Training time after building the problems.")
 @click.option("--evaluations", type=int, default=5000, show_default=True, help="Evaluation budget of REGAL and of BRKGA (o_s).")
+@click.option("--validation-evaluations", type=click.IntRange(min=1), default=None,
+              help="Budget on the validation problems (default: --evaluations; paper 003 trains with 1000 and "
+                   "validates with 5000).")
+@click.option("--validate-every", type=click.IntRange(min=1), default=100, show_default=True,
+              help="Training steps between validations (the checkpoint kept is the best validated one).")
 @click.option("--synthetic", type=int, default=120, show_default=True, help="Synthetic training graphs (validation: a quarter).")
 @click.option("--copies", type=int, default=6, show_default=True, help="Noisy copies per training corpus model.")
 @click.option("--min-ops", type=int, default=50, show_default=True)
