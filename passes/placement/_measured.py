@@ -9,7 +9,10 @@ when it is new, the measurement budget is not spent, and its predicted latency i
 placement is rewarded with its predicted latency times the median measured/predicted
 ratio so far (``calibrated``), and can never be chosen.  The single-device placements
 are timed first, always, so the choice (the fastest *timed* placement) is never slower
-than the best single device in the same protocol.
+than the best single device in the same protocol.  A timed placement whose outputs differ
+from the whole model's, or on which OpenVINO fails (its HETERO plugin gets some splits wrong,
+:class:`~onnx_sched.bench.runtimes.openvino.PlacementTimer`), can never be chosen either; its
+reward is twice the slowest valid time, so a learner is steered away from it.
 """
 
 from __future__ import annotations
@@ -64,7 +67,8 @@ def choose_placement(problem: lat.PlacementProblem, method: str, measured: Measu
     if measured is not None:
         placement, predicted, seconds = measured.best()
         info.update(measured_latency_s=seconds, measured_best_single_s=min(measured.measure(p) for p in singles),
-                    measured_candidates=len(measured.timed), measure_seconds=measured.seconds,
+                    measured_candidates=len(measured.timed), measured_refused=len(measured.invalid),
+                    measure_seconds=measured.seconds,
                     run_devices=",".join(measured.timer.devices), predicted_latency_s=predicted)
         return make_placement_schedule(problem, placement, method, **info)
     pool = [*candidates, *((p, float(lat.evaluate(problem, p))) for p in singles)]
@@ -99,33 +103,51 @@ class MeasuredLatency:
             raise ValueError(f"measure_budget and margin must be >= 0, got {budget}, {margin}")
         self.problem, self.budget, self.margin = problem, int(budget), float(margin)
         self.timer = PlacementTimer(imported, devices, seed=seed)
-        self.timed: dict[bytes, tuple[np.ndarray, float, float]] = {}  # key -> (placement, predicted, measured)
+        # key -> (placement, predicted, measured); measured is inf where the run was wrong or failed
+        self.timed: dict[bytes, tuple[np.ndarray, float, float]] = {}
+        self.invalid: list[str] = []  # why each such placement was refused
         self.seconds = 0.0
 
     def measure(self, placement: np.ndarray, predicted: float | None = None) -> float:
-        """Time ``placement`` now (outside the budget) unless it was timed already."""
+        """Time ``placement`` now (outside the budget) unless it was timed already; inf when OpenVINO failed
+        on it or its outputs differ from the whole model's."""
         key = np.asarray(placement, np.int8).tobytes()
         if key not in self.timed:
             t0 = work_clock()
             pred = float(lat.evaluate(self.problem, placement)) if predicted is None else predicted
-            self.timed[key] = (np.asarray(placement, np.int64), pred, self.timer.time_placement(placement)["seconds"])
+            report = self.timer.time_placement(placement)
+            seconds = float(report["seconds"]) if report["outputs_equal"] else float("inf")
+            if not report["outputs_equal"]:
+                self.invalid.append(report.get("error") or f"outputs differ (max abs error {report['max_abs_error']})")
+            self.timed[key] = (np.asarray(placement, np.int64), pred, seconds)
             self.seconds += work_clock() - t0
         return self.timed[key][2]
 
     def calibration(self) -> float:
-        ratios = [m / p for _, p, m in self.timed.values() if p > 0]
+        ratios = [m / p for _, p, m in self.timed.values() if p > 0 and np.isfinite(m)]
         return float(np.median(ratios)) if ratios else 1.0
+
+    def _penalty(self) -> float:
+        """The reward-time of a refused placement: twice the slowest valid time."""
+        valid = [m for _, _, m in self.timed.values() if np.isfinite(m)]
+        return 2.0 * max(valid) if valid else 1.0
 
     def __call__(self, placement: np.ndarray, predicted: float) -> float:
         key = np.asarray(placement, np.int8).tobytes()
         if key in self.timed:
-            return self.timed[key][2]
+            seconds = self.timed[key][2]
+            return seconds if np.isfinite(seconds) else self._penalty()
         best_pred = min((p for _, p, _ in self.timed.values()), default=np.inf)
         timed_extra = len(self.timed) - self.problem.n_devices
         if timed_extra < self.budget and predicted <= (1.0 + self.margin) * best_pred:
-            return self.measure(placement, predicted)
+            seconds = self.measure(placement, predicted)
+            return seconds if np.isfinite(seconds) else self._penalty()
         return predicted * self.calibration()
 
     def best(self) -> tuple[np.ndarray, float, float]:
-        """``(placement, predicted, measured)`` of the fastest timed placement."""
-        return min(self.timed.values(), key=lambda t: t[2])
+        """``(placement, predicted, measured)`` of the fastest timed placement whose outputs were right."""
+        valid = [t for t in self.timed.values() if np.isfinite(t[2])]
+        if not valid:
+            raise ValueError(f"reward=measured: OpenVINO ran no placement correctly, not even on one device: "
+                             f"{self.invalid[0] if self.invalid else 'nothing timed'}")
+        return min(valid, key=lambda t: t[2])

@@ -167,6 +167,14 @@ class PlacementTimer:
     ``runs`` timed inferences with no untimed warm-up (the first runs are the warm-up the
     protocol discards) and reports ``mean_of_last(keep)``; :meth:`time_compiled` re-times an
     already compiled model, for interleaved comparisons.
+
+    A placement is only worth its time if HETERO computes the model: :meth:`time_placement`
+    also compares its outputs with the whole model on ``devices[0]`` (``outputs_equal``).
+    OpenVINO 2026.4's HETERO gets some splits wrong -- light_squeezenet with its last Conv,
+    Relu or GlobalAveragePool alone on the second device returns a uniform softmax, and other
+    cuts of that tail fail at the first inference with an empty tensor between the parts
+    (docs/results.md 6.1) -- so a placement that raises in OpenVINO is reported with
+    ``error`` and infinite ``seconds`` instead of raising.
     """
 
     def __init__(self, imported: Any, devices: Sequence[str], *, seed: int = 0, runs: int = PAPER_RUNS,
@@ -178,6 +186,7 @@ class PlacementTimer:
         self.imported, self.devices, self.runs, self.keep = imported, list(devices), int(runs), int(keep)
         self.core = _prepare_core(self.devices, precision)
         self.feed = seeded_inputs(imported, seed)
+        self._reference: dict[str, np.ndarray] | None = None
 
     def compile_placement(self, placement: np.ndarray) -> tuple[Any, str]:
         """``(compiled model, target)`` of ``placement`` (device ``i`` -> ``devices[i]``)."""
@@ -199,10 +208,32 @@ class PlacementTimer:
                 "execution_devices": list(compiled.get_property("EXECUTION_DEVICES"))}
 
     def time_placement(self, placement: np.ndarray) -> dict[str, Any]:
-        """Compile and time ``placement``; the report adds ``target`` and ``compile_seconds``."""
+        """Compile and time ``placement``; the report adds ``target``, ``compile_seconds`` and
+        ``outputs_equal`` (``max_abs_error``) against :meth:`reference_outputs`; where OpenVINO fails
+        on the placement, ``error`` (its last line), ``seconds`` inf and ``outputs_equal`` False."""
         t0 = time.perf_counter()
-        compiled, target = self.compile_placement(placement)
-        return {"target": target, "compile_seconds": time.perf_counter() - t0, **self.time_compiled(compiled)}
+        try:
+            compiled, target = self.compile_placement(placement)
+            report = {"target": target, "compile_seconds": time.perf_counter() - t0, **self.time_compiled(compiled)}
+            ok, err = compare_outputs(self.reference_outputs(), self.outputs(compiled))
+        except RuntimeError as exc:  # OpenVINO's own failures (compile or infer) come as RuntimeError
+            lines = str(exc).strip().splitlines()
+            return {"target": None, "seconds": float("inf"), "times": [], "outputs_equal": False,
+                    "max_abs_error": None, "error": lines[-1] if lines else type(exc).__name__}
+        return {**report, "outputs_equal": ok, "max_abs_error": err}
+
+    def outputs(self, compiled: Any) -> dict[str, np.ndarray]:
+        """One inference of ``compiled`` on the timer's feed, by graph output name."""
+        from onnx_sched.bench.runtimes.openvino_inputs import output_names
+
+        res = compiled.create_infer_request().infer(ov_inputs(compiled, self.feed))
+        return {k: np.array(res[p]) for k, p in zip(output_names(self.imported), compiled.outputs)}
+
+    def reference_outputs(self) -> dict[str, np.ndarray]:
+        """The whole model's outputs on ``devices[0]`` (computed once)."""
+        if self._reference is None:
+            self._reference = self.outputs(self.compile_device(self.devices[0])[0])
+        return self._reference
 
     def time_device(self, device: str) -> dict[str, Any]:
         """Compile the whole model on ``device`` (e.g. ``AUTO:CPU,CPUB``) and time it."""
