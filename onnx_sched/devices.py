@@ -11,8 +11,9 @@ A second CPU "device" for real split execution on a CPU-only machine:
 OpenVINO can load its CPU plugin library a second time under another device
 name (``Core.register_plugin(lib, "CPUB")``).  ``HETERO:CPU,CPUB`` then honours
 per-op ``affinity`` and compiles two sub-models, both running on the CPU.  This
-is what :func:`register_cpu_alias` does; ``HETERO:CPU`` alone (or ``CPU,CPU``)
-always compiles one sub-model, and virtual devices (``CPU.1``) do not exist.
+is what :func:`register_cpu_alias` does (the OpenVINO runners register ``CPUB``, and ``CPU2``,
+``CPU3``, ... for placements over more devices, when a run names them); ``HETERO:CPU`` alone (or
+``CPU,CPU``) always compiles one sub-model, and virtual devices (``CPU.1``) do not exist.
 
 Example:
     >>> [d.name for d in list_devices() if d.backend == "openvino"]  # doctest: +SKIP

@@ -288,6 +288,18 @@ def test_bench_openvino_light_model_with_initializer_inputs() -> None:
     assert set(report["execution_devices"]) == {"CPU", "CPUB"}
 
 
+def test_bench_openvino_splits_over_three_cpu_names() -> None:
+    """On a CPU-only machine a three-device placement runs on CPU, CPUB and CPU2 (the CPU plugin under three names),
+    bench-placement's default names for three devices."""
+    from onnx_sched.bench.runtimes.openvino import bench_openvino
+
+    imp = import_onnx(branch_model())
+    p = np.arange(imp.graph.n_ops) % 3
+    report = bench_openvino(imp, p, ["CPU", "CPUB", "CPU2"], warmup=1, repeats=2)
+    assert report["outputs_equal"] and report["sub_models"] >= 3
+    assert set(report["execution_devices"]) == {"CPU", "CPUB", "CPU2"}
+
+
 # ---------------------------------------------------------------------- CLI
 def test_cli_devices_profile_and_bench_placement(tmp_path) -> None:
     from onnx_sched.cli import main
