@@ -23,13 +23,14 @@ Example:
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from onnx_sched.errors import DeviceError
 
-__all__ = ["CPU_ALIAS", "DeviceInfo", "device_kind", "device_names", "list_devices", "openvino_core",
+__all__ = ["CPU_ALIAS", "DeviceInfo", "device_kind", "device_names", "is_cpu_alias", "list_devices", "openvino_core",
            "register_cpu_alias"]
 
 CPU_ALIAS = "CPUB"  # second name for the OpenVINO CPU plugin (two-CPU HETERO split)
@@ -102,6 +103,16 @@ def openvino_core() -> Any:
             raise DeviceError("OpenVINO is not installed (pip install 'onnx-sched[openvino]')") from exc
         _CORE = ov.Core()
     return _CORE
+
+
+def is_cpu_alias(name: str) -> bool:
+    """Whether ``name`` is one of the names the CPU plugin is registered under for splits on a CPU-only
+    machine: ``CPUB``, ``CPU2``, ``CPU3``, ...
+
+    >>> [is_cpu_alias(n) for n in ("CPUB", "CPU2", "CPU", "GPU.1")]
+    [True, True, False, False]
+    """
+    return name == CPU_ALIAS or re.fullmatch(r"CPU[0-9]+", name) is not None
 
 
 def register_cpu_alias(core: Any = None, name: str = CPU_ALIAS) -> str:

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from onnx_sched.cost import latency as lat
+from onnx_sched.devices import device_names, is_cpu_alias
 from onnx_sched.jit import work_clock
 from onnx_sched.passes.placement._common import make_placement_schedule
 from onnx_sched.schedule import Schedule
@@ -78,11 +79,11 @@ def choose_placement(problem: lat.PlacementProblem, method: str, measured: Measu
 
 def run_devices_for(problem: lat.PlacementProblem, option: Any, available: list[str]) -> list[str]:
     """OpenVINO device for each problem device: ``option`` (``"CPU,CPUB"``) or the problem's own names."""
-    devs = [d.strip() for d in str(option).split(",") if d.strip()] if option else list(problem.device_names)
+    devs = list(device_names(str(option), "run_devices") if option else problem.device_names)
     if len(devs) != problem.n_devices:
         raise ValueError(f"run_devices gives {len(devs)} OpenVINO devices for {problem.n_devices} placement devices "
                          f"{list(problem.device_names)}")
-    missing = [d for d in devs if d not in available and d != "CPUB"]
+    missing = [d for d in devs if d not in available and not is_cpu_alias(d)]
     if missing:
         raise ValueError(f"reward=measured: {missing} not OpenVINO devices on this machine ({available}); "
                          f"map the profile devices with --option run_devices=CPU,CPUB")

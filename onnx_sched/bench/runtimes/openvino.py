@@ -64,13 +64,11 @@ def _subgraph_device_seconds(infos: Any, affinity: Mapping[str, str]) -> dict[st
 def _prepare_core(devices: Sequence[str], precision: str) -> Any:
     """The process-wide Core with the CPU plugin's extra names registered when named (``CPUB``, and ``CPU2``,
     ``CPU3``, ... for splits over more CPU "devices") and ``precision`` pinned on every device."""
-    import re
-
-    from onnx_sched.devices import CPU_ALIAS, openvino_core, register_cpu_alias
+    from onnx_sched.devices import is_cpu_alias, openvino_core, register_cpu_alias
 
     core = openvino_core()
     for d in sorted(set(devices)):
-        if d == CPU_ALIAS or re.fullmatch(r"CPU\d+", d):
+        if is_cpu_alias(d):
             register_cpu_alias(core, d)
     for d in set(devices):
         if d not in core.available_devices:
