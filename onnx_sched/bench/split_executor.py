@@ -366,7 +366,8 @@ class SplitExecutor:
 
             def job() -> None:
                 try:
-                    waits = part.deps if self.concurrent else range(k)
+                    # sequential: part k - 1 finished only after every part before it did
+                    waits = part.deps if self.concurrent else range(max(k - 1, 0), k)
                     for d in waits:
                         done[d].wait()
                     if errors:
