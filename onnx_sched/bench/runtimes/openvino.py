@@ -213,11 +213,12 @@ class PlacementTimer:
         """Compile and time ``placement``; the report adds ``target``, ``compile_seconds`` and
         ``outputs_equal`` (``max_abs_error``) against :meth:`reference_outputs`; where OpenVINO fails
         on the placement, ``error`` (its last line), ``seconds`` inf and ``outputs_equal`` False."""
+        reference = self.reference_outputs()  # outside the try: a failure of the whole model is not the placement's
         t0 = time.perf_counter()
         try:
             compiled, target = self.compile_placement(placement)
             report = {"target": target, "compile_seconds": time.perf_counter() - t0, **self.time_compiled(compiled)}
-            ok, err = compare_outputs(self.reference_outputs(), self.outputs(compiled))
+            ok, err = compare_outputs(reference, self.outputs(compiled))
         except RuntimeError as exc:  # OpenVINO's own failures (compile or infer) come as RuntimeError
             lines = str(exc).strip().splitlines()
             return {"target": None, "seconds": float("inf"), "times": [], "outputs_equal": False,
