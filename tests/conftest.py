@@ -112,3 +112,21 @@ def external_data_model(folder: Path, name: str = "m.onnx", location: str = "m.w
     path = folder / name
     onnx.save(model, str(path), save_as_external_data=True, location=location, size_threshold=0)
     return path
+
+
+def local_function_model() -> onnx.ModelProto:
+    """x [1, 8] -> Mul(2) -> Swish (a model-local function, called twice) -> Add -> y."""
+    swish = helper.make_function("local.fn", "Swish", ["t"], ["u"],
+                                 [helper.make_node("Sigmoid", ["t"], ["s"]), helper.make_node("Mul", ["t", "s"], ["u"])],
+                                 [helper.make_opsetid("", 17)])
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8])
+    two = helper.make_tensor("two", TensorProto.FLOAT, [], [2.0])
+    nodes = [helper.make_node("Mul", ["x", "two"], ["m"], name="mul"),
+             helper.make_node("Swish", ["m"], ["a"], name="swish_a", domain="local.fn"),
+             helper.make_node("Swish", ["a"], ["b"], name="swish_b", domain="local.fn"),
+             helper.make_node("Add", ["a", "b"], ["y"], name="add")]
+    model = helper.make_model(helper.make_graph(nodes, "fn", [x], [y], [two]), functions=[swish],
+                              opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("local.fn", 1)])
+    model.ir_version = 10
+    return model

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 import onnx
-from conftest import assert_bitwise_equal, branchy_model, external_data_model, run_ort
+from conftest import assert_bitwise_equal, branchy_model, external_data_model, local_function_model, run_ort
 from onnx import helper
 
 from onnx_sched.importers.onnx import import_onnx
@@ -64,6 +64,15 @@ def test_ort_profile_times_nodes_without_names(tmp_path):
     profile = profile_ort(import_onnx(model), repeats=3, warmup=1)
     assert set(profile.op_seconds) == {"Relu:a", "Exp:b", "Add:y"}
     assert all(s > 0 for s in profile.op_seconds.values()), profile.op_seconds
+
+
+def test_ort_profile_times_calls_of_local_functions():
+    """ONNX Runtime inlines a local function's calls and times the body under names of its own: the calls are
+    inlined first, named after their call, so every call op gets the time of its body."""
+    imp = import_onnx(local_function_model())
+    profile = profile_ort(imp, repeats=3, warmup=1)
+    assert set(profile.op_seconds) == set(imp.graph.op_names)
+    assert all(profile.op_seconds[n] > 0 for n in ("swish_a", "swish_b")), profile.op_seconds
 
 
 def test_onnx_ir_pass_schedules_a_model_whose_weights_stay_beside_its_file(tmp_path):

@@ -11,7 +11,7 @@ from onnx import TensorProto, helper
 from onnx_sched.errors import ModelLoadError
 from onnx_sched.exporters.ov_legalize import legalize_for_openvino
 
-from conftest import CORPUS
+from conftest import CORPUS, local_function_model
 
 ov = pytest.importorskip("openvino")
 
@@ -111,24 +111,6 @@ def test_corpus_efficientnet_reads_into_openvino() -> None:
     changed = [(a.name, b.op_type) for a, b in zip(model.graph.node, out.graph.node) if a.op_type != b.op_type]
     assert changed == [("/m/efficientnet/pooler/AveragePool", "GlobalAveragePool")]
     assert read_onnx_into_openvino(model).outputs[0].get_partial_shape().to_shape() == [1, 1000]
-
-
-def local_function_model() -> onnx.ModelProto:
-    """x [1, 8] -> Mul(2) -> Swish (a model-local function, called twice) -> Add -> y."""
-    swish = helper.make_function("local.fn", "Swish", ["t"], ["u"],
-                                 [helper.make_node("Sigmoid", ["t"], ["s"]), helper.make_node("Mul", ["t", "s"], ["u"])],
-                                 [helper.make_opsetid("", 17)])
-    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8])
-    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8])
-    two = helper.make_tensor("two", TensorProto.FLOAT, [], [2.0])
-    nodes = [helper.make_node("Mul", ["x", "two"], ["m"], name="mul"),
-             helper.make_node("Swish", ["m"], ["a"], name="swish_a", domain="local.fn"),
-             helper.make_node("Swish", ["a"], ["b"], name="swish_b", domain="local.fn"),
-             helper.make_node("Add", ["a", "b"], ["y"], name="add")]
-    model = helper.make_model(helper.make_graph(nodes, "fn", [x], [y], [two]), functions=[swish],
-                              opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("local.fn", 1)])
-    model.ir_version = 10
-    return model
 
 
 def test_local_functions_are_inlined_for_openvino_and_placed_by_their_calls() -> None:

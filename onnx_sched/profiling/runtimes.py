@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from onnx_sched.errors import DeviceError
-from onnx_sched.profiling.profiled_model import profiled_model
+from onnx_sched.profiling.profiled_model import inline_calls, profiled_model
 from onnx_sched.profiling.profiles import DeviceProfile, ProfileSet
 from onnx_sched.profiling.rates import fit_rates
 from onnx_sched.profiling.transfer import measure_transfer
@@ -118,7 +118,8 @@ def profile_ort(imported: Any, provider: str = "CPUExecutionProvider", threads: 
         so.inter_op_num_threads = 1
         so.enable_profiling = True
         so.profile_file_prefix = os.path.join(tmp, "prof")
-        sess = ort.InferenceSession(profiled_model(imported).SerializeToString(), so, providers=[provider])
+        model, owner = inline_calls(profiled_model(imported))  # a call's body times add up to the call
+        sess = ort.InferenceSession(model.SerializeToString(), so, providers=[provider])
         feed = import_feed(imported, seed)
         totals = []
         for i in range(warmup + repeats):
@@ -130,6 +131,7 @@ def profile_ort(imported: Any, provider: str = "CPUExecutionProvider", threads: 
         events = json.loads(Path(path).read_text())
     runs: list[dict[str, float]] = []
     current: dict[str, float] = {}
+    seen: set[str] = set()
     run_index = -1
     for ev in events:
         if ev.get("cat") == "Session" and ev.get("name") == "model_run":
@@ -137,11 +139,13 @@ def profile_ort(imported: Any, provider: str = "CPUExecutionProvider", threads: 
         if ev.get("cat") != "Node" or not str(ev.get("name", "")).endswith("_kernel_time"):
             continue
         node = ev["name"][: -len("_kernel_time")]
-        if node in current:  # a new run starts when a node repeats
+        if node in seen:  # a new run starts when a node repeats
             runs.append(current)
-            current = {}
+            current, seen = {}, set()
             run_index += 1
-        current[node] = float(ev.get("dur", 0)) * 1e-6
+        seen.add(node)
+        op = owner.get(node, node)
+        current[op] = current.get(op, 0.0) + float(ev.get("dur", 0)) * 1e-6
     if current:
         runs.append(current)
     runs = runs[warmup:] if len(runs) > warmup else runs
