@@ -240,3 +240,28 @@ def test_torch_runner_cuda_profile_and_transfer() -> None:
     dev = ps.devices[0]
     assert dev.name == "cuda:0" and dev.kind == "dgpu" and sum(v > 0 for v in dev.op_seconds.values()) == imp.graph.n_ops
     assert ps.transfer("CPU", "cuda:0").bandwidth_Bps > 1e8 and ps.transfer("cuda:0", "CPU").bandwidth_Bps > 1e8
+
+
+def test_torch_runner_local_functions_and_ops_onnx2torch_cannot_convert() -> None:
+    """A model calling local functions runs and is profiled on a torch device (calls inlined, each call op timed
+    as its body); an op onnx2torch has no converter for is one line naming it, not onnx2torch's traceback."""
+    from conftest import local_function_model
+    from onnx import TensorProto, helper
+
+    from onnx_sched.bench.runtimes.torch_parts import convert_part
+    from onnx_sched.importers.onnx import import_onnx
+    from onnx_sched.profiling.cuda import profile_torch
+
+    imp = import_onnx(local_function_model())
+    profile = profile_torch(imp, "cpu", repeats=2, warmup=1)
+    assert set(profile.op_seconds) == set(imp.graph.op_names)
+    assert all(profile.op_seconds[n] > 0 for n in ("swish_a", "swish_b")), profile.op_seconds
+    vi = helper.make_tensor_value_info
+    seq = helper.make_model(helper.make_graph(
+        [helper.make_node("SplitToSequence", ["x"], ["s"], axis=1),
+         helper.make_node("ConcatFromSequence", ["s"], ["y"], axis=1)], "seq",
+        [vi("x", TensorProto.FLOAT, [1, 4])], [vi("y", TensorProto.FLOAT, [1, 4])]),
+        opset_imports=[helper.make_opsetid("", 17)])
+    with pytest.raises(ValueError, match=r"cannot convert SplitToSequence \(op version \d+\)") as err:
+        convert_part(seq)
+    assert "\n" not in str(err.value)

@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from onnx_sched.profiling.profiled_model import profiled_model
+from onnx_sched.profiling.profiled_model import inline_calls, profiled_model
 from onnx_sched.profiling.profiles import DeviceProfile, ProfileSet, TransferModel
 from onnx_sched.profiling.rates import fit_rates
 from onnx_sched.profiling.transfer import fit_transfer
@@ -58,7 +58,8 @@ def profile_torch(imported: Any, device: str = "cpu", repeats: int = 10, warmup:
 
         raise DeviceError(f"{device}: torch sees no CUDA device")
     graph = imported.graph
-    module, prepared = convert_part(profiled_model(imported))
+    named, owner = inline_calls(profiled_model(imported))  # a call's body times add up to the call
+    module, prepared = convert_part(named)
     feed = import_feed(imported, seed)
     inits = {t.name for t in prepared.graph.initializer}
     names = [n.name for n in prepared.graph.node]
@@ -77,7 +78,10 @@ def profile_torch(imported: Any, device: str = "cpu", repeats: int = 10, warmup:
             per, _ = time_ops(module, args, names, device)
             if i >= warmup:
                 totals.append(dt)
-                samples.append(per)
+                by_op: dict[str, float] = {}
+                for node, secs in per.items():
+                    by_op[owner.get(node, node)] = by_op.get(owner.get(node, node), 0.0) + secs
+                samples.append(by_op)
     op_secs = {n: float(np.median([s.get(n, 0.0) for s in samples])) for n in graph.op_names}
     name, kind, full = _device_name(device)
     timer = "CUDA events on the worker stream" if device.startswith("cuda") else "perf_counter"

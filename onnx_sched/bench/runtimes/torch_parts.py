@@ -219,9 +219,21 @@ def prepare_for_torch(model: onnx.ModelProto) -> onnx.ModelProto:
 
 def convert_part(model: onnx.ModelProto) -> tuple[Any, onnx.ModelProto]:
     """The ``torch.fx.GraphModule`` (eval mode) of a part and the model it was converted from
-    (:func:`prepare_for_torch` of ``model``)."""
-    prepared = prepare_for_torch(model)
-    return onnx2torch_module().convert(prepared).eval(), prepared
+    (:func:`prepare_for_torch` of ``model``); an op onnx2torch has no converter for is a one-line
+    ``ValueError`` naming it.  Model-local functions are inlined first (onnx2torch converts calls of
+    none): :func:`~onnx_sched.profiling.profiled_model.inline_calls` names their body's nodes."""
+    import re
+
+    from onnx_sched.profiling.profiled_model import inline_calls
+
+    prepared = prepare_for_torch(inline_calls(model)[0])
+    try:
+        return onnx2torch_module().convert(prepared).eval(), prepared
+    except NotImplementedError as exc:  # onnx2torch: "Converter is not implemented (OperationDescription(...))"
+        op = re.search(r"domain='([^']*)', operation_type='([^']*)', version=(\d+)", str(exc))
+        what = f"{op.group(1) + '.' if op.group(1) else ''}{op.group(2)} (op version {op.group(3)})" if op else str(exc)
+        raise ValueError(f"PyTorch devices run ONNX through onnx2torch, which cannot convert {what}: run such ops "
+                         "on ONNX Runtime (a device that is not cuda:N / torch:cpu, or profile --runtime ort)") from None
 
 
 @contextlib.contextmanager
