@@ -265,3 +265,19 @@ def test_torch_runner_local_functions_and_ops_onnx2torch_cannot_convert() -> Non
     with pytest.raises(ValueError, match=r"cannot convert SplitToSequence \(op version \d+\)") as err:
         convert_part(seq)
     assert "\n" not in str(err.value)
+
+
+def test_torch_runner_profiles_an_ir3_model_whose_initializers_are_graph_inputs() -> None:
+    """IR-3 models (the light_* corpus) list initializers as graph inputs; folding constants for onnx2torch must
+    neither build an IR-3 graph without them nor leave the folded ones behind as inputs to feed."""
+    from onnx_sched.importers.onnx import import_onnx
+    from onnx_sched.profiling.cuda import profile_torch
+
+    path = CORPUS / "onnx" / "light_squeezenet.onnx"
+    if not path.exists():
+        pytest.skip(f"corpus model {path} not found")
+    imp = import_onnx(path)  # as `onnx-sched profile` imports it
+    assert imp.model.ir_version == 3
+    profile = profile_torch(imp, "cpu", repeats=1, warmup=0)
+    assert set(profile.op_seconds) == set(imp.graph.op_names)
+    assert sum(s > 0 for s in profile.op_seconds.values()) == imp.graph.n_ops

@@ -162,7 +162,8 @@ def _fold_constants(model: onnx.ModelProto) -> onnx.ModelProto:
     if needed:
         sub = helper.make_graph([g.node[i] for i in const_nodes], "constants", [],
                                 [helper.make_empty_tensor_value_info(x) for x in needed], initializer=list(g.initializer))
-        m = helper.make_model(sub, opset_imports=list(model.opset_import), ir_version=model.ir_version)
+        # IR >= 4: an initializer need not be a graph input (IR-3 models list them as inputs; this graph has none)
+        m = helper.make_model(sub, opset_imports=list(model.opset_import), ir_version=max(int(model.ir_version), 4))
         so = ort.SessionOptions()
         so.log_severity_level = 3
         values = ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"]).run(needed, {})
@@ -174,6 +175,11 @@ def _fold_constants(model: onnx.ModelProto) -> onnx.ModelProto:
     kept = [t for t in g.initializer if t.name in used]
     del out.graph.initializer[:]
     out.graph.initializer.extend(kept + [numpy_helper.from_array(np.asarray(v), x) for x, v in zip(needed, values)])
+    dropped = inits - used  # IR-3 models also list their initializers as graph inputs: drop those too
+    if any(i.name in dropped for i in g.input):
+        inputs = [i for i in g.input if i.name not in dropped]
+        del out.graph.input[:]
+        out.graph.input.extend(inputs)
     return out
 
 
@@ -231,9 +237,10 @@ def convert_part(model: onnx.ModelProto) -> tuple[Any, onnx.ModelProto]:
         return onnx2torch_module().convert(prepared).eval(), prepared
     except NotImplementedError as exc:  # onnx2torch: "Converter is not implemented (OperationDescription(...))"
         op = re.search(r"domain='([^']*)', operation_type='([^']*)', version=(\d+)", str(exc))
-        what = f"{op.group(1) + '.' if op.group(1) else ''}{op.group(2)} (op version {op.group(3)})" if op else str(exc)
-        raise ValueError(f"PyTorch devices run ONNX through onnx2torch, which cannot convert {what}: run such ops "
-                         "on ONNX Runtime (a device that is not cuda:N / torch:cpu, or profile --runtime ort)") from None
+        what = (f"cannot convert {op.group(1) + '.' if op.group(1) else ''}{op.group(2)} (op version {op.group(3)})"
+                if op else f"cannot convert this model ({' '.join(str(exc).split())})")
+        raise ValueError(f"PyTorch devices run ONNX through onnx2torch, which {what}: run such ops on ONNX Runtime "
+                         "(a device that is not cuda:N / torch:cpu, or profile --runtime ort)") from None
 
 
 @contextlib.contextmanager
