@@ -132,3 +132,7 @@ def test_local_functions_are_inlined_for_openvino_and_placed_by_their_calls() ->
     affinity = placement_from_rt_info(export_openvino(imported, result.schedule, ("CPU", "GPU")))["affinity"]
     ops = [op.get_friendly_name() for op in read_onnx_into_openvino(model).get_ordered_ops()]
     assert set(ops) <= set(affinity) and set(affinity.values()) <= {"CPU", "GPU"}
+    device = dict(zip(imported.graph.op_names, np.asarray(result.schedule.placement)))
+    for call in ("swish_a", "swish_b"):  # the body's ops (named <call>/<k>) run where the call was placed
+        body = [name for name in ops if name.startswith(f"{call}/")]
+        assert len(body) == 2 and {affinity[name] for name in body} == {("CPU", "GPU")[device[call]]}

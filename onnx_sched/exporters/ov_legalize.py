@@ -11,10 +11,10 @@ Rewrites (top-level graph only):
 * Model-local functions (``ModelProto.functions``, e.g. a custom block exported by
   ``torch.onnx`` or onnxscript) are inlined: OpenVINO's frontend has no converter
   for a call of one ("To facilitate the conversion of unsupported operations ...").
-  ``onnx.inliner`` replaces each call by the function's body, so the graph computes
-  the same values; the call's outputs keep their names, which is how
-  :func:`~onnx_sched.exporters.openvino.map_ov_to_graph_ops` finds the op a call
-  was, and the body's other nodes take their device from their neighbours.
+  :func:`~onnx_sched.onnx_inline.inline_calls` replaces each call by the function's
+  body, so the graph computes the same values, and names the body's nodes
+  ``<call>/<k>``: :func:`~onnx_sched.exporters.openvino.map_ov_to_graph_ops` maps
+  every one of them to the op the call was.
 
 * ``AveragePool`` whose window covers its whole (static) spatial input, from
   position 0 with no padding, producing one output per spatial axis ->
@@ -44,8 +44,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import onnx
-import onnx.inliner
 from onnx import helper, shape_inference
+
+from onnx_sched.onnx_inline import inline_calls
 
 __all__ = ["average_pool_is_global", "legalize_for_openvino"]
 
@@ -100,8 +101,7 @@ def average_pool_is_global(node: onnx.NodeProto, input_shape: Sequence[int | Non
 def legalize_for_openvino(model: onnx.ModelProto) -> onnx.ModelProto:
     """``model`` with the rewrites of the module docstring applied: a new ModelProto
     when something was rewritten, else ``model`` itself (never modified in place)."""
-    if model.functions:
-        model = onnx.inliner.inline_local_functions(model)
+    model = inline_calls(model)[0]
     if not any(n.op_type == "AveragePool" for n in model.graph.node):
         return model
     shapes = _static_shapes(model)

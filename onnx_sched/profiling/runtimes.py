@@ -21,7 +21,8 @@ from typing import Any
 import numpy as np
 
 from onnx_sched.errors import DeviceError
-from onnx_sched.profiling.profiled_model import inline_calls, profiled_model
+from onnx_sched.onnx_inline import inline_calls
+from onnx_sched.profiling.profiled_model import profiled_model
 from onnx_sched.profiling.profiles import DeviceProfile, ProfileSet
 from onnx_sched.profiling.rates import fit_rates
 from onnx_sched.profiling.transfer import measure_transfer

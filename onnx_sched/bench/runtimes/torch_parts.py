@@ -227,10 +227,10 @@ def convert_part(model: onnx.ModelProto) -> tuple[Any, onnx.ModelProto]:
     """The ``torch.fx.GraphModule`` (eval mode) of a part and the model it was converted from
     (:func:`prepare_for_torch` of ``model``); an op onnx2torch has no converter for is a one-line
     ``ValueError`` naming it.  Model-local functions are inlined first (onnx2torch converts calls of
-    none): :func:`~onnx_sched.profiling.profiled_model.inline_calls` names their body's nodes."""
+    none): :func:`~onnx_sched.onnx_inline.inline_calls` names their body's nodes."""
     import re
 
-    from onnx_sched.profiling.profiled_model import inline_calls
+    from onnx_sched.onnx_inline import inline_calls
 
     prepared = prepare_for_torch(inline_calls(model)[0])
     try:
