@@ -81,7 +81,8 @@ def profile_torch(imported: Any, device: str = "cpu", repeats: int = 10, warmup:
                 totals.append(dt)
                 by_op: dict[str, float] = {}
                 for node, secs in per.items():
-                    by_op[owner.get(node, node)] = by_op.get(owner.get(node, node), 0.0) + secs
+                    op = owner.get(node, node)
+                    by_op[op] = by_op.get(op, 0.0) + secs
                 samples.append(by_op)
     op_secs = {n: float(np.median([s.get(n, 0.0) for s in samples])) for n in graph.op_names}
     name, kind, full = _device_name(device)

@@ -28,4 +28,3 @@ def profiled_model(imported: Any) -> onnx.ModelProto:
     for node, name in zip(named.graph.node, names):
         node.name = name
     return named
-

@@ -61,6 +61,11 @@ def _subgraph_device_seconds(infos: Any, affinity: Mapping[str, str]) -> dict[st
     return per
 
 
+def _by_name(results: Any, names: Sequence[str], compiled: Any) -> dict[str, np.ndarray]:
+    """An inference's results as arrays keyed by the graph's output names (``compiled.outputs`` order)."""
+    return {k: np.array(results[p]) for k, p in zip(names, compiled.outputs)}
+
+
 def _prepare_core(devices: Sequence[str], precision: str) -> Any:
     """The process-wide Core with the CPU plugin's extra names registered when named (``CPUB``, and ``CPU2``,
     ``CPU3``, ... for splits over more CPU "devices") and ``precision`` pinned on every device."""
@@ -122,7 +127,7 @@ def bench_openvino(imported: Any, placement: np.ndarray, devices: Sequence[str],
     def run_het() -> dict[str, np.ndarray]:
         res = req.infer(inputs)
         per_dev.append(_subgraph_device_seconds(req.get_profiling_info(), stored["affinity"]))
-        return {k: np.array(res[p]) for k, p in zip(out_names, compiled.outputs)}
+        return _by_name(res, out_names, compiled)
 
     times, out = time_calls(run_het, warmup, repeats)
     report["split"] = summarize(times)
@@ -137,7 +142,7 @@ def bench_openvino(imported: Any, placement: np.ndarray, devices: Sequence[str],
 
     def run_ref() -> dict[str, np.ndarray]:
         res = ref_req.infer(ref_inputs)
-        return {k: np.array(res[p]) for k, p in zip(ref_outs, ref_compiled.outputs)}
+        return _by_name(res, ref_outs, ref_compiled)
 
     ref_times, ref = time_calls(run_ref, warmup, repeats)
     report["single_device"] = summarize(ref_times)
@@ -230,7 +235,7 @@ class PlacementTimer:
         from onnx_sched.bench.runtimes.openvino_inputs import output_names
 
         res = compiled.create_infer_request().infer(ov_inputs(compiled, self.feed))
-        return {k: np.array(res[p]) for k, p in zip(output_names(self.imported), compiled.outputs)}
+        return _by_name(res, output_names(self.imported), compiled)
 
     def reference_outputs(self) -> dict[str, np.ndarray]:
         """The whole model's outputs on ``devices[0]`` (computed once)."""
