@@ -231,12 +231,12 @@ def single_thread_latency(imp, repeats: int = 10) -> float:  # noqa: ANN001
     """Median latency of the whole model in one single-thread ORT session (all optimizations)."""
     import onnxruntime as ort
 
+    from onnx_sched.bench.inputs import random_inputs
     from onnx_sched.bench.ort_runner import make_session_options
-    from onnx_sched.bench.split_executor import random_feed
 
     sess = ort.InferenceSession(imp.model.SerializeToString(), make_session_options(arena=True, opt_level="all", threads=1),
                                 providers=["CPUExecutionProvider"])
-    feed = random_feed(imp.model, 0)
+    feed = random_inputs(imp.model, 0)
     times, _ = time_calls(lambda: sess.run(None, feed), 3, repeats)
     return float(np.median(times))
 

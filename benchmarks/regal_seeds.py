@@ -37,7 +37,7 @@ import numpy as np
 from regal_eval import held_out_sets, score
 
 from onnx_sched.cost import device_memory as dm
-from onnx_sched.models.training.regal_data import DEVICES, TEST_CORPUS, corpus_variants, split_graphs
+from onnx_sched.models.training.regal_data import TEST_CORPUS, corpus_variants, device_names, split_graphs
 
 #: Seed of the held-out corpus models' noisy copies (``--corpus-copies``); training and validation use 0 and 1.
 TEST_COPY_SEED = 2
@@ -73,6 +73,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="also run BRKGA 50K per seed: does it match or beat REGAL 5K of the same seed?")
     ap.add_argument("--model", default=None, help="REGAL policy .onnx (default: the shipped checkpoint)")
     ap.add_argument("--split", choices=["test", "validation"], default="test")
+    ap.add_argument("--devices", type=int, default=2,
+                    help="devices per problem (REGAL: the shipped checkpoint for that count, or --model)")
     ap.add_argument("--min-ops", type=int, default=50, help="validation: as onnx-sched train regal --min-ops")
     ap.add_argument("--max-ops", type=int, default=150, help="validation: as onnx-sched train regal --max-ops")
     ap.add_argument("--out", type=Path, default=None)
@@ -90,12 +92,13 @@ def main(argv: list[str] | None = None) -> int:
         variants["brkga-50k"] = ("brkga", {"evaluations": 50000})
     t0 = time.perf_counter()
     result: dict[str, object] = {"command": "python benchmarks/regal_seeds.py " + " ".join(sys.argv[1:] if argv is None
-                                                                                         else argv)}
+                                                                                         else argv),
+                                 "devices": args.devices}
     for name, graphs in sets.items():
         brkga: list[list[float]] = []
         peaks: dict[str, list[list[float]]] = {v: [] for v in variants}
         for g in graphs:
-            problem = dm.DeviceMemoryProblem.build(g, DEVICES)
+            problem = dm.DeviceMemoryProblem.build(g, device_names(args.devices))
             brkga.append([score(g, problem, "brkga", {"evaluations": 5000}, s)[0] for s in range(args.seeds)])
             for v, (method, options) in variants.items():
                 peaks[v].append([score(g, problem, method, options, s)[0] for s in range(args.seeds)])

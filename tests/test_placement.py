@@ -243,7 +243,7 @@ def test_openvino_export_survives_save_and_runs_hetero(tmp_path) -> None:
     import openvino as ov
     from openvino.passes import Manager
 
-    from onnx_sched.bench.split_executor import random_feed
+    from onnx_sched.bench.inputs import random_inputs
     from onnx_sched.devices import openvino_core, register_cpu_alias
     from onnx_sched.exporters.openvino import export_openvino, placement_from_rt_info
     from onnx_sched.plugins.openvino_affinity import ApplyAffinity, hetero_device_string
@@ -268,7 +268,7 @@ def test_openvino_export_survives_save_and_runs_hetero(tmp_path) -> None:
         core.set_property(d, {"INFERENCE_PRECISION_HINT": "f32"})
     compiled = core.compile_model(loaded, hetero_device_string(loaded))
     assert int(compiled.get_property("HETERO_NUMBER_OF_SUBMODELS")) >= 2
-    feed = random_feed(imp.model)
+    feed = random_inputs(imp.model)
     got = compiled.create_infer_request().infer(feed)[compiled.outputs[0]]
     ref_model = core.read_model(imp.model.SerializeToString(), b"")
     ref = core.compile_model(ref_model, "CPU").create_infer_request().infer(feed)[0]
@@ -470,7 +470,7 @@ def test_bench_placement_runs_a_placement_on_unnamed_nodes(tmp_path) -> None:
 def test_openvino_affinity_on_unnamed_and_duplicate_nodes() -> None:
     from openvino.passes import Manager
 
-    from onnx_sched.bench.split_executor import random_feed
+    from onnx_sched.bench.inputs import random_inputs
     from onnx_sched.devices import openvino_core, register_cpu_alias
     from onnx_sched.exporters.openvino import export_openvino, placement_from_rt_info
     from onnx_sched.plugins.openvino_affinity import ApplyAffinity, hetero_device_string
@@ -491,7 +491,7 @@ def test_openvino_affinity_on_unnamed_and_duplicate_nodes() -> None:
     core.set_property("CPUB", {"INFERENCE_PRECISION_HINT": "f32"})
     core.set_property("CPU", {"INFERENCE_PRECISION_HINT": "f32"})
     compiled = core.compile_model(model, hetero_device_string(model))
-    feed = random_feed(imp.model)
+    feed = random_inputs(imp.model)
     got = compiled.create_infer_request().infer(feed)[compiled.outputs[0]]
     ref = core.compile_model(core.read_model(imp.model.SerializeToString(), b""), "CPU").create_infer_request().infer(feed)[0]
     np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5)

@@ -161,3 +161,44 @@ def test_imitation_fits_the_feature_prior() -> None:
     before = priority_match()
     result = imitate(net, insts, 300, 3e-3, np.random.default_rng(0))
     assert result["steps"] == 300 and priority_match() > max(before, 0.6)
+
+
+def test_each_device_count_has_its_own_checkpoint(monkeypatch, tmp_path) -> None:
+    """A 3-device problem loads ``regal_d3.onnx``; without it the pass says how to get one, in one line."""
+    torch = pytest.importorskip("torch")
+    from onnx_sched.models.training.regal_net import PolicyNet, export_policy
+
+    monkeypatch.setattr(rg, "CHECKPOINTS", tmp_path)
+    g = generate("er", 20, 7)
+    p = dm.DeviceMemoryProblem.build(g, ("CPU", "GPU", "NPU"))
+    run = get_pass("regal", "peak-mem-devices")
+    with pytest.raises(ValueError, match=r"regal_d3\.onnx missing: train it with onnx-sched train regal --devices 3"
+                                         r" .*--option prior=true") as err:
+        run(g, PassContext(seed=0, options={"evaluations": 500}, problem=p))
+    assert "\n" not in str(err.value)
+    torch.manual_seed(0)
+    export_policy(PolicyNet(n_node_features(3), 3, hidden=8, rounds=2), tmp_path / "regal_d3.onnx", pin=False)
+    s = run(g, PassContext(seed=0, options={"evaluations": 500}, problem=p))
+    host = dm.walk(p, [dm.Step("op", j, 0) for j in range(g.n_ops)]).peak
+    assert s.info["action"] == "mode" and dm.walk(p, s.steps).peak <= host
+    two = dm.DeviceMemoryProblem.build(g, ("CPU", "GPU"))
+    with pytest.raises(ValueError, match="trained for 3 devices, the problem has 2"):
+        run(g, PassContext(seed=0, options={"evaluations": 500, "model": str(tmp_path / "regal_d3.onnx")}, problem=two))
+
+
+def test_training_on_three_devices_exports_a_three_device_policy(monkeypatch, tmp_path) -> None:
+    pytest.importorskip("torch")
+    from onnx_sched.models.training import regal_data, regal_train
+
+    monkeypatch.setattr(regal_data, "TRAIN_CORPUS", ())
+    monkeypatch.setattr(regal_data, "VALIDATION_CORPUS", ())
+    cfg = regal_train.RegalTrainConfig(minutes=0.01, evaluations=500, synthetic=4, copies=0, min_ops=10, max_ops=20,
+                                       samples=2, imitation_steps=5, devices=3)
+    result = regal_train.train(cfg, echo=lambda s: None)
+    onnx_path, _, _ = regal_train.export(result, tmp_path / "regal_d3")
+    policy = rg.RegalPolicy(onnx_path)
+    g = generate("layered", 16, 1)
+    inputs = prepare(dm.DeviceMemoryProblem.build(g, regal_data.device_names(3)), seed=0, pin=False)
+    assert policy.devices == 3 and policy.actions(inputs).shape == (g.n_ops, rg.n_heads(3))
+    with pytest.raises(ValueError, match="2 to 8 devices, got 9"):
+        regal_data.device_names(9)

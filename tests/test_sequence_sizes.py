@@ -11,8 +11,9 @@ from conftest import assert_bitwise_equal, run_ort
 from onnx import TensorProto, helper, numpy_helper
 
 from onnx_sched.api import optimize_model
+from onnx_sched.bench.inputs import random_inputs
 from onnx_sched.bench.outputs import compare_outputs
-from onnx_sched.bench.split_executor import DeviceSpec, SplitExecutor, random_feed, split_model
+from onnx_sched.bench.split_executor import DeviceSpec, SplitExecutor, split_model
 from onnx_sched.errors import UnknownShapeError
 from onnx_sched.importers.onnx import import_onnx
 
@@ -112,7 +113,7 @@ def test_split_executor_hands_a_sequence_to_another_device() -> None:
     placement[[names.index(n) for n in ("at0", "at3", "relu")]] = 1  # the sequence crosses devices
     parts = split_model(imp, placement)
     assert any("seq" in p.inputs for p in parts if p.device == 1)
-    feed = random_feed(imp.model)
+    feed = random_inputs(imp.model)
     import onnxruntime as ort
 
     ref = dict(zip(["y"], ort.InferenceSession(imp.model.SerializeToString()).run(None, feed)))

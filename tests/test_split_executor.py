@@ -11,10 +11,11 @@ import pytest
 from conftest import CORPUS
 from onnx import TensorProto, helper
 
+from onnx_sched.bench.inputs import random_inputs
 from onnx_sched.bench.outputs import compare_outputs, output_tolerance
 from onnx_sched.bench.placement_file import load_placement, save_placement
 from onnx_sched.bench.runtimes.ort import bench_ort
-from onnx_sched.bench.split_executor import DeviceSpec, SplitExecutor, random_feed, split_model
+from onnx_sched.bench.split_executor import DeviceSpec, SplitExecutor, split_model
 from onnx_sched.bench.weights import with_random_weights
 from onnx_sched.dag import kahn_order
 from onnx_sched.importers.onnx import import_onnx
@@ -46,7 +47,7 @@ def diamond_model(branches: int = 4, n: int = 32) -> onnx.ModelProto:
 
 
 def whole(imp) -> dict[str, np.ndarray]:  # noqa: ANN001
-    feed = random_feed(imp.model)
+    feed = random_inputs(imp.model)
     names = [o.name for o in imp.model.graph.output]
     sess = ort.InferenceSession(imp.model.SerializeToString(), providers=["CPUExecutionProvider"])
     return dict(zip(names, sess.run(names, feed)))
@@ -72,7 +73,7 @@ def test_random_placements_split_into_valid_parts(seed: int) -> None:
         assert {placement[list(imp.op_node).index(i)] for i in p.nodes} == {p.device}
         onnx.checker.check_model(p.model)
     ref = whole(imp)
-    feed = random_feed(imp.model)
+    feed = random_inputs(imp.model)
     for concurrent in (True, False):
         with SplitExecutor(parts, DEVICES, list(ref), concurrent=concurrent) as ex:
             got = ex.run(feed)
@@ -169,7 +170,7 @@ def test_random_weights_keep_an_unnormalized_residual_stack_at_unit_scale() -> N
     a, b = with_random_weights(imp, seed=3), with_random_weights(imp, seed=3)
     assert a.model.SerializeToString() == b.model.SerializeToString()
     sess = ort.InferenceSession(a.model.SerializeToString(), providers=["CPUExecutionProvider"])
-    outs = [np.asarray(o) for o in sess.run(None, random_feed(a.model, 0)) if np.asarray(o).dtype.kind == "f"]
+    outs = [np.asarray(o) for o in sess.run(None, random_inputs(a.model, 0)) if np.asarray(o).dtype.kind == "f"]
     assert outs and all(np.isfinite(o).all() for o in outs)
     big = max(float(np.abs(o).max()) for o in outs)
     spread = max(float(o.max() - o.min()) for o in outs)
@@ -192,7 +193,7 @@ def test_graph_outputs_that_are_weights_come_back_from_the_split() -> None:
     ref = whole(imp)
     for placement in ([0, 0], [0, 1], [1, 0]):
         with SplitExecutor(split_model(imp, np.array(placement)), DEVICES, list(ref)) as ex:
-            got = ex.run(random_feed(imp.model))
+            got = ex.run(random_inputs(imp.model))
         assert list(got) == ["y", "c", "two"]
         ok, err = compare_outputs(ref, got)
         assert ok, (placement, err)
@@ -248,7 +249,7 @@ def test_bfloat16_and_float16_tensors_cross_parts() -> None:
     imp = import_onnx(_narrow_float_model())
     assert output_tolerance(imp.model) == pytest.approx(5e-2)
     ref = whole(imp)
-    feed = random_feed(imp.model)
+    feed = random_inputs(imp.model)
     rounded_apart = 0.0
     for on_1 in (("from_bf16", "from_fp16"), ("relu",)):  # bfloat16 and float16 tensors cross; float16 ones cross
         placement = np.array([1 if name in on_1 else 0 for name in imp.graph.op_names])
@@ -274,7 +275,7 @@ def test_a_float_graph_output_of_a_part_that_also_sends_bfloat16_comes_back_as_a
     placement = np.array([1 if name == "from_bf16" else 0 for name in imp.graph.op_names])
     ref = whole(imp)
     with SplitExecutor(split_model(imp, placement), DEVICES, list(ref)) as ex:
-        got = ex.run(random_feed(imp.model))
+        got = ex.run(random_inputs(imp.model))
     assert all(isinstance(v, np.ndarray) for v in got.values())
     ok, err = compare_outputs(ref, got, output_tolerance(imp.model))
     assert ok, err
@@ -297,4 +298,4 @@ def test_runs_for_a_plan_feed_the_shapes_the_plan_pinned() -> None:
     declared = [d.dim_value for d in model.graph.input[0].type.tensor_type.shape.dim[1:]]
     assert import_feed(import_onnx(model, dims={"batch": 6}))["x"].shape == (6, *declared)
     assert import_feed(import_onnx(model, input_shapes={"x": (2, *declared)}))["x"].shape == (2, *declared)
-    assert random_feed(model)["x"].shape == (1, *declared)  # the model alone knows no pin
+    assert random_inputs(model)["x"].shape == (1, *declared)  # the model alone knows no pin

@@ -70,11 +70,12 @@ def test_torch_runner_device_labels() -> None:
 @pytest.mark.parametrize("name", CONVERTIBLE)
 def test_torch_runner_whole_corpus_model_equals_ort(name: str) -> None:
     """One part on torch's CPU device: outputs equal one ORT session's within TOLERANCE['cpu']."""
+    from onnx_sched.bench.inputs import random_inputs
     from onnx_sched.bench.outputs import outputs_informative
-    from onnx_sched.bench.split_executor import SplitExecutor, random_feed, split_model
+    from onnx_sched.bench.split_executor import SplitExecutor, split_model
 
     imp = _import(name)
-    feed = random_feed(imp.model, 0)
+    feed = random_inputs(imp.model, 0)
     ref = _ort_outputs(imp.model, feed)
     assert outputs_informative(ref)
     parts = split_model(imp, np.zeros(imp.graph.n_ops, np.int64))
@@ -110,7 +111,8 @@ def test_torch_runner_rewrites_what_onnx2torch_gets_wrong() -> None:
     its mask unread run like ONNX Runtime (onnx2torch 1.5.15 fails or differs on each as it comes)."""
     from onnx import TensorProto, helper
 
-    from onnx_sched.bench.split_executor import SplitExecutor, random_feed, split_model
+    from onnx_sched.bench.inputs import random_inputs
+    from onnx_sched.bench.split_executor import SplitExecutor, split_model
     from onnx_sched.importers.onnx import import_onnx
 
     def run(nodes, outputs, opset: int) -> None:  # noqa: ANN001
@@ -118,7 +120,7 @@ def test_torch_runner_rewrites_what_onnx2torch_gets_wrong() -> None:
                                   [helper.make_tensor_value_info(o, t, shape) for o, t, shape in outputs],
                                   initializer=[helper.make_tensor("axis", TensorProto.INT64, [], [1])])
         imp = import_onnx(helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=10))
-        feed = random_feed(imp.model, 1)
+        feed = random_inputs(imp.model, 1)
         ref = _ort_outputs(imp.model, feed)
         with SplitExecutor(split_model(imp, np.zeros(imp.graph.n_ops, np.int64)), [device_spec("torch:cpu")],
                            list(ref)) as ex:
@@ -138,7 +140,8 @@ def test_torch_runner_copies_exactly_the_tensors_that_cross_devices() -> None:
     device reads next stays a torch tensor on that device."""
     from onnx import TensorProto, helper
 
-    from onnx_sched.bench.split_executor import SplitExecutor, random_feed, split_model
+    from onnx_sched.bench.inputs import random_inputs
+    from onnx_sched.bench.split_executor import SplitExecutor, split_model
     from onnx_sched.importers.onnx import import_onnx
 
     # x -> a (torch) -> b (ORT) -> c (torch, reads a and b) -> y: a crosses only to c's part (same device)
@@ -149,7 +152,7 @@ def test_torch_runner_copies_exactly_the_tensors_that_cross_devices() -> None:
     imp = import_onnx(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=10))
     placement = np.array([1 if n != "b" else 0 for n in imp.graph.op_names])
     parts = split_model(imp, placement)
-    feed = random_feed(imp.model, 0)
+    feed = random_inputs(imp.model, 0)
     with SplitExecutor(parts, [device_spec("CPU"), device_spec("torch:cpu")], ["y"]) as ex:
         by_nodes = {tuple(imp.graph.op_names[list(imp.op_node).index(i)] for i in p.nodes): k
                     for k, p in enumerate(parts)}

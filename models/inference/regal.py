@@ -27,6 +27,8 @@ action); ``sample=True`` draws one action from the policy instead.
 
 from __future__ import annotations
 
+import re
+
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -48,6 +50,7 @@ from onnx_sched.models.inference.regal_features import (
 
 __all__ = [
     "CHECKPOINT",
+    "checkpoint_for",
     "LEVELS",
     "STANDARD_LEVELS",
     "RegalPolicy",
@@ -173,8 +176,10 @@ class RegalPolicy:
 
         path = CHECKPOINT if path is None else path
         if not Path(path).is_file():
-            raise FileNotFoundError(f"REGAL checkpoint {path} missing: train it with "
-                                    "onnx-sched train regal (see models/checkpoints/regal.md)")
+            count = re.fullmatch(r"regal_d(\d+)\.onnx", Path(path).name)
+            how = f"onnx-sched train regal --devices {count[1]}" if count else "onnx-sched train regal"
+            raise FileNotFoundError(f"REGAL checkpoint {path} missing: train it with {how} (see "
+                                    "models/checkpoints/regal.md), or run the pass with --option prior=true")
         so = ort.SessionOptions()
         so.log_severity_level = 3
         so.intra_op_num_threads = 1
@@ -199,10 +204,19 @@ class RegalPolicy:
         return np.minimum((cdf < rng.random(cdf.shape[:2])[..., None]).sum(axis=2), cdf.shape[2] - 1)
 
 
-def load_policy(path: str | Path | None = None) -> RegalPolicy:
-    """The policy at ``path`` (default: the shipped checkpoint), loaded once per path; a missing
+def checkpoint_for(n_devices: int) -> Path:
+    """The shipped checkpoint for ``n_devices`` devices: ``regal.onnx`` for 2, ``regal_d{n}.onnx`` otherwise.
+
+    >>> checkpoint_for(3).name
+    'regal_d3.onnx'
+    """
+    return CHECKPOINT if n_devices == 2 else CHECKPOINTS / f"regal_d{n_devices}.onnx"
+
+
+def load_policy(path: str | Path | None = None, n_devices: int = 2) -> RegalPolicy:
+    """The policy at ``path`` (default: the shipped checkpoint for ``n_devices``), loaded once per path; a missing
     file is a one-line ``ValueError``."""
-    return _load_policy(str(CHECKPOINT if path is None else path))
+    return _load_policy(str(checkpoint_for(n_devices) if path is None else path))
 
 
 @lru_cache(maxsize=4)

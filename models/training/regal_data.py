@@ -1,6 +1,6 @@
 """REGAL's training, validation and test problems (paper 003, section 4.1 and appendix A.1).
 
-Two-device problems from two sources, disjoint by topology across the splits:
+Problems on ``n_devices`` devices (2 by default; :func:`device_names`) from two sources, disjoint by topology across the splits:
 
 * synthetic graphs of the five families of :mod:`onnx_sched.synth` (``er``, ``ws``,
   ``ba``, ``sbm``, ``layered``); training and validation draw seeds below
@@ -36,6 +36,7 @@ from onnx_sched.synth import TEST_SEED_BASE, generate
 __all__ = [
     "CORPUS",
     "DEVICES",
+    "device_names",
     "FAMILIES",
     "TEST_CORPUS",
     "TRAIN_CORPUS",
@@ -48,7 +49,9 @@ __all__ = [
 ]
 
 CORPUS = Path(os.environ.get("ONNX_SCHED_CORPUS", "/work/shared/corpus/onnx"))
-DEVICES = ("CPU", "GPU")
+DEVICES = ("CPU", "GPU")  # the two devices of the shipped checkpoint
+#: Names of the third and later devices of a training problem (only labels: the first device is the host).
+EXTRA_DEVICES = ("NPU", "GPU2", "GPU3", "GPU4", "GPU5", "GPU6")
 FAMILIES = ("er", "ws", "ba", "sbm", "layered")
 TRAIN_CORPUS = ("light_inception_v1", "light_shufflenet", "light_squeezenet", "mobilenet_v2", "unet",
                 "distilbert_base", "mistral_swa_4l", "light_bvlc_alexnet")
@@ -71,6 +74,17 @@ class Instance:
     def standard(self) -> float:
         """o_s with seed 0."""
         return self.standards[0]
+
+
+def device_names(n_devices: int) -> tuple[str, ...]:
+    """The devices of an ``n_devices``-device training problem: :data:`DEVICES`, then :data:`EXTRA_DEVICES`.
+
+    >>> device_names(3)
+    ('CPU', 'GPU', 'NPU')
+    """
+    if not 2 <= n_devices <= len(DEVICES) + len(EXTRA_DEVICES):
+        raise ValueError(f"REGAL trains on 2 to {len(DEVICES) + len(EXTRA_DEVICES)} devices, got {n_devices}")
+    return (DEVICES + EXTRA_DEVICES)[:n_devices]
 
 
 def noisy_copy(graph: Graph, rng: np.random.Generator, name: str) -> Graph:
@@ -108,9 +122,10 @@ def corpus_variants(models: Iterable[str], copies: int, seed: int) -> list[Graph
 
 
 def make_instance(graph: Graph, evaluations: int = 5000, feature_seed: int = 0, pin: bool = True,
-                  seeds: int = 1) -> Instance:
-    """The problem of ``graph`` on :data:`DEVICES`, its features, and ``o_s`` for seeds ``0 .. seeds - 1``."""
-    problem = dm.DeviceMemoryProblem.build(graph, DEVICES)
+                  seeds: int = 1, n_devices: int = 2) -> Instance:
+    """The problem of ``graph`` on :func:`device_names` (``n_devices``), its features, and ``o_s`` for seeds
+    ``0 .. seeds - 1``."""
+    problem = dm.DeviceMemoryProblem.build(graph, device_names(n_devices))
     standards = tuple(solve(problem, BrkgaParams(evaluations=evaluations), seed=s).best_fitness for s in range(seeds))
     return Instance(name=graph.name, problem=problem, inputs=prepare(problem, feature_seed, pin=pin),
                     standards=standards)
@@ -129,10 +144,10 @@ def split_graphs(split: str, synthetic: int, copies: int, min_ops: int, max_ops:
 
 
 def make_instances(graphs: list[Graph], evaluations: int, echo: Callable[[str], None] = print,
-                   pin: bool = True, seeds: int = 1) -> list[Instance]:
+                   pin: bool = True, seeds: int = 1, n_devices: int = 2) -> list[Instance]:
     out = []
     for i, g in enumerate(graphs):
-        out.append(make_instance(g, evaluations, pin=pin, seeds=seeds))
+        out.append(make_instance(g, evaluations, pin=pin, seeds=seeds, n_devices=n_devices))
         if (i + 1) % 25 == 0:
             echo(f"  {i + 1}/{len(graphs)} instances")
     return out

@@ -45,7 +45,7 @@ import torch
 from onnx_sched.models.inference.regal import feature_prior, solve_with_actions
 from onnx_sched.models.inference.regal_features import n_node_features
 from onnx_sched.models.training import distributed
-from onnx_sched.models.training.regal_data import DEVICES, Instance, make_instances, split_graphs
+from onnx_sched.models.training.regal_data import Instance, make_instances, split_graphs
 from onnx_sched.models.training.regal_net import BaselineNet, PolicyNet, export_policy
 
 __all__ = ["RegalTrainConfig", "export", "imitate", "train"]
@@ -80,6 +80,7 @@ class RegalTrainConfig:
     validation_seeds: int = 2  # seeds each validation problem runs with (mode action)
     seed_pool: int = 4  # seeds a step's actions and o_s share (o_s cached for each)
     imitation_steps: int = 4000  # cross-entropy steps toward feature_prior before REINFORCE (0: none)
+    devices: int = 2  # devices of every problem (the first is the host); the checkpoint serves only this count
 
 
 def _tensors(inst: Instance) -> tuple[torch.Tensor, ...]:
@@ -112,7 +113,7 @@ def imitate(policy: PolicyNet, instances: list[Instance], steps: int, lr: float,
     for _ in range(steps):
         inst = instances[int(rng.integers(len(instances)))]
         logits = policy(*_tensors(inst))
-        target = torch.from_numpy(feature_prior(inst.inputs, len(DEVICES), logits.shape[2]))
+        target = torch.from_numpy(feature_prior(inst.inputs, inst.problem.n_devices, logits.shape[2]))
         loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[2]), target.reshape(-1),
                                                label_smoothing=IMITATION_SMOOTHING)
         opt.zero_grad()
@@ -134,15 +135,16 @@ def train(cfg: RegalTrainConfig, echo: Callable[[str], None] = print) -> dict[st
     start = time.time()
     echo("building training problems (features + standard BRKGA per problem)")
     graphs = split_graphs("train", cfg.synthetic, cfg.copies, cfg.min_ops, cfg.max_ops, cfg.seed)
-    train_set = make_instances(distributed.shard(graphs) or graphs, cfg.evaluations, echo, cfg.pin, cfg.seed_pool)
+    train_set = make_instances(distributed.shard(graphs) or graphs, cfg.evaluations, echo, cfg.pin, cfg.seed_pool,
+                               cfg.devices)
     val_evaluations = cfg.validation_evaluations or cfg.evaluations
     val_set = make_instances(split_graphs("validation", cfg.synthetic // 4, max(1, cfg.copies // 3), cfg.min_ops,
                                           cfg.max_ops, cfg.seed), val_evaluations, echo, cfg.pin,
-                             cfg.validation_seeds) if main else []
+                             cfg.validation_seeds, cfg.devices) if main else []
     prep_s = time.time() - start
     echo(f"{len(graphs)} training, {len(val_set)} validation problems in {prep_s:.0f} s")
-    nf = n_node_features(len(DEVICES))
-    policy = PolicyNet(nf, len(DEVICES), cfg.hidden, cfg.rounds)
+    nf = n_node_features(cfg.devices)
+    policy = PolicyNet(nf, cfg.devices, cfg.hidden, cfg.rounds)
     baseline = BaselineNet(nf, cfg.hidden, cfg.rounds)
     distributed.broadcast_modules(policy, baseline)
     params = list(policy.parameters()) + list(baseline.parameters())

@@ -48,7 +48,7 @@ from onnx import helper
 from onnx_sched.bench.part_merge import merge_parts
 from onnx_sched.importers.onnx_weights import with_weights
 
-__all__ = ["DeviceSpec", "SplitExecutor", "SubModel", "device_spec", "node_devices", "random_feed", "split_model"]
+__all__ = ["DeviceSpec", "SplitExecutor", "SubModel", "device_spec", "node_devices", "split_model"]
 
 
 #: element types ONNX Runtime's Python API returns only as ``OrtValue`` (no numpy array type)
@@ -59,13 +59,6 @@ _ORT_VALUE_ONLY = frozenset(getattr(onnx.TensorProto, t) for t in (
 
 def _ort_value_only(vi: onnx.ValueInfoProto) -> bool:
     return vi.type.tensor_type.elem_type in _ORT_VALUE_ONLY
-
-
-def random_feed(model: Any, seed: int = 0, dims: Mapping[str, int] | None = None) -> dict[str, np.ndarray]:
-    """Seeded inputs for every non-initializer graph input (see ``bench.inputs.random_inputs``)."""
-    from onnx_sched.bench.inputs import random_inputs
-
-    return random_inputs(model, seed, dims)
 
 
 @dataclass(frozen=True)

@@ -169,10 +169,13 @@ def peak_mem(out_dir: str, variant: str, encoder: str, resume: bool, export_stem
 @click.option("--rounds", type=click.IntRange(0, 64), default=4, show_default=True,
               help="Message-passing rounds T of the GNN (paper 003's best model: 16).")
 @click.option("--hidden", type=click.IntRange(1, 1024), default=32, show_default=True, help="GNN width.")
+@click.option("--devices", type=click.IntRange(2, 8), default=2, show_default=True,
+              help="Devices of every training problem; the checkpoint serves this count (the pass looks for "
+                   "regal.onnx for 2, regal_d3.onnx for 3, ...).")
 @click.option("--export", "export_stem", default="runs/regal/regal", show_default=True,
               help="Write STEM.onnx, STEM.pt and STEM_train_log.json.")
 def regal(export_stem: str, **options: object) -> None:
-    """Train REGAL's policy (paper 003) with REINFORCE on 2-device problems."""
+    """Train REGAL's policy (paper 003) with REINFORCE on problems of --devices devices."""
     _need_torch()
     from onnx_sched.models.training.distributed import is_main
     from onnx_sched.models.training.regal_train import RegalTrainConfig, export, train

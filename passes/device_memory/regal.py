@@ -10,7 +10,8 @@ its mode; ``pin`` (default: as the checkpoint was trained, its ONNX metadata ``p
 the paper and for checkpoints without it) holds the op with the most memory on device 0
 (symmetry breaking; ``pin=false`` lets BRKGA move it, which matters because the host is not
 interchangeable with the other devices); ``model`` (default the shipped
-``models/checkpoints/regal.onnx``) is the policy file; ``prior`` (default false) takes the
+checkpoint for the device count: ``models/checkpoints/regal.onnx`` for 2 devices, ``regal_d3.onnx`` for 3)
+is the policy file; ``prior`` (default false) takes the
 hand-written feature prior's action instead of the network's (the ablation without learning,
 :func:`onnx_sched.models.inference.regal.feature_prior`; ``model`` and ``sample`` are then unused, and
 any device count works).  The first population holds the
@@ -37,7 +38,7 @@ def run(graph: Graph, ctx: PassContext) -> Schedule:
 
     problem = problem_of(graph, ctx)
     pin = None if ctx.option("pin", None) is None else _flag(ctx, "pin", True)  # None: as the checkpoint was trained
-    policy = None if _flag(ctx, "prior", False) else load_policy(ctx.option("model", None))
+    policy = None if _flag(ctx, "prior", False) else load_policy(ctx.option("model", None), problem.n_devices)
     result = run_regal(problem, policy, int(ctx.option("evaluations", 5000)),
                        seed=ctx.seed, sample=_flag(ctx, "sample", False), deadline=Deadline(ctx.time_limit), pin=pin)
     return schedule_of_keys(problem, result.best_keys, "regal", **result.info)

@@ -102,9 +102,9 @@ def ort_optimized_model(
 
 def _fed_inputs(path: Path) -> set[str]:
     """The graph inputs of the model at ``path`` that the caller feeds (no initializer of that name)."""
-    import onnx
+    from onnx_sched.bench.inputs import load_model_header
 
-    g = onnx.load(str(path), load_external_data=False).graph
+    g = load_model_header(path).graph
     inits = {t.name for t in g.initializer}
     return {i.name for i in g.input if i.name not in inits}
 
