@@ -10,7 +10,7 @@ transfers through pipes, tensors freed when the model frees them).  Each device
 process measures its own live native heap (memray) and peak RSS delta over one run;
 the table puts them beside the predicted per-device peak (the host's caller-owned
 graph inputs apart).  With `--baseline`, also the objective's baseline: every op on
-the first device, in file order.
+the first device, in the input model's order.
 
     python benchmarks/device_memory_real.py --time-limit 10 --baseline --out docs/device_memory_real.json
 """
@@ -32,6 +32,7 @@ from onnx_sched.bench.inputs import import_feed
 from onnx_sched.bench.runtimes.device_plan import PlacedSchedule, load_schedule, single_device
 from onnx_sched.bench.runtimes.device_processes import measure_schedule
 from onnx_sched.bench.weights import with_random_weights
+from onnx_sched.importers.onnx import import_onnx
 
 CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus" / "onnx"
 MODELS = ("light_squeezenet", "resnet50", "mobilenet_v2", "randwire_ws", "nasnet_a_mobile")
@@ -55,8 +56,9 @@ def run(path: Path, method: str, devices: tuple[str, ...], time_limit: float, ba
     sched = replace(sched, imported=with_random_weights(sched.imported))
     feed = import_feed(sched.imported, seed=0)
     rows = _rows(path.stem, f"split ({result.report['method_used']})", sched, feed)
-    if baseline:
-        rows += _rows(path.stem, f"{devices[0]} only", single_device(sched.imported, devices), feed)
+    if baseline:  # the input model as it is (the split model's file order is the schedule's, not the input's)
+        original = with_random_weights(import_onnx(path))
+        rows += _rows(path.stem, f"{devices[0]} only", single_device(original, devices), feed)
     return rows
 
 

@@ -202,3 +202,15 @@ def test_training_on_three_devices_exports_a_three_device_policy(monkeypatch, tm
     assert policy.devices == 3 and policy.actions(inputs).shape == (g.n_ops, rg.n_heads(3))
     with pytest.raises(ValueError, match="2 to 8 devices, got 9"):
         regal_data.device_names(9)
+
+
+def test_shipped_three_device_checkpoint_serves_three_devices() -> None:
+    path = rg.checkpoint_for(3)
+    if not path.is_file():
+        pytest.skip("no shipped 3-device REGAL checkpoint")
+    assert rg.load_policy(None, 3).devices == 3
+    g = generate("layered", 30, 4)
+    p = dm.DeviceMemoryProblem.build(g, ("CPU", "GPU", "NPU"))
+    s = get_pass("regal", "peak-mem-devices")(g, PassContext(seed=0, options={"evaluations": 500}, problem=p))
+    host = dm.walk(p, [dm.Step("op", j, 0) for j in range(g.n_ops)]).peak
+    assert s.info["action"] == "mode" and dm.walk(p, s.steps).peak <= host
