@@ -28,7 +28,6 @@ action); ``sample=True`` draws one action from the policy instead.
 from __future__ import annotations
 
 import re
-
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
