@@ -14,7 +14,9 @@ checkpoint for the device count: ``models/checkpoints/regal.onnx`` for 2 devices
 is the policy file; ``prior`` (default false) takes the
 hand-written feature prior's action instead of the network's (the ablation without learning,
 :func:`onnx_sched.models.inference.regal.feature_prior`; ``model`` and ``sample`` are then unused, and
-any device count works).  The first population holds the
+any device count works); ``tidy`` (default 10,000) the evaluations spent afterwards on moving fewer bytes between
+devices at the same peak (:func:`~onnx_sched.passes.device_memory.local_search.tidy_transfers`; not in the
+paper, 0 turns it off).  The first population holds the
 host-only solution, so the result is never worse than it.  Fails with one line when the
 checkpoint is missing or was trained for another device count.
 """
@@ -25,6 +27,7 @@ from onnx_sched.deadline import Deadline
 from onnx_sched.graph import Graph
 from onnx_sched.passes import PassContext, register
 from onnx_sched.passes.device_memory._common import problem_of, schedule_of_keys
+from onnx_sched.passes.device_memory.local_search import tidy_transfers
 from onnx_sched.schedule import Schedule
 
 
@@ -39,6 +42,8 @@ def run(graph: Graph, ctx: PassContext) -> Schedule:
     problem = problem_of(graph, ctx)
     pin = None if ctx.option("pin", None) is None else _flag(ctx, "pin", True)  # None: as the checkpoint was trained
     policy = None if _flag(ctx, "prior", False) else load_policy(ctx.option("model", None), problem.n_devices)
+    clock = Deadline(ctx.time_limit)
     result = run_regal(problem, policy, int(ctx.option("evaluations", 5000)),
-                       seed=ctx.seed, sample=_flag(ctx, "sample", False), deadline=Deadline(ctx.time_limit), pin=pin)
-    return schedule_of_keys(problem, result.best_keys, "regal", **result.info)
+                       seed=ctx.seed, sample=_flag(ctx, "sample", False), deadline=clock, pin=pin)
+    keys, tidied = tidy_transfers(problem, result.best_keys, ctx, clock)
+    return schedule_of_keys(problem, keys, "regal", tidy_evaluations=tidied, **result.info)
