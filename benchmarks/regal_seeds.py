@@ -100,7 +100,8 @@ def main(argv: list[str] | None = None) -> int:
         peaks: dict[str, list[list[float]]] = {v: [] for v in variants}
         for g in graphs:
             problem = dm.DeviceMemoryProblem.build(g, device_names(args.devices))
-            brkga.append([score(g, problem, "brkga", {"evaluations": 5000, "tidy": 0}, s)[0] for s in range(args.seeds)])
+            brkga.append([score(g, problem, "brkga", {"evaluations": 5000, "tidy": 0}, s)[0]
+                          for s in range(args.seeds)])
             for v, (method, options) in variants.items():
                 peaks[v].append([score(g, problem, method, options, s)[0] for s in range(args.seeds)])
             print(f"{name} {g.name:28s} BRKGA 5K " + " ".join(f"{x / 2**20:8.2f}" for x in brkga[-1]) + "".join(

@@ -1,6 +1,7 @@
 """REGAL's training, validation and test problems (paper 003, section 4.1 and appendix A.1).
 
-Problems on ``n_devices`` devices (2 by default; :func:`device_names`) from two sources, disjoint by topology across the splits:
+Problems on ``n_devices`` devices (2 by default; :func:`device_names`) from two sources, disjoint by
+topology across the splits:
 
 * synthetic graphs of the five families of :mod:`onnx_sched.synth` (``er``, ``ws``,
   ``ba``, ``sbm``, ``layered``); training and validation draw seeds below
