@@ -10,6 +10,8 @@ transfer -- scores them in one batch and takes the best if it improves; stops at
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from onnx_sched.cost import device_memory as dm
@@ -36,25 +38,35 @@ def start_keys(problem: dm.DeviceMemoryProblem, seed: int) -> np.ndarray:
     return np.stack(rows)
 
 
+def _any_gene(problem: dm.DeviceMemoryProblem, best: np.ndarray, count: int,
+              rng: np.random.Generator) -> np.ndarray:
+    """``count`` copies of ``best``, each with one random gene moved: an op to a random device (its affinity becomes the
+    largest), or a new priority for one op or one transfer."""
+    n, nd = problem.graph.n_ops, problem.n_devices
+    cand = np.repeat(best[None, :], count, axis=0)
+    for r, gene in enumerate(rng.integers(0, len(best), size=count)):
+        if gene < n * nd:
+            op = gene // nd
+            cand[r, op * nd: op * nd + nd] = 0.0
+            cand[r, op * nd + rng.integers(nd)] = 1.0
+        else:
+            cand[r, gene] = rng.random()
+    return cand
+
+
 def climb(problem: dm.DeviceMemoryProblem, start: np.ndarray, evaluations: int, neighbours: int,
           rng: np.random.Generator, deadline: Deadline | None = None,
-          fewer_transfers: bool = False) -> tuple[np.ndarray, float, int]:
-    """Best-of-sample hill climbing from ``start`` (one chromosome); returns (keys, fitness, evaluations)."""
-    n, nd = problem.graph.n_ops, problem.n_devices
+          fewer_transfers: bool = False,
+          propose: Callable[[dm.DeviceMemoryProblem, np.ndarray, int, np.random.Generator], np.ndarray] = _any_gene,
+          ) -> tuple[np.ndarray, float, int]:
+    """Best-of-sample hill climbing from ``start`` (one chromosome): each round scores ``neighbours`` moves of
+    ``propose`` (default: one random gene) in one batch and takes the best if it improves; returns (keys, fitness,
+    evaluations)."""
     best = start.copy()
     best_fit = float(score_keys(problem, best, fewer_transfers)[0])
     used = 1
-    size = len(best)
     while used + neighbours <= evaluations and not (deadline is not None and deadline.expired()):
-        cand = np.repeat(best[None, :], neighbours, axis=0)
-        genes = rng.integers(0, size, size=neighbours)
-        for r, gene in enumerate(genes):
-            if gene < n * nd:  # move the op to a random device: its affinity becomes the largest
-                op = gene // nd
-                cand[r, op * nd: op * nd + nd] = 0.0
-                cand[r, op * nd + rng.integers(nd)] = 1.0
-            else:
-                cand[r, gene] = rng.random()
+        cand = propose(problem, best, neighbours, rng)
         fit = score_keys(problem, cand, fewer_transfers)
         used += neighbours
         k = int(np.argmin(fit))
@@ -63,19 +75,42 @@ def climb(problem: dm.DeviceMemoryProblem, start: np.ndarray, evaluations: int, 
     return best, best_fit, used
 
 
+#: Share of ``tidy``'s moves that put an op on a neighbour's device (the rest: a random device).
+TOWARD_NEIGHBOURS = 0.8
+
+
+def _toward_neighbours(problem: dm.DeviceMemoryProblem, best: np.ndarray, count: int,
+                       rng: np.random.Generator) -> np.ndarray:
+    """``count`` copies of ``best``, each with one op moved, mostly onto the device of one of its producers or
+    consumers: only placement decides what crosses devices, and a crossing disappears when both ends share one."""
+    g, nd = problem.graph, problem.n_devices
+    n = g.n_ops
+    place = best[:n * nd].reshape(n, nd).argmax(axis=1)
+    cand = np.repeat(best[None, :], count, axis=0)
+    for r, op in enumerate(rng.integers(0, n, size=count)):
+        near = np.concatenate([g.preds(op), g.succs(op)])
+        device = place[near[rng.integers(len(near))]] if len(near) and rng.random() < TOWARD_NEIGHBOURS \
+            else rng.integers(nd)
+        cand[r, op * nd: op * nd + nd] = 0.0
+        cand[r, op * nd + device] = 1.0
+    return cand
+
+
 def tidy_transfers(problem: dm.DeviceMemoryProblem, keys: np.ndarray, ctx: PassContext,
                    deadline: Deadline | None = None) -> tuple[np.ndarray, int]:
     """``keys`` climbed on (largest peak, bytes moved): the same peak or lower, fewer bytes between devices.
 
     Paper 003's methods score the peak alone, so among the many splits with the best peak they return
     whichever came first, often one that ships tensors back and forth for nothing (REGAL on the corpus, 3 devices:
-    five times the bytes ``auto`` moves at the same peaks).  Returns the keys and the evaluations spent
-    (option ``tidy``, default :data:`TIDY_EVALUATIONS`; 0: ``keys`` unchanged).
+    five times the bytes ``auto`` moves at the same peaks).  The moves put one op at a time on a neighbour's
+    device, mostly.  Returns the keys and the evaluations spent (option ``tidy``, default
+    :data:`TIDY_EVALUATIONS`; 0: ``keys`` unchanged).
     """
     budget = int(ctx.option("tidy", TIDY_EVALUATIONS))
     if budget <= 0:
         return keys, 0
-    tidied, _, used = climb(problem, keys, budget, 50, np.random.default_rng(ctx.seed), deadline, fewer_transfers=True)
+    tidied, _, used = climb(problem, keys, budget, 50, np.random.default_rng(ctx.seed), deadline, fewer_transfers=True,
+                            propose=_toward_neighbours)
     return tidied, used
 
 
