@@ -36,7 +36,7 @@ import numpy as np
 
 from onnx_sched.cost import device_memory as dm
 from onnx_sched.graph import Graph
-from onnx_sched.models.training.regal_data import TEST_CORPUS, corpus_graph, device_names, synthetic_graphs
+from onnx_sched.models.training.regal_data import TEST_CORPUS, corpus_graph, synthetic_graphs, training_devices
 from onnx_sched.passes import PassContext, get_pass
 from onnx_sched.synth import TEST_SEED_BASE
 
@@ -70,7 +70,7 @@ def held_out_sets(synthetic: int, corpus: list[str], min_ops: int = 50, max_ops:
 
 
 def evaluate(graph: Graph, fig5: bool, n_devices: int = 2) -> dict[str, Any]:
-    problem = dm.DeviceMemoryProblem.build(graph, device_names(n_devices))
+    problem = dm.DeviceMemoryProblem.build(graph, training_devices(n_devices))
     row: dict[str, Any] = {"graph": graph.name, "ops": graph.n_ops, "lower_bound": dm.lower_bound(problem),
                            "peak": {}, "seconds": {}}
     for m in METHODS:
@@ -81,8 +81,7 @@ def evaluate(graph: Graph, fig5: bool, n_devices: int = 2) -> dict[str, Any]:
         for method in ("brkga", "regal"):
             for k in LIMITS:
                 if k not in curve[method]:
-                    options = {**PASS[method][1], "evaluations": k} if method == "regal" else {"evaluations": k,
-                                                                                               "tidy": 0}
+                    options = {**PASS["regal" if method == "regal" else "brkga-5k"][1], "evaluations": k}
                     curve[method][k] = score(graph, problem, method, options)[0]
         row["curve"] = {m: {str(k): v for k, v in sorted(c.items())} for m, c in curve.items()}
     return row
@@ -177,7 +176,7 @@ def main() -> None:
     sets = held_out_sets(args.synthetic, args.corpus, args.min_ops, args.max_ops)
     warm = synthetic_graphs(1, TEST_SEED_BASE, 30, 30, seed=9)[0]  # numba compiled off the clock
     for m in METHODS:
-        score(warm, dm.DeviceMemoryProblem.build(warm, device_names(args.devices)), *PASS[m])
+        score(warm, dm.DeviceMemoryProblem.build(warm, training_devices(args.devices)), *PASS[m])
     rows: dict[str, list[dict[str, Any]]] = {}
     for name, graphs in sets.items():
         rows[name] = []

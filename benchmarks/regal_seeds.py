@@ -34,10 +34,10 @@ import time
 from pathlib import Path
 
 import numpy as np
-from regal_eval import held_out_sets, score
+from regal_eval import PASS, held_out_sets, score
 
 from onnx_sched.cost import device_memory as dm
-from onnx_sched.models.training.regal_data import TEST_CORPUS, corpus_variants, device_names, split_graphs
+from onnx_sched.models.training.regal_data import TEST_CORPUS, corpus_variants, split_graphs, training_devices
 
 #: Seed of the held-out corpus models' noisy copies (``--corpus-copies``); training and validation use 0 and 1.
 TEST_COPY_SEED = 2
@@ -86,11 +86,11 @@ def main(argv: list[str] | None = None) -> int:
         if args.corpus_copies:
             sets["corpus"] = corpus_variants(args.corpus, args.corpus_copies, TEST_COPY_SEED)
         sets = {name: graphs for name, graphs in sets.items() if graphs}
-    # paper 003's methods as it ran them: the peak alone (tidy 0: no extra evaluations on moving fewer bytes)
-    variants = {"regal": ("regal", {"evaluations": 5000, "tidy": 0, **({"model": args.model} if args.model else {})}),
-                "regal-prior": ("regal", {"evaluations": 5000, "prior": "true", "tidy": 0})}
+    # paper 003's methods as regal_eval.py runs them (PASS)
+    variants = {"regal": ("regal", {**PASS["regal"][1], **({"model": args.model} if args.model else {})}),
+                "regal-prior": PASS["regal-prior"]}
     if args.brkga_50k:
-        variants["brkga-50k"] = ("brkga", {"evaluations": 50000, "tidy": 0})
+        variants["brkga-50k"] = PASS["brkga-50k"]
     t0 = time.perf_counter()
     result: dict[str, object] = {"command": "python benchmarks/regal_seeds.py " + " ".join(sys.argv[1:] if argv is None
                                                                                          else argv),
@@ -99,9 +99,8 @@ def main(argv: list[str] | None = None) -> int:
         brkga: list[list[float]] = []
         peaks: dict[str, list[list[float]]] = {v: [] for v in variants}
         for g in graphs:
-            problem = dm.DeviceMemoryProblem.build(g, device_names(args.devices))
-            brkga.append([score(g, problem, "brkga", {"evaluations": 5000, "tidy": 0}, s)[0]
-                          for s in range(args.seeds)])
+            problem = dm.DeviceMemoryProblem.build(g, training_devices(args.devices))
+            brkga.append([score(g, problem, *PASS["brkga-5k"], s)[0] for s in range(args.seeds)])
             for v, (method, options) in variants.items():
                 peaks[v].append([score(g, problem, method, options, s)[0] for s in range(args.seeds)])
             print(f"{name} {g.name:28s} BRKGA 5K " + " ".join(f"{x / 2**20:8.2f}" for x in brkga[-1]) + "".join(

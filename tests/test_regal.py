@@ -198,10 +198,10 @@ def test_training_on_three_devices_exports_a_three_device_policy(monkeypatch, tm
     onnx_path, _, _ = regal_train.export(result, tmp_path / "regal_d3")
     policy = rg.RegalPolicy(onnx_path)
     g = generate("layered", 16, 1)
-    inputs = prepare(dm.DeviceMemoryProblem.build(g, regal_data.device_names(3)), seed=0, pin=False)
+    inputs = prepare(dm.DeviceMemoryProblem.build(g, regal_data.training_devices(3)), seed=0, pin=False)
     assert policy.devices == 3 and policy.actions(inputs).shape == (g.n_ops, rg.n_heads(3))
     with pytest.raises(ValueError, match="2 to 8 devices, got 9"):
-        regal_data.device_names(9)
+        regal_data.training_devices(9)
 
 
 def test_shipped_three_device_checkpoint_serves_three_devices() -> None:

@@ -27,7 +27,6 @@ action); ``sample=True`` draws one action from the policy instead.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -49,11 +48,11 @@ from onnx_sched.models.inference.regal_features import (
 
 __all__ = [
     "CHECKPOINT",
-    "checkpoint_for",
     "LEVELS",
     "STANDARD_LEVELS",
     "RegalPolicy",
     "RegalRun",
+    "checkpoint_for",
     "dequantise_beta",
     "dequantise_crossover",
     "feature_prior",
@@ -175,9 +174,7 @@ class RegalPolicy:
 
         path = CHECKPOINT if path is None else path
         if not Path(path).is_file():
-            count = re.fullmatch(r"regal_d(\d+)\.onnx", Path(path).name)
-            how = f"onnx-sched train regal --devices {count[1]}" if count else "onnx-sched train regal"
-            raise FileNotFoundError(f"REGAL checkpoint {path} missing: train it with {how} (see "
+            raise FileNotFoundError(f"REGAL checkpoint {path} missing: train it with onnx-sched train regal (see "
                                     "models/checkpoints/regal.md), or run the pass with --option prior=true")
         so = ort.SessionOptions()
         so.log_severity_level = 3
@@ -214,8 +211,13 @@ def checkpoint_for(n_devices: int) -> Path:
 
 def load_policy(path: str | Path | None = None, n_devices: int = 2) -> RegalPolicy:
     """The policy at ``path`` (default: the shipped checkpoint for ``n_devices``), loaded once per path; a missing
-    file is a one-line ``ValueError``."""
-    return _load_policy(str(checkpoint_for(n_devices) if path is None else path))
+    file is a one-line ``ValueError`` (for the default, naming the train command for ``n_devices``)."""
+    if path is None:
+        path = checkpoint_for(n_devices)
+        if not path.is_file():
+            raise ValueError(f"REGAL checkpoint {path} missing: train it with onnx-sched train regal --devices "
+                             f"{n_devices} (see models/checkpoints/regal.md), or run the pass with --option prior=true")
+    return _load_policy(str(path))
 
 
 @lru_cache(maxsize=4)

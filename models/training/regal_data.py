@@ -1,6 +1,6 @@
 """REGAL's training, validation and test problems (paper 003, section 4.1 and appendix A.1).
 
-Problems on ``n_devices`` devices (2 by default; :func:`device_names`) from two sources, disjoint by
+Problems on ``n_devices`` devices (2 by default; :func:`training_devices`) from two sources, disjoint by
 topology across the splits:
 
 * synthetic graphs of the five families of :mod:`onnx_sched.synth` (``er``, ``ws``,
@@ -37,7 +37,7 @@ from onnx_sched.synth import TEST_SEED_BASE, generate
 __all__ = [
     "CORPUS",
     "DEVICES",
-    "device_names",
+    "EXTRA_DEVICES",
     "FAMILIES",
     "TEST_CORPUS",
     "TRAIN_CORPUS",
@@ -47,6 +47,7 @@ __all__ = [
     "make_instance",
     "noisy_copy",
     "synthetic_graphs",
+    "training_devices",
 ]
 
 CORPUS = Path(os.environ.get("ONNX_SCHED_CORPUS", "/work/shared/corpus/onnx"))
@@ -77,10 +78,10 @@ class Instance:
         return self.standards[0]
 
 
-def device_names(n_devices: int) -> tuple[str, ...]:
+def training_devices(n_devices: int) -> tuple[str, ...]:
     """The devices of an ``n_devices``-device training problem: :data:`DEVICES`, then :data:`EXTRA_DEVICES`.
 
-    >>> device_names(3)
+    >>> training_devices(3)
     ('CPU', 'GPU', 'NPU')
     """
     if not 2 <= n_devices <= len(DEVICES) + len(EXTRA_DEVICES):
@@ -124,9 +125,9 @@ def corpus_variants(models: Iterable[str], copies: int, seed: int) -> list[Graph
 
 def make_instance(graph: Graph, evaluations: int = 5000, feature_seed: int = 0, pin: bool = True,
                   seeds: int = 1, n_devices: int = 2) -> Instance:
-    """The problem of ``graph`` on :func:`device_names` (``n_devices``), its features, and ``o_s`` for seeds
+    """The problem of ``graph`` on :func:`training_devices` (``n_devices``), its features, and ``o_s`` for seeds
     ``0 .. seeds - 1``."""
-    problem = dm.DeviceMemoryProblem.build(graph, device_names(n_devices))
+    problem = dm.DeviceMemoryProblem.build(graph, training_devices(n_devices))
     standards = tuple(solve(problem, BrkgaParams(evaluations=evaluations), seed=s).best_fitness for s in range(seeds))
     return Instance(name=graph.name, problem=problem, inputs=prepare(problem, feature_seed, pin=pin),
                     standards=standards)
