@@ -22,12 +22,18 @@ problems of each set, as a PNG.
         --plot benchmarks/regal_fig5.png
 
 ``--model PATH`` evaluates another policy file (the ``regal`` pass's ``model`` option).
+``--rerun METHOD.. --reuse FILE`` runs only those methods and takes every other method's peak and
+seconds from an earlier run's JSON (same problems, matched by name), e.g. after a new tuned setting:
+
+    python benchmarks/regal_eval.py --devices 3 --synthetic 30 --rerun tuned-brkga \\
+        --reuse benchmarks/regal_eval_d3.json --out benchmarks/regal_eval_d3.json
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -69,13 +75,17 @@ def held_out_sets(synthetic: int, corpus: list[str], min_ops: int = 50, max_ops:
             "corpus": [corpus_graph(m) for m in corpus]}
 
 
-def evaluate(graph: Graph, fig5: bool, n_devices: int = 2) -> dict[str, Any]:
+def evaluate(graph: Graph, fig5: bool, n_devices: int = 2, methods: tuple[str, ...] = METHODS,
+             earlier: dict[str, Any] | None = None) -> dict[str, Any]:
+    """One problem's row: every method in ``methods`` run, the others' peaks and seconds from ``earlier``."""
     problem = dm.DeviceMemoryProblem.build(graph, training_devices(n_devices))
     row: dict[str, Any] = {"graph": graph.name, "ops": graph.n_ops, "lower_bound": dm.lower_bound(problem),
                            "peak": {}, "seconds": {}}
-    for m in METHODS:
+    if earlier is not None:
+        row = {**earlier, "peak": dict(earlier["peak"]), "seconds": dict(earlier["seconds"])}
+    for m in methods:
         row["peak"][m], row["seconds"][m] = score(graph, problem, *PASS[m])
-    if fig5:
+    if fig5 and earlier is None:
         curve: dict[str, dict[int, float]] = {"brkga": {5000: row["peak"]["brkga-5k"], 50000: row["peak"]["brkga-50k"]},
                                               "regal": {5000: row["peak"]["regal"]}}
         for method in ("brkga", "regal"):
@@ -169,25 +179,43 @@ def main() -> None:
     ap.add_argument("--cpsat-seconds", type=float, default=TIME_LIMITS["cpsat"], help="CP-SAT's time limit per problem")
     ap.add_argument("--devices", type=int, default=2,
                     help="devices per problem (REGAL: the shipped checkpoint for that count, or --model)")
+    ap.add_argument("--rerun", nargs="+", choices=METHODS, default=None,
+                    help="run only these methods; the others come from --reuse")
+    ap.add_argument("--reuse", type=Path, default=None, help="an earlier run's JSON (with --rerun)")
     args = ap.parse_args()
+    if (args.rerun is None) != (args.reuse is None):
+        ap.error("--rerun and --reuse go together")
+    earlier: dict[str, dict[str, Any]] = {}
+    if args.reuse:
+        old = json.loads(args.reuse.read_text())
+        if old.get("devices", 2) != args.devices:
+            ap.error(f"{args.reuse} was run with {old.get('devices', 2)} devices, not {args.devices}")
+        earlier = {f"{name}/{r['graph']}": r for name, rows in old["rows"].items() for r in rows}
+    methods = tuple(args.rerun) if args.rerun else METHODS
     TIME_LIMITS["cpsat"] = args.cpsat_seconds
     if args.model:
         PASS["regal"][1]["model"] = args.model
     sets = held_out_sets(args.synthetic, args.corpus, args.min_ops, args.max_ops)
     warm = synthetic_graphs(1, TEST_SEED_BASE, 30, 30, seed=9)[0]  # numba compiled off the clock
-    for m in METHODS:
+    for m in methods:
         score(warm, dm.DeviceMemoryProblem.build(warm, training_devices(args.devices)), *PASS[m])
     rows: dict[str, list[dict[str, Any]]] = {}
     for name, graphs in sets.items():
         rows[name] = []
         for i, g in enumerate(graphs):
-            rows[name].append(evaluate(g, i < args.fig5, args.devices))
+            if args.reuse and f"{name}/{g.name}" not in earlier:
+                sys.exit(f"error: {args.reuse} has no row for {name} problem {g.name}")
+            rows[name].append(evaluate(g, i < args.fig5, args.devices, methods, earlier.get(f"{name}/{g.name}")))
             r = rows[name][-1]
             print(f"{name} {g.name:28s} {g.n_ops:5d} ops  " + "  ".join(
                 f"{m} {r['peak'][m] / 2**20:8.2f}" for m in METHODS) + " MiB", flush=True)
     summary = {name: summarise(r) for name, r in rows.items() if r}
     print_tables(summary, args.devices)
-    args.out.write_text(json.dumps({"devices": args.devices, "summary": summary, "rows": rows}, indent=1))
+    command = "python benchmarks/regal_eval.py " + " ".join(sys.argv[1:])
+    if args.reuse:
+        command = f"{old.get('command', 'an earlier run')}, then {command}"
+    args.out.write_text(json.dumps({"command": command, "devices": args.devices, "summary": summary, "rows": rows},
+                                   indent=1))
     print(f"\nwrote {args.out}")
     if args.plot:
         plot(summary, args.plot)

@@ -15,7 +15,14 @@ the same seed.  Rules:
 * ``prior``: :func:`feature_prior` (priority mean = expected position, elite bias 0.5);
 * ``prior-rho-0.7``: the same priorities, standard elite bias;
 * ``prior-reversed``: priority mean = 1 - expected position, elite bias 0.5;
-* ``placement``: affinity means = the feature run's expected placement, elite bias 0.5.
+* ``placement``: affinity means = the feature run's expected placement, elite bias 0.5;
+* ``prior-xfer-asap`` / ``prior-xfer-late``: ``prior`` with every transfer gene of the op's outputs at the top /
+  bottom mean level and the lowest variance (ops and transfers share the decoder's priority scale, so these run a
+  transfer as soon as it can / only when nothing else is ready);
+* ``prior-xfer-producer`` / ``prior-xfer-consumer``: the transfer genes at the priority level of the producing op /
+  of its latest consumer (highest level among the consumers), lowest variance;
+* ``elite`` / ``elite-var1``: :func:`solution_action` of the feature run's best chromosome (its modes encode that
+  solution), at the lowest variance level / at least level 1.
 
     python benchmarks/regal_prior_rules.py --seeds 3 --out benchmarks/regal_prior_rules.json
 """
@@ -37,6 +44,7 @@ from onnx_sched.models.inference.regal import (
     LEVELS,
     STANDARD_LEVELS,
     feature_prior,
+    solution_action,
     solve_with_actions,
     standard_action,
 )
@@ -68,12 +76,40 @@ def _placement(inputs: RegalInputs) -> np.ndarray:
     return a
 
 
-RULES: dict[str, Callable[[RegalInputs], np.ndarray]] = {
-    "standard": lambda i: standard_action(i.x.shape[0], ND),
-    "prior": lambda i: feature_prior(i, ND),
-    "prior-rho-0.7": lambda i: _standard_rho(feature_prior(i, ND)),
-    "prior-reversed": lambda i: _reversed(feature_prior(i, ND)),
-    "placement": _placement,
+def _transfers(inputs: RegalInputs, level: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
+    """``prior`` with every op's transfer genes (groups ``D+1 .. 2D``) at mean ``level(prior action)``, variance 0."""
+    a = feature_prior(inputs, ND)
+    means = level(a)
+    for d in range(ND):
+        a[:, 2 * (ND + 1 + d)] = means
+        a[:, 2 * (ND + 1 + d) + 1] = 0
+    return a
+
+
+def _latest_consumer(inputs: RegalInputs, a: np.ndarray) -> np.ndarray:
+    own = a[:, PRIORITY_HEAD].copy()
+    np.maximum.at(own, inputs.src, a[inputs.dst, PRIORITY_HEAD])
+    return own
+
+
+def _elite(problem: dm.DeviceMemoryProblem, inputs: RegalInputs, variance: int) -> np.ndarray:
+    a = solution_action(problem, inputs.warm.best_keys)
+    a[:, 1:-1:2] = np.maximum(a[:, 1:-1:2], variance)
+    return a
+
+
+RULES: dict[str, Callable[[dm.DeviceMemoryProblem, RegalInputs], np.ndarray]] = {
+    "standard": lambda p, i: standard_action(i.x.shape[0], ND),
+    "prior": lambda p, i: feature_prior(i, ND),
+    "prior-rho-0.7": lambda p, i: _standard_rho(feature_prior(i, ND)),
+    "prior-reversed": lambda p, i: _reversed(feature_prior(i, ND)),
+    "placement": lambda p, i: _placement(i),
+    "prior-xfer-asap": lambda p, i: _transfers(i, lambda a: np.full(len(a), LEVELS - 1)),
+    "prior-xfer-late": lambda p, i: _transfers(i, lambda a: np.zeros(len(a), dtype=np.int64)),
+    "prior-xfer-producer": lambda p, i: _transfers(i, lambda a: a[:, PRIORITY_HEAD]),
+    "prior-xfer-consumer": lambda p, i: _transfers(i, lambda a: _latest_consumer(i, a)),
+    "elite": lambda p, i: _elite(p, i, 0),
+    "elite-var1": lambda p, i: _elite(p, i, 1),
 }
 
 
@@ -92,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
             row["brkga-5k"].append(solve(problem, BrkgaParams(evaluations=5000), seed=seed).best_fitness)
             inputs = prepare(problem, seed, pin=False)
             for name, rule in RULES.items():
-                result = solve_with_actions(problem, inputs, rule(inputs), 5000, seed)
+                result = solve_with_actions(problem, inputs, rule(problem, inputs), 5000, seed)
                 row[name].append(min(result.best_fitness, inputs.warm.best_fitness))
         for name, values in row.items():
             peaks[name].append(values)

@@ -2,13 +2,15 @@
 
 Tunes what the paper tunes -- elite bias, the two Beta parameters of the mutant
 distribution, and the population / elite / children counts -- at the same
-5,000-evaluation budget, on two-device problems built from training-range
+5,000-evaluation budget, on problems of ``--devices`` devices (default 2; the devices REGAL
+trains with, :func:`~onnx_sched.models.training.regal_data.training_devices`) built from training-range
 synthetic graphs (seeds below the test base of :mod:`onnx_sched.synth`, so they
 never meet the test graphs).  The score of a setting is its mean ratio to
 standard BRKGA 5K on the same graph (lower is better); the best setting is
-written where the ``tuned-brkga`` pass reads it.
+written where the ``tuned-brkga`` pass reads it for that device count.
 
     python benchmarks/tune_brkga.py --graphs 10 --out models/checkpoints/tuned_brkga.json
+    python benchmarks/tune_brkga.py --graphs 10 --devices 3 --out models/checkpoints/tuned_brkga_d3.json
 
 The paper grid-searches 648 settings on 10,000 graphs; this grid has 27 settings
 (3 elite biases x 3 Beta shapes x 3 population sizes), for this machine's 2 cores.
@@ -30,6 +32,7 @@ from rich.table import Table
 
 from onnx_sched.brkga import BrkgaParams, GeneDistributions, brkga
 from onnx_sched.cost import device_memory as dm
+from onnx_sched.models.training.regal_data import training_devices
 from onnx_sched.synth import generate
 
 FAMILIES = ("er", "ws", "ba", "sbm", "layered")
@@ -38,12 +41,13 @@ BETA_SHAPES = ((1.0, 1.0), (0.5, 0.5), (2.0, 2.0))
 POPULATIONS = ((50, 5, 35), (100, 10, 80), (200, 20, 150))
 
 
-def training_problems(count: int, seed: int, min_ops: int, max_ops: int) -> list[dm.DeviceMemoryProblem]:
+def training_problems(count: int, seed: int, min_ops: int, max_ops: int,
+                      n_devices: int = 2) -> list[dm.DeviceMemoryProblem]:
     rng = np.random.default_rng(seed)
     problems = []
     for i in range(count):
         graph = generate(FAMILIES[i % len(FAMILIES)], int(rng.integers(min_ops, max_ops + 1)), 1_000 + i)
-        problems.append(dm.DeviceMemoryProblem.build(graph, ("CPU", "GPU")))
+        problems.append(dm.DeviceMemoryProblem.build(graph, training_devices(n_devices)))
     return problems
 
 
@@ -63,9 +67,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-ops", type=int, default=300)
     ap.add_argument("--evaluations", type=int, default=5000)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--devices", type=int, default=2, help="devices per problem (the pass reads the file for its count)")
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args(argv)
-    problems = training_problems(args.graphs, args.seed, args.min_ops, args.max_ops)
+    problems = training_problems(args.graphs, args.seed, args.min_ops, args.max_ops, args.devices)
     t0 = time.perf_counter()
     standard = [run_setting(p, 0.7, (1.0, 1.0), (100, 10, 80), args.evaluations, args.seed) for p in problems]
     rows = []
@@ -84,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
     Console().print(table)
     command = "python benchmarks/tune_brkga.py " + " ".join(argv if argv is not None else sys.argv[1:])
     best = rows[0]
-    args.out.write_text(json.dumps({"command": command, "seconds": time.perf_counter() - t0,
+    args.out.write_text(json.dumps({"command": command, "seconds": time.perf_counter() - t0, "devices": args.devices,
                                     "graphs": [p.graph.name for p in problems], "evaluations": args.evaluations,
                                     "best": best, "grid": rows}, indent=2) + "\n")
     print(f"best: {best}; written to {args.out}")

@@ -232,6 +232,23 @@ def test_fewer_transfers_only_break_ties_of_equal_peak() -> None:
         assert want == sum(int(q.arrays.size[s.item]) for s in steps if s.kind == "transfer")
 
 
+@pytest.mark.parametrize(("devices", "tuned_for"), [(("CPU", "GPU"), 2), (("CPU", "GPU", "NPU"), 3),
+                                                   (("CPU", "GPU", "NPU", "GPU2"), 2)])
+def test_tuned_brkga_takes_the_setting_tuned_for_the_device_count(devices: tuple[str, ...], tuned_for: int) -> None:
+    """2 and 3 devices each have their own grid search; a count never tuned takes the two-device setting, and the
+    report says which."""
+    import json
+
+    from onnx_sched.passes.device_memory.tuned_brkga import setting_file
+
+    g = er_graph(30, 100_029)
+    p = dm.DeviceMemoryProblem.build(g, devices)
+    s = get_pass("tuned-brkga", "peak-mem-devices")(g, PassContext(seed=0, problem=p, options={"evaluations": 800}))
+    best = json.loads(setting_file(tuned_for).read_text())["best"]
+    assert s.info["tuned_for_devices"] == tuned_for
+    assert s.info["setting"] == {k: best[k] for k in s.info["setting"]}
+
+
 @pytest.mark.parametrize("method", ["brkga", "tuned-brkga"])
 def test_tidy_moves_fewer_bytes_at_the_same_peak(method: str) -> None:
     """After the search, ``tidy`` climbs on (peak, bytes moved): the peak stays, the bytes drop; ``tidy=0`` is the

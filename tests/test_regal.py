@@ -34,6 +34,42 @@ def test_feature_shapes_and_scale() -> None:
     assert inp.warm.evaluations <= 400
 
 
+def test_solution_action_encodes_the_solution_in_its_modes() -> None:
+    """Decoding the distributions' means gives back the solution's placement; with as many levels as steps, its
+    exact step sequence (ops and transfers share the decoder's priority scale)."""
+    from onnx_sched.brkga import BrkgaParams
+    from onnx_sched.passes.device_memory.brkga import solve
+
+    g, p = _problem(30, 5)
+    best = solve(p, BrkgaParams(evaluations=2000), seed=1)
+    placement, steps = dm.decode_keys(p, best.best_keys)
+    assert 0 < placement.sum() < g.n_ops and any(s.kind == "transfer" for s in steps)  # a real split
+    assert all(g.tensor_producer[s.item] >= 0 for s in steps if s.kind == "transfer")  # no graph-input transfer
+    for k, exact in ((rg.LEVELS, False), (2 * len(steps) + 1, True)):
+        dist = rg.gene_distributions(p, rg.solution_action(p, best.best_keys, k), None, k)
+        mean_placement, mean_steps = dm.decode_keys(p, dist.alpha / (dist.alpha + dist.beta))
+        np.testing.assert_array_equal(mean_placement, placement)
+        if exact:
+            assert mean_steps == steps
+
+
+def test_consensus_of_solutions_widens_only_where_they_disagree() -> None:
+    pytest.importorskip("torch")
+    from onnx_sched.brkga import BrkgaParams
+    from onnx_sched.models.training.regal_train import consensus_action
+    from onnx_sched.passes.device_memory.brkga import solve
+
+    g, p = _problem(30, 5)
+    a, b = (solve(p, BrkgaParams(evaluations=1000), seed=s).best_keys for s in (1, 2))
+    np.testing.assert_array_equal(consensus_action(p, [a, a]), rg.solution_action(p, a))
+    both = consensus_action(p, [a, b])
+    pa, pb = dm.decode_keys(p, a)[0], dm.decode_keys(p, b)[0]
+    assert (pa != pb).any() and (pa == pb).any()
+    device1_mean, device1_var = both[:, 2], both[:, 3]  # group 1: the affinity for device 1
+    assert (device1_var[pa == pb] == 0).all() and (device1_var[pa != pb] > 0).all()
+    assert set(device1_mean[pa != pb]) == {2}  # levels 0 and 4 average to the middle
+
+
 def test_dequantisation_formulas() -> None:
     alpha, beta = rg.dequantise_beta(np.array([2, 0, 4]), np.array([1, 0, 4]), k=5)
     np.testing.assert_allclose([alpha[0], beta[0]], [1.0, 1.0])  # standard BRKGA: uniform
@@ -159,7 +195,8 @@ def test_imitation_fits_the_feature_prior() -> None:
                                    == rg.feature_prior(i.inputs, 2)[:, 4]).mean() for i in insts]))
 
     before = priority_match()
-    result = imitate(net, insts, 300, 3e-3, np.random.default_rng(0))
+    targets = [rg.feature_prior(i.inputs, 2) for i in insts]
+    result = imitate(net, insts, targets, 300, 3e-3, np.random.default_rng(0))
     assert result["steps"] == 300 and priority_match() > max(before, 0.6)
 
 

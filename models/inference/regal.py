@@ -60,6 +60,7 @@ __all__ = [
     "load_policy",
     "n_heads",
     "run_regal",
+    "solution_action",
     "solve_with_actions",
     "standard_action",
 ]
@@ -122,6 +123,47 @@ def feature_prior(inputs: RegalInputs, n_devices: int, k: int = LEVELS) -> np.nd
     return actions
 
 
+def solution_action(problem: dm.DeviceMemoryProblem, keys: np.ndarray, k: int = LEVELS,
+                    crossover: int = 0) -> np.ndarray:
+    """The action whose modes encode the solution ``keys``: per op, affinity mean level ``k - 1`` on the
+    solution's device and 0 on the others; priority mean level from the op's place among the solution's
+    steps (the first step the top level: the decoder runs the ready op or transfer of highest priority
+    first, on one scale); the transfers of the op's outputs to a device at the level of their place (their
+    mean, when several); the lowest variance level for all of these; the genes of transfers the solution
+    does not make keep standard BRKGA's uniform distribution (exactly for ``k`` = 5 or 17); crossover level
+    ``crossover`` (0: elite bias 0.5).
+
+    Not in the paper: the imitation target ``best-known`` of training (a BRKGA 50K solution per training
+    problem) and the oracle rows of ``benchmarks/regal_ceiling.py``, which show what the action space can
+    reach when the policy knows a near-optimal solution.
+    """
+    n, nd = problem.graph.n_ops, problem.n_devices
+    placement, steps = dm.decode_keys(problem, keys)
+    top = np.linspace(k - 1, 0, len(steps)) if len(steps) > 1 else np.full(len(steps), k - 1.0)
+    op_level = np.empty(n)
+    moved, count = np.zeros((n, nd)), np.zeros((n, nd))  # per producer op and destination
+    producer = problem.graph.tensor_producer
+    for level, step in zip(top, steps):
+        if step.kind == "op":
+            op_level[step.item] = level
+        elif producer[step.item] >= 0:
+            moved[producer[step.item], step.device] += level
+            count[producer[step.item], step.device] += 1
+    actions = standard_action(n, nd)
+    actions[:, 1:2 * (2 * nd + 1):2] = round((k + 1) / 3 - 1)  # variance 1/12 at mean 1/2: uniform
+    actions[:, 2 * nd + 2:-1:2] = (k - 1) // 2  # mean 1/2
+    for d in range(nd):
+        actions[:, 2 * d] = np.where(placement == d, k - 1, 0)
+        actions[:, 2 * d + 1] = 0
+        ran = count[:, d] > 0
+        actions[ran, 2 * (nd + 1 + d)] = np.rint(moved[ran, d] / count[ran, d])
+        actions[ran, 2 * (nd + 1 + d) + 1] = 0
+    actions[:, 2 * nd] = np.rint(op_level)
+    actions[:, 2 * nd + 1] = 0
+    actions[:, -1] = crossover
+    return actions
+
+
 def gene_distributions(problem: dm.DeviceMemoryProblem, actions: np.ndarray, symmetry_op: int | None,
                        k: int = LEVELS) -> GeneDistributions:
     """Per-gene Beta and elite bias of the chromosome from per-op levels ``actions`` (n, heads);
@@ -152,15 +194,15 @@ def gene_distributions(problem: dm.DeviceMemoryProblem, actions: np.ndarray, sym
 
 
 def solve_with_actions(problem: dm.DeviceMemoryProblem, inputs: RegalInputs, actions: np.ndarray, evaluations: int,
-                       seed: int, deadline: Deadline | None = None) -> BrkgaResult:
-    """BRKGA with the dequantised ``actions`` for what the feature run left of ``evaluations``,
-    seeded with the feature run's elites."""
+                       seed: int, deadline: Deadline | None = None, levels: int = LEVELS) -> BrkgaResult:
+    """BRKGA with the dequantised ``actions`` (``levels`` per head) for what the feature run left of
+    ``evaluations``, seeded with the feature run's elites."""
     params = BrkgaParams()
     left = evaluations - inputs.warm.evaluations
     if left < params.population:
         raise ValueError(f"regal needs at least {FEATURE_EVALUATIONS + params.population} evaluations "
                          f"({FEATURE_EVALUATIONS} for its features, then one population), got {evaluations}")
-    dist = gene_distributions(problem, actions, inputs.symmetry_op if inputs.pinned else None)
+    dist = gene_distributions(problem, actions, inputs.symmetry_op if inputs.pinned else None, levels)
     return brkga(lambda keys: dm.fitness(problem, dm.evaluate_keys(problem, keys)), dm.chromosome_size(problem),
                  BrkgaParams(evaluations=left), dist, seed=seed, initial=inputs.warm.population[:params.elites],
                  deadline=deadline)

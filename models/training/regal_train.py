@@ -15,7 +15,10 @@ Not in the paper, both against the reward's noise (two seeds of BRKGA 5K differ 
 ``o_s`` (``seed_pool``), the advantage scale, and a start by imitation: before REINFORCE,
 ``imitation_steps`` cross-entropy steps fit the policy to
 :func:`~onnx_sched.models.inference.regal.feature_prior`, a hand-written action read off
-the features (0: the paper's cold start, from standard BRKGA's levels).
+the features (0: the paper's cold start, from standard BRKGA's levels), or with
+``imitation_target="best-known"`` to the action encoding a long BRKGA run's solution of each
+training problem (:func:`consensus_action` of ``references`` runs; validates worse than the
+prior, docs/results.md 14.4, session 21).
 
     onnx-sched train regal --minutes 35 --export models/checkpoints/regal
 
@@ -42,11 +45,14 @@ from typing import Any
 import numpy as np
 import torch
 
-from onnx_sched.models.inference.regal import feature_prior, solve_with_actions
+from onnx_sched.brkga import BrkgaParams
+from onnx_sched.cost import device_memory as dm
+from onnx_sched.models.inference.regal import LEVELS, feature_prior, solution_action, solve_with_actions
 from onnx_sched.models.inference.regal_features import n_node_features
 from onnx_sched.models.training import distributed
 from onnx_sched.models.training.regal_data import Instance, make_instances, split_graphs
 from onnx_sched.models.training.regal_net import BaselineNet, PolicyNet, export_policy
+from onnx_sched.passes.device_memory.brkga import solve
 
 __all__ = ["RegalTrainConfig", "export", "imitate", "train"]
 
@@ -79,7 +85,11 @@ class RegalTrainConfig:
     pin: bool = False  # hold the op with the most memory on device 0 (paper's symmetry breaking; shipped: no)
     validation_seeds: int = 2  # seeds each validation problem runs with (mode action)
     seed_pool: int = 4  # seeds a step's actions and o_s share (o_s cached for each)
-    imitation_steps: int = 4000  # cross-entropy steps toward feature_prior before REINFORCE (0: none)
+    imitation_steps: int = 4000  # cross-entropy steps toward the imitation target before REINFORCE (0: none)
+    imitation_target: str = "prior"  # "prior": feature_prior; "best-known": solution_action of a BRKGA run of
+    # reference_evaluations per training problem (a near-optimal solution)
+    reference_evaluations: int = 50_000
+    references: int = 1  # best-known solutions per problem (seeds seed + 1000 ..); several: consensus_action
     devices: int = 2  # devices of every problem (the first is the host); the checkpoint serves only this count
 
 
@@ -102,18 +112,61 @@ def validate(policy: PolicyNet, instances: list[Instance], evaluations: int) -> 
     return {"reward": float(r.mean()), "ties_or_wins": float((r >= -1.0).mean())}
 
 
-def imitate(policy: PolicyNet, instances: list[Instance], steps: int, lr: float,
+def consensus_action(problem: dm.DeviceMemoryProblem, solutions: list[np.ndarray], k: int = LEVELS) -> np.ndarray:
+    """One action for several solutions: per head group, the mean level of their
+    :func:`~onnx_sched.models.inference.regal.solution_action` means (rounded), and the variance level whose
+    dequantised variance is nearest the lowest level's plus the spread of their means, so genes the solutions
+    agree on stay sharp and the others widen.  One solution: its ``solution_action``."""
+    actions = np.stack([solution_action(problem, keys, k) for keys in solutions])  # (R, n, heads)
+    out = actions[0].copy()
+    if len(solutions) == 1:
+        return out
+    groups = (actions.shape[2] - 1) // 2
+    levels = np.arange(k)
+    for g in range(groups):
+        mu = (actions[:, :, 2 * g] + 1.0) / (k + 1.0)  # (R, n)
+        m = np.clip(np.rint(actions[:, :, 2 * g].mean(axis=0)), 0, k - 1)
+        centre = (m + 1.0) / (k + 1.0)
+        want = centre * (1 - centre) / (k + 1.0) + mu.var(axis=0)  # level 0's variance + the spread
+        var = centre[:, None] * (1 - centre[:, None]) * (levels[None, :] + 1.0) / (k + 1.0)  # (n, k)
+        untouched = (actions[:, :, 2 * g + 1] > 0).all(axis=0)  # genes no solution sets (standard) stay standard
+        out[:, 2 * g] = m
+        out[:, 2 * g + 1] = np.where(untouched, out[:, 2 * g + 1], np.abs(var - want[:, None]).argmin(axis=1))
+    return out
+
+
+def imitation_targets(instances: list[Instance], cfg: RegalTrainConfig,
+                      echo: Callable[[str], None] = print) -> list[np.ndarray]:
+    """The action each training problem's imitation fits (``cfg.imitation_target``): :func:`feature_prior`, or
+    :func:`solution_action` of standard BRKGA with ``cfg.reference_evaluations`` (seed ``cfg.seed + 1000``)."""
+    if cfg.imitation_target == "prior":
+        return [feature_prior(inst.inputs, inst.problem.n_devices) for inst in instances]
+    if cfg.imitation_target != "best-known":
+        raise ValueError(f"imitation_target must be 'prior' or 'best-known', got {cfg.imitation_target!r}")
+    targets = []
+    for i, inst in enumerate(instances):
+        solutions = [solve(inst.problem, BrkgaParams(evaluations=cfg.reference_evaluations),
+                           seed=cfg.seed + 1000 + r).best_keys for r in range(cfg.references)]
+        targets.append(consensus_action(inst.problem, solutions))
+        if (i + 1) % 25 == 0:
+            echo(f"  {i + 1}/{len(instances)} best-known solutions")
+    return targets
+
+
+def imitate(policy: PolicyNet, instances: list[Instance], targets: list[np.ndarray], steps: int, lr: float,
             rng: np.random.Generator) -> dict[str, float]:
-    """Fit ``policy`` to :func:`feature_prior` by cross-entropy, one problem per step (its own Adam);
-    returns the last step's loss and the share of heads whose mode is the target."""
+    """Fit ``policy`` to each problem's target action (``targets``, parallel to ``instances``) by cross-entropy,
+    one problem per step (its own Adam); returns the last step's loss and the share of heads whose mode is the
+    target."""
     if not steps:
         return {"steps": 0, "loss": float("nan"), "accuracy": float("nan")}
     opt = torch.optim.Adam(policy.parameters(), lr=lr)
     params = list(policy.parameters())
     for _ in range(steps):
-        inst = instances[int(rng.integers(len(instances)))]
+        i = int(rng.integers(len(instances)))
+        inst = instances[i]
         logits = policy(*_tensors(inst))
-        target = torch.from_numpy(feature_prior(inst.inputs, inst.problem.n_devices, logits.shape[2]))
+        target = torch.from_numpy(targets[i])
         loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[2]), target.reshape(-1),
                                                label_smoothing=IMITATION_SMOOTHING)
         opt.zero_grad()
@@ -149,9 +202,11 @@ def train(cfg: RegalTrainConfig, echo: Callable[[str], None] = print) -> dict[st
     distributed.broadcast_modules(policy, baseline)
     params = list(policy.parameters()) + list(baseline.parameters())
     opt = torch.optim.Adam(params, lr=cfg.lr)
-    imitation = imitate(policy, train_set, cfg.imitation_steps, IMITATION_LR, rng)
+    targets = imitation_targets(train_set, cfg, echo) if cfg.imitation_steps else []
+    imitation = imitate(policy, train_set, targets, cfg.imitation_steps, IMITATION_LR, rng)
     if cfg.imitation_steps:
-        echo(f"imitation: {cfg.imitation_steps} steps, final cross-entropy {imitation['loss']:.4f}, "
+        echo(f"imitation ({cfg.imitation_target}): {cfg.imitation_steps} steps, final cross-entropy "
+             f"{imitation['loss']:.4f}, "
              f"mode = target on {imitation['accuracy']:.1%} of the heads")
     best_val = validate(policy, val_set, val_evaluations) if main else {"reward": float("nan"), "ties_or_wins": 0.0}
     best_state, best_step = copy.deepcopy(policy.state_dict()), 0

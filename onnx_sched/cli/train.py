@@ -165,7 +165,15 @@ def peak_mem(out_dir: str, variant: str, encoder: str, resume: bool, export_stem
 @click.option("--seed-pool", type=int, default=4, show_default=True,
               help="Seeds shared by a step's actions and o_s (o_s cached per problem and seed).")
 @click.option("--imitation-steps", type=int, default=4000, show_default=True,
-              help="Cross-entropy steps toward the feature prior before REINFORCE (0: the paper's cold start).")
+              help="Cross-entropy steps toward the imitation target before REINFORCE (0: the paper's cold start).")
+@click.option("--imitation-target", type=click.Choice(["prior", "best-known"]), default="prior", show_default=True,
+              help="prior: the hand-written feature prior; best-known: the action encoding a BRKGA run of "
+                   "--reference-evaluations per training problem (regal.solution_action).")
+@click.option("--reference-evaluations", type=click.IntRange(min=100), default=50_000, show_default=True,
+              help="Budget of the BRKGA run that gives each training problem's best-known solution.")
+@click.option("--references", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Best-known solutions per training problem (other seeds); several make one target whose "
+                   "variance levels widen where they disagree.")
 @click.option("--rounds", type=click.IntRange(0, 64), default=4, show_default=True,
               help="Message-passing rounds T of the GNN (paper 003's best model: 16).")
 @click.option("--hidden", type=click.IntRange(1, 1024), default=32, show_default=True, help="GNN width.")
