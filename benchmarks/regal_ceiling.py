@@ -5,11 +5,10 @@ variance per gene group, an elite bias per op; :mod:`onnx_sched.models.inference
 script asks how far 5,000 evaluations get with the best action a policy could hope to predict:
 the *oracle action* read off a BRKGA 50K solution of the same problem (another seed,
 ``seed + 1000``, so it is as good as BRKGA 50K on average without being the run it is compared
-with).  Per op: affinity mean level ``k - 1`` on the solution's device and ``0`` on the others,
-priority mean level from the op's position in the solution's schedule (first = highest, as the
-decoder runs the ready op of highest priority first), the lowest variance level for both;
-transfer genes stay standard.  If even this action leaves REGAL 5K below BRKGA 50K, no policy in
-this action space can pass Figure 5's claim on these problems.
+with): :func:`~onnx_sched.models.inference.regal.solution_action` puts the mean level of every
+affinity, op-priority and transfer-priority gene where the solution's gene is (ops and transfers
+share the decoder's priority scale), at the lowest variance level.  If even this action left REGAL
+5K below BRKGA 50K, no policy in this action space could pass Figure 5's claim on these problems.
 
 Rows, each against BRKGA 5K of the same seed on the held-out synthetic problems of
 ``regal_eval.py``: the reference solution itself, the oracle action with ``k = 5`` (the paper's
