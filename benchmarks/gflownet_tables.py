@@ -217,7 +217,7 @@ def table1(args: argparse.Namespace) -> dict:
         torch.set_num_threads(1)  # as `onnx-sched train`: with more threads the fine-tune is not bit-reproducible
         args.finetune_out.parent.mkdir(parents=True, exist_ok=True)
         fields = {f.name for f in dataclasses.fields(gt.TrainConfig)}
-        trained = {"updates": args.finetune_updates, "from": {}, "seconds": {}}
+        trained = {"updates": args.finetune_updates, "sigma": list(args.finetune_sigma), "from": {}, "seconds": {}}
         finetuned = {}
         for spec in args.finetune_actions.split(","):
             actions, _, start = spec.partition(":")
@@ -228,7 +228,8 @@ def table1(args: argparse.Namespace) -> dict:
             t0 = time.perf_counter()
             cfg = gt.TrainConfig(**{**{k: v for k, v in base.items() if k in fields and k not in ("families",)},
                                     "updates": args.finetune_updates, "seed": 0, "hours": 0.0, "log_every": 50,
-                                    "actions": actions})
+                                    "actions": actions, "sigma_min": args.finetune_sigma[0],
+                                    "sigma_max": args.finetune_sigma[1]})
             gt.train(cfg, [problem], out, init_from=start)
             finetuned[row] = f"{out}.onnx"
             trained["from"][actions], trained["seconds"][actions] = start, time.perf_counter() - t0
@@ -425,6 +426,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--finetune-updates", type=int, default=0, help="table1: fine-tune on the graph first")
     ap.add_argument("--finetune-from", type=Path, default=ROOT / "models" / "checkpoints" / "gflownet_corpus.pt")
     ap.add_argument("--finetune-out", type=Path, default=Path("runs/gflownet_table1_ft"))
+    ap.add_argument("--finetune-sigma", type=lambda v: tuple(float(x) for x in v.split(",")), default=(0.01, 1.0),
+                    metavar="MIN,MAX", help="table1: the fine-tune's temperature range (paper 002: 0.01,1)")
     ap.add_argument("--finetune-actions", default="all,local",
                     help="table1: one fine-tune per action set, each ACTIONS or ACTIONS:START.pt (default start: "
                          "--finetune-from); rows gflownet-ft and gflownet-ft-ACTIONS")
