@@ -14,6 +14,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from onnx_sched.brkga import BrkgaParams, brkga
 from onnx_sched.cost import device_memory as dm
 from onnx_sched.deadline import Deadline
 from onnx_sched.graph import Graph
@@ -102,16 +103,25 @@ def tidy_transfers(problem: dm.DeviceMemoryProblem, keys: np.ndarray, ctx: PassC
 
     Paper 003's methods score the peak alone, so among the many splits with the best peak they return
     whichever came first, often one that ships tensors back and forth for nothing (REGAL on the corpus, 3 devices:
-    five times the bytes ``auto`` moves at the same peaks).  The moves put one op at a time on a neighbour's
-    device, mostly.  Returns the keys and the evaluations spent (option ``tidy``, default
+    five times the bytes ``auto`` moves at the same peaks).  Half the budget goes to a BRKGA on (peak, bytes)
+    whose first population holds ``keys`` and the simple solutions of :func:`start_keys` (other splits can reach
+    the same peak with far fewer crossings), the rest to hill climbing whose moves put one op at a time on a
+    neighbour's device, mostly.  Returns the keys and the evaluations spent (option ``tidy``, default
     :data:`TIDY_EVALUATIONS`; 0: ``keys`` unchanged).
     """
     budget = int(ctx.option("tidy", TIDY_EVALUATIONS))
     if budget <= 0:
         return keys, 0
-    tidied, _, used = climb(problem, keys, budget, 50, np.random.default_rng(ctx.seed), deadline, fewer_transfers=True,
-                            propose=_toward_neighbours)
-    return tidied, used
+    used = 0
+    params = BrkgaParams(evaluations=budget // 2)
+    if params.evaluations >= params.population:
+        seeds = np.vstack([keys, start_keys(problem, ctx.seed)])
+        result = brkga(lambda k: score_keys(problem, k, True), dm.chromosome_size(problem), params, seed=ctx.seed,
+                       initial=seeds, deadline=deadline)
+        keys, used = result.best_keys, result.evaluations
+    tidied, _, climbed = climb(problem, keys, budget - used, 50, np.random.default_rng(ctx.seed), deadline,
+                               fewer_transfers=True, propose=_toward_neighbours)
+    return tidied, used + climbed
 
 
 @register("local-search", objective="peak-mem-devices")
