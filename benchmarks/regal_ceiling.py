@@ -88,7 +88,8 @@ def main(argv: list[str] | None = None) -> int:
                       "brkga_50k_matches_or_beats": float(np.mean(big <= p))}
     print(f"\n{len(graphs)} held-out synthetic problems, {args.devices} devices, seeds 0-{args.seeds - 1}, 5,000 "
           "evaluations unless named; each against BRKGA 5K of the same seed\n")
-    print("| row | % improvement over BRKGA 5K (std over seeds) | ties or beats BRKGA 5K | BRKGA 50K matches or beats |")
+    print("| row | % improvement over BRKGA 5K (std over seeds) | ties or beats BRKGA 5K "
+          "| BRKGA 50K matches or beats |")
     print("|---|---|---|---|")
     for r in rows:
         s = summary[r]

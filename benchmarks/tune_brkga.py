@@ -67,7 +67,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-ops", type=int, default=300)
     ap.add_argument("--evaluations", type=int, default=5000)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--devices", type=int, default=2, help="devices per problem (the pass reads the file for its count)")
+    ap.add_argument("--devices", type=int, default=2,
+                    help="devices per problem (the pass reads the file for its count)")
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args(argv)
     problems = training_problems(args.graphs, args.seed, args.min_ops, args.max_ops, args.devices)

@@ -138,7 +138,8 @@ def consensus_action(problem: dm.DeviceMemoryProblem, solutions: list[np.ndarray
 def imitation_targets(instances: list[Instance], cfg: RegalTrainConfig,
                       echo: Callable[[str], None] = print) -> list[np.ndarray]:
     """The action each training problem's imitation fits (``cfg.imitation_target``): :func:`feature_prior`, or
-    :func:`solution_action` of standard BRKGA with ``cfg.reference_evaluations`` (seed ``cfg.seed + 1000``)."""
+    :func:`consensus_action` of ``cfg.references`` standard BRKGA runs of ``cfg.reference_evaluations`` (seeds
+    ``cfg.seed + 1000``, ``+ 1001``, ...)."""
     if cfg.imitation_target == "prior":
         return [feature_prior(inst.inputs, inst.problem.n_devices) for inst in instances]
     if cfg.imitation_target != "best-known":

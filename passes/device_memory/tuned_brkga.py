@@ -5,8 +5,9 @@ The setting (elite bias, the Beta parameters of the mutant distribution,
 population / elites / children) is read from the grid search for the problem's device count,
 ``models/checkpoints/tuned_brkga.json`` for 2 devices and ``tuned_brkga_d{N}.json`` for N, written by
 ``python benchmarks/tune_brkga.py [--devices N]``; a count never tuned takes the two-device setting (the
-report's ``details.tuned_for_devices`` says which).  Every gene gets the same Beta and elite bias.  Same evaluation budget as ``brkga`` (option ``evaluations``, default 5,000), and the same ``tidy``
-afterwards (fewer bytes moved at the same peak).
+report's ``details.tuned_for_devices`` says which).  Every gene gets the same Beta and elite bias.  Same
+evaluation budget as ``brkga`` (option ``evaluations``, default 5,000), and the same ``tidy`` afterwards (fewer
+bytes moved at the same peak).
 """
 
 from __future__ import annotations
