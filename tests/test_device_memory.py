@@ -269,6 +269,18 @@ def test_tidy_moves_fewer_bytes_at_the_same_peak(method: str) -> None:
     assert peak <= peak0 and moved < moved0
 
 
+def test_a_tidy_chain_move_takes_the_chain_on_the_ops_device_and_stops_at_a_branch_or_device() -> None:
+    from onnx_sched.passes.device_memory.local_search import _chain
+
+    g = Graph.from_edges(7, [(0, 1), (1, 2), (2, 3), (3, 4), (4, 5), (2, 6)], output_bytes=[1] * 7)
+    place = np.array([0, 0, 0, 0, 1, 1, 0])
+    groups = [sorted(_chain(g, 3, place, np.random.default_rng(s))) for s in range(40)]
+    assert all(grp in ([3], [2, 3], [1, 2, 3], [0, 1, 2, 3]) for grp in groups)  # back to the source, never 4 (GPU)
+    assert [0, 1, 2, 3] in groups
+    # forward from 1: 2 has two consumers, so the chain ends there
+    assert all(set(_chain(g, 1, place, np.random.default_rng(s))) <= {0, 1, 2} for s in range(40))
+
+
 def test_an_infeasible_split_says_which_device_is_over_and_by_how_much(tmp_path) -> None:
     import json
 

@@ -78,12 +78,31 @@ def climb(problem: dm.DeviceMemoryProblem, start: np.ndarray, evaluations: int, 
 
 #: Share of ``tidy``'s moves that put an op on a neighbour's device (the rest: a random device).
 TOWARD_NEIGHBOURS = 0.8
+#: Share of ``tidy``'s moves that carry the op's chain along (see :func:`_toward_neighbours`), and the chain's
+#: longest reach each way.
+CHAIN_SHARE, CHAIN_REACH = 0.5, 16
+
+
+def _chain(graph: Graph, op: int, place: np.ndarray, rng: np.random.Generator) -> list[int]:
+    """``op`` and the ops before and after it in a chain on its device (each link a single producer or consumer),
+    up to a random reach of 1..:data:`CHAIN_REACH` each way."""
+    group = [op]
+    for step in (graph.preds, graph.succs):
+        cur = op
+        for _ in range(int(rng.integers(1, CHAIN_REACH + 1))):
+            nxt = step(cur)
+            if len(nxt) != 1 or place[nxt[0]] != place[op]:
+                break
+            cur = int(nxt[0])
+            group.append(cur)
+    return group
 
 
 def _toward_neighbours(problem: dm.DeviceMemoryProblem, best: np.ndarray, count: int,
                        rng: np.random.Generator) -> np.ndarray:
     """``count`` copies of ``best``, each with one op moved, mostly onto the device of one of its producers or
-    consumers: only placement decides what crosses devices, and a crossing disappears when both ends share one."""
+    consumers, and half the time with its chain: only placement decides what crosses devices, a crossing
+    disappears when both ends share one, and a chain moved op by op would pay two crossings at every step."""
     g, nd = problem.graph, problem.n_devices
     n = g.n_ops
     place = best[:n * nd].reshape(n, nd).argmax(axis=1)
@@ -92,8 +111,9 @@ def _toward_neighbours(problem: dm.DeviceMemoryProblem, best: np.ndarray, count:
         near = np.concatenate([g.preds(op), g.succs(op)])
         device = place[near[rng.integers(len(near))]] if len(near) and rng.random() < TOWARD_NEIGHBOURS \
             else rng.integers(nd)
-        cand[r, op * nd: op * nd + nd] = 0.0
-        cand[r, op * nd + device] = 1.0
+        for moved in (_chain(g, int(op), place, rng) if rng.random() < CHAIN_SHARE else [op]):
+            cand[r, moved * nd: moved * nd + nd] = 0.0
+            cand[r, moved * nd + device] = 1.0
     return cand
 
 
@@ -105,8 +125,8 @@ def tidy_transfers(problem: dm.DeviceMemoryProblem, keys: np.ndarray, ctx: PassC
     whichever came first, often one that ships tensors back and forth for nothing (REGAL on the corpus, 3 devices:
     five times the bytes ``auto`` moves at the same peaks).  Half the budget goes to a BRKGA on (peak, bytes)
     whose first population holds ``keys`` and the simple solutions of :func:`start_keys` (other splits can reach
-    the same peak with far fewer crossings), the rest to hill climbing whose moves put one op at a time on a
-    neighbour's device, mostly.  Returns the keys and the evaluations spent (option ``tidy``, default
+    the same peak with far fewer crossings), the rest to hill climbing whose moves put one op, or half the time its
+    chain, on a neighbour's device, mostly.  Returns the keys and the evaluations spent (option ``tidy``, default
     :data:`TIDY_EVALUATIONS`; 0: ``keys`` unchanged).
     """
     budget = int(ctx.option("tidy", TIDY_EVALUATIONS))
