@@ -4,7 +4,8 @@ All ops on the host in input order (what a result must beat), the partition +
 DFS solutions, then BRKGA seeded with them (known good solutions in the first
 population, paper 003 section 3.2) for most of the time; then, on graphs CP-SAT
 can take (``cpsat_max_ops``, default 60), the exact CP-SAT model hinted with
-BRKGA's best, which may prove it optimal; else hill climbing from BRKGA's best.
+BRKGA's best, which may prove it optimal; else hill climbing from BRKGA's best, its moves half on the
+peak (a priority or a device), half on the bytes moved (an op or its chain onto a neighbour's device).
 Unlike the paper's baselines, auto breaks ties of equal peak by fewer bytes moved between
 devices, so a split does not keep transfers it does not need.
 Options: ``evaluations`` caps BRKGA (default: no cap, the time limit stops it).
@@ -22,7 +23,7 @@ from onnx_sched.passes import PassContext, register
 from onnx_sched.passes.device_memory import brkga as brkga_pass
 from onnx_sched.passes.device_memory import cpsat
 from onnx_sched.passes.device_memory._common import problem_of, schedule_of_keys
-from onnx_sched.passes.device_memory.local_search import climb, start_keys
+from onnx_sched.passes.device_memory.local_search import climb, peak_or_bytes, start_keys
 from onnx_sched.schedule import Schedule
 
 #: Share of the time limit BRKGA gets; CP-SAT or hill climbing gets the rest.
@@ -42,6 +43,6 @@ def run(graph: Graph, ctx: PassContext) -> Schedule:
         return cpsat.improve(problem, best, "auto", time_limit=clock.left(), seed=ctx.seed,
                              evaluations=result.evaluations)
     keys, _, climbed = climb(problem, result.best_keys, 10**9, 50, np.random.default_rng(ctx.seed), clock,
-                             fewer_transfers=True)
+                             fewer_transfers=True, propose=peak_or_bytes)
     return schedule_of_keys(problem, keys, "auto", evaluations=result.evaluations + climbed,
                             brkga_generations=result.generations)

@@ -23,7 +23,7 @@ from onnx_sched.passes.device_memory import partition_dfs
 from onnx_sched.passes.device_memory._common import keys_for, problem_of, schedule_of_keys, score_keys
 from onnx_sched.schedule import Schedule
 
-__all__ = ["TIDY_EVALUATIONS", "climb", "run", "start_keys", "tidy_transfers"]
+__all__ = ["TIDY_EVALUATIONS", "climb", "peak_or_bytes", "run", "start_keys", "tidy_transfers"]
 
 #: Evaluations ``brkga``, ``tuned-brkga`` and ``regal`` spend after their search on moving fewer bytes between
 #: devices at the same peak (their option ``tidy``; 0 turns it off).
@@ -115,6 +115,15 @@ def _toward_neighbours(problem: dm.DeviceMemoryProblem, best: np.ndarray, count:
             cand[r, moved * nd: moved * nd + nd] = 0.0
             cand[r, moved * nd + device] = 1.0
     return cand
+
+
+def peak_or_bytes(problem: dm.DeviceMemoryProblem, best: np.ndarray, count: int,
+                  rng: np.random.Generator) -> np.ndarray:
+    """Moves for climbing on (peak, bytes moved) at once: half :func:`_any_gene` (a priority or any device: what
+    lowers a peak), half :func:`_toward_neighbours` (an op or its chain onto a neighbour's device: what crosses
+    fewer tensors).  ``auto``'s last phase."""
+    half = count // 2
+    return np.vstack([_any_gene(problem, best, half, rng), _toward_neighbours(problem, best, count - half, rng)])
 
 
 def tidy_transfers(problem: dm.DeviceMemoryProblem, keys: np.ndarray, ctx: PassContext,
