@@ -269,6 +269,34 @@ def test_tidy_moves_fewer_bytes_at_the_same_peak(method: str) -> None:
     assert peak <= peak0 and moved < moved0
 
 
+def test_a_split_that_one_device_matches_in_the_same_order_becomes_that_device(tmp_path) -> None:
+    """0 on CPU, 1 on GPU, 2 on CPU ships 12 B for the peak one device has (12 B): prefer_one_device takes one
+    device; a real split (lower peak than either device alone in its order) stays as it is."""
+    import onnx
+    from conftest import branchy_model
+
+    from onnx_sched.importers.onnx import import_onnx
+    from onnx_sched.passes.device_memory._common import keys_for
+    from onnx_sched.passes.device_memory.local_search import prefer_one_device
+
+    p = dm.DeviceMemoryProblem.build(chain(), ("CPU", "GPU"))
+    split = keys_for(p, np.array([CPU, GPU, CPU]), np.arange(3))
+    assert dm.evaluate_keys(p, split, transferred=True)[1][0] == 12
+    placement, steps = dm.decode_keys(p, prefer_one_device(p, split))
+    assert len(set(placement.tolist())) == 1 and all(s.kind == "op" for s in steps) and dm.walk(p, steps).peak == 12
+
+    onnx.save(branchy_model(4), tmp_path / "branchy.onnx")
+    g = import_onnx(tmp_path / "branchy.onnx").graph
+    q = dm.DeviceMemoryProblem.build(g, ("CPU", "GPU"))
+    found = get_pass("brkga", "peak-mem-devices")(g, PassContext(seed=0, problem=q, options={"evaluations": 2000,
+                                                                                             "tidy": 0}))
+    keys = keys_for(q, dm.placement_of(g.n_ops, found.steps), dm.op_order(found.steps))
+    alone = [dm.walk(q, dm.decode_keys(q, keys_for(q, np.full(g.n_ops, d), dm.op_order(found.steps)))[1]).peak
+             for d in (CPU, GPU)]
+    assert dm.walk(q, found.steps).peak < min(alone)  # a real split
+    np.testing.assert_array_equal(prefer_one_device(q, keys), keys)
+
+
 def test_a_tidy_chain_move_takes_the_chain_on_the_ops_device_and_stops_at_a_branch_or_device() -> None:
     from onnx_sched.passes.device_memory.local_search import _chain
 

@@ -5,7 +5,8 @@ DFS solutions, then BRKGA seeded with them (known good solutions in the first
 population, paper 003 section 3.2) for most of the time; then, on graphs CP-SAT
 can take (``cpsat_max_ops``, default 60), the exact CP-SAT model hinted with
 BRKGA's best, which may prove it optimal; else hill climbing from BRKGA's best, its moves half on the
-peak (a priority or a device), half on the bytes moved (an op or its chain onto a neighbour's device).
+peak (a priority or a device), half on the bytes moved (an op or its chain onto a neighbour's device), and
+every op on one device in the same order where that is no worse.
 Unlike the paper's baselines, auto breaks ties of equal peak by fewer bytes moved between
 devices, so a split does not keep transfers it does not need.
 Options: ``evaluations`` caps BRKGA (default: no cap, the time limit stops it).
@@ -23,7 +24,7 @@ from onnx_sched.passes import PassContext, register
 from onnx_sched.passes.device_memory import brkga as brkga_pass
 from onnx_sched.passes.device_memory import cpsat
 from onnx_sched.passes.device_memory._common import problem_of, schedule_of_keys
-from onnx_sched.passes.device_memory.local_search import climb, peak_or_bytes, start_keys
+from onnx_sched.passes.device_memory.local_search import climb, peak_or_bytes, prefer_one_device, start_keys
 from onnx_sched.schedule import Schedule
 
 #: Share of the time limit BRKGA gets; CP-SAT or hill climbing gets the rest.
@@ -44,5 +45,6 @@ def run(graph: Graph, ctx: PassContext) -> Schedule:
                              evaluations=result.evaluations)
     keys, _, climbed = climb(problem, result.best_keys, 10**9, 50, np.random.default_rng(ctx.seed), clock,
                              fewer_transfers=True, propose=peak_or_bytes)
-    return schedule_of_keys(problem, keys, "auto", evaluations=result.evaluations + climbed,
+    keys = prefer_one_device(problem, keys)
+    return schedule_of_keys(problem, keys, "auto", evaluations=result.evaluations + climbed + problem.n_devices + 1,
                             brkga_generations=result.generations)

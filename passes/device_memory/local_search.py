@@ -23,7 +23,7 @@ from onnx_sched.passes.device_memory import partition_dfs
 from onnx_sched.passes.device_memory._common import keys_for, problem_of, schedule_of_keys, score_keys
 from onnx_sched.schedule import Schedule
 
-__all__ = ["TIDY_EVALUATIONS", "climb", "peak_or_bytes", "run", "start_keys", "tidy_transfers"]
+__all__ = ["TIDY_EVALUATIONS", "climb", "peak_or_bytes", "prefer_one_device", "run", "start_keys", "tidy_transfers"]
 
 #: Evaluations ``brkga``, ``tuned-brkga`` and ``regal`` spend after their search on moving fewer bytes between
 #: devices at the same peak (their option ``tidy``; 0 turns it off).
@@ -126,6 +126,17 @@ def peak_or_bytes(problem: dm.DeviceMemoryProblem, best: np.ndarray, count: int,
     return np.vstack([_any_gene(problem, best, half, rng), _toward_neighbours(problem, best, count - half, rng)])
 
 
+def prefer_one_device(problem: dm.DeviceMemoryProblem, keys: np.ndarray) -> np.ndarray:
+    """``keys``, or the same priorities with every op on one device where that scores no worse on (peak, bytes
+    moved): a split whose peak one device reaches in the same order only ships tensors for nothing."""
+    n, nd = problem.graph.n_ops, problem.n_devices
+    rows = np.repeat(keys[None, :], nd + 1, axis=0)
+    for d in range(nd):
+        rows[d + 1, :n * nd] = np.tile(np.eye(nd)[d], n)
+    fit = score_keys(problem, rows, True)
+    return rows[int(np.argmin(fit))]  # the first of equals: ``keys`` itself on a tie
+
+
 def tidy_transfers(problem: dm.DeviceMemoryProblem, keys: np.ndarray, ctx: PassContext,
                    deadline: Deadline | None = None) -> tuple[np.ndarray, int]:
     """``keys`` climbed on (largest peak, bytes moved): the same peak or lower, fewer bytes between devices.
@@ -135,8 +146,8 @@ def tidy_transfers(problem: dm.DeviceMemoryProblem, keys: np.ndarray, ctx: PassC
     five times the bytes ``auto`` moves at the same peaks).  Half the budget goes to a BRKGA on (peak, bytes)
     whose first population holds ``keys`` and the simple solutions of :func:`start_keys` (other splits can reach
     the same peak with far fewer crossings), the rest to hill climbing whose moves put one op, or half the time its
-    chain, on a neighbour's device, mostly.  Returns the keys and the evaluations spent (option ``tidy``, default
-    :data:`TIDY_EVALUATIONS`; 0: ``keys`` unchanged).
+    chain, on a neighbour's device, mostly; last, :func:`prefer_one_device`.  Returns the keys and the evaluations
+    spent (option ``tidy``, default :data:`TIDY_EVALUATIONS`; 0: ``keys`` unchanged).
     """
     budget = int(ctx.option("tidy", TIDY_EVALUATIONS))
     if budget <= 0:
@@ -148,9 +159,10 @@ def tidy_transfers(problem: dm.DeviceMemoryProblem, keys: np.ndarray, ctx: PassC
         result = brkga(lambda k: score_keys(problem, k, True), dm.chromosome_size(problem), params, seed=ctx.seed,
                        initial=seeds, deadline=deadline)
         keys, used = result.best_keys, result.evaluations
-    tidied, _, climbed = climb(problem, keys, budget - used, 50, np.random.default_rng(ctx.seed), deadline,
+    last = problem.n_devices + 1  # prefer_one_device's evaluations
+    tidied, _, climbed = climb(problem, keys, budget - used - last, 50, np.random.default_rng(ctx.seed), deadline,
                                fewer_transfers=True, propose=_toward_neighbours)
-    return tidied, used + climbed
+    return prefer_one_device(problem, tidied), used + climbed + last
 
 
 @register("local-search", objective="peak-mem-devices")
