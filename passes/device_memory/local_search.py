@@ -76,7 +76,7 @@ def climb(problem: dm.DeviceMemoryProblem, start: np.ndarray, evaluations: int, 
     return best, best_fit, used
 
 
-#: Share of ``tidy``'s moves that put an op on a neighbour's device (the rest: a random device).
+#: Share of the neighbour moves (``tidy``, ``auto``'s last phase) that pick a neighbour's device (the rest: any device).
 TOWARD_NEIGHBOURS = 0.8
 #: Share of ``tidy``'s moves that carry the op's chain along (see :func:`_toward_neighbours`), and the chain's
 #: longest reach each way.
@@ -127,7 +127,7 @@ def peak_or_bytes(problem: dm.DeviceMemoryProblem, best: np.ndarray, count: int,
 
 
 def prefer_one_device(problem: dm.DeviceMemoryProblem, keys: np.ndarray) -> np.ndarray:
-    """``keys``, or the same priorities with every op on one device where that scores no worse on (peak, bytes
+    """``keys``, or the same priorities with every op on one device where that scores better on (peak, bytes
     moved): a split whose peak one device reaches in the same order only ships tensors for nothing."""
     n, nd = problem.graph.n_ops, problem.n_devices
     rows = np.repeat(keys[None, :], nd + 1, axis=0)
