@@ -79,9 +79,10 @@ def evaluate(graph: Graph, fig5: bool, n_devices: int = 2, methods: tuple[str, .
              earlier: dict[str, Any] | None = None) -> dict[str, Any]:
     """One problem's row: every method in ``methods`` run, the others' peaks and seconds from ``earlier``."""
     problem = dm.DeviceMemoryProblem.build(graph, training_devices(n_devices))
-    row: dict[str, Any] = {"graph": graph.name, "ops": graph.n_ops, "lower_bound": dm.lower_bound(problem),
-                           "peak": {}, "seconds": {}}
-    if earlier is not None:
+    if earlier is None:
+        row: dict[str, Any] = {"graph": graph.name, "ops": graph.n_ops, "lower_bound": dm.lower_bound(problem),
+                               "peak": {}, "seconds": {}}
+    else:
         row = {**earlier, "peak": dict(earlier["peak"]), "seconds": dict(earlier["seconds"])}
     for m in methods:
         row["peak"][m], row["seconds"][m] = score(graph, problem, *PASS[m])

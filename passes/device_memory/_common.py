@@ -1,5 +1,5 @@
 """What the multi-device memory passes share: the problem from the context, chromosomes
-for known placements, and the :class:`Schedule` of a decoded solution.
+for known placements, their fitness and BRKGA over it, and the :class:`Schedule` of a decoded solution.
 
 Every pass returns ``Schedule(order=op steps, placement=device per op, steps=all
 steps with transfers)``, scored by :mod:`onnx_sched.cost.device_memory`, with the
@@ -13,11 +13,13 @@ from typing import Any
 
 import numpy as np
 
+from onnx_sched.brkga import BrkgaParams, BrkgaResult, GeneDistributions, brkga
 from onnx_sched.cost import device_memory as dm
+from onnx_sched.deadline import Deadline
 from onnx_sched.graph import Graph
 from onnx_sched.schedule import Schedule
 
-__all__ = ["keys_for", "make_schedule", "problem_of", "schedule_of_keys", "score_keys"]
+__all__ = ["keys_for", "make_schedule", "problem_of", "schedule_of_keys", "score_keys", "solve"]
 
 
 def problem_of(graph: Graph, ctx: Any) -> dm.DeviceMemoryProblem:
@@ -65,3 +67,12 @@ def score_keys(problem: dm.DeviceMemoryProblem, keys: np.ndarray, fewer_transfer
     if not fewer_transfers:
         return dm.fitness(problem, dm.evaluate_keys(problem, keys))
     return dm.fitness(problem, *dm.evaluate_keys(problem, keys, transferred=True))
+
+
+def solve(problem: dm.DeviceMemoryProblem, params: BrkgaParams, *, seed: int, deadline: Deadline | None = None,
+          distributions: GeneDistributions | None = None, initial: np.ndarray | None = None,
+          fewer_transfers: bool = False) -> BrkgaResult:
+    """Run BRKGA on the multi-device memory fitness (``fewer_transfers``: ties of equal peak go to
+    the schedule moving fewer bytes)."""
+    return brkga(lambda keys: score_keys(problem, keys, fewer_transfers), dm.chromosome_size(problem),
+                 params, distributions, seed=seed, initial=initial, deadline=deadline)

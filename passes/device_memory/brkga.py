@@ -12,14 +12,11 @@ evaluations spent afterwards on moving fewer bytes between devices at the same p
 
 from __future__ import annotations
 
-import numpy as np
-
-from onnx_sched.brkga import BrkgaParams, BrkgaResult, GeneDistributions, brkga
-from onnx_sched.cost import device_memory as dm
+from onnx_sched.brkga import BrkgaParams
 from onnx_sched.deadline import Deadline
 from onnx_sched.graph import Graph
 from onnx_sched.passes import PassContext, register
-from onnx_sched.passes.device_memory._common import problem_of, schedule_of_keys, score_keys
+from onnx_sched.passes.device_memory._common import problem_of, schedule_of_keys, solve
 from onnx_sched.passes.device_memory.local_search import tidy_transfers
 from onnx_sched.schedule import Schedule
 
@@ -29,15 +26,6 @@ __all__ = ["params_from", "run", "solve"]
 def params_from(ctx: PassContext, base: BrkgaParams = BrkgaParams()) -> BrkgaParams:
     """BRKGA parameters from the pass options, ``base`` (paper 003's values) where not given."""
     return base.with_options(ctx.option)
-
-
-def solve(problem: dm.DeviceMemoryProblem, params: BrkgaParams, *, seed: int, deadline: Deadline | None = None,
-          distributions: GeneDistributions | None = None, initial: np.ndarray | None = None,
-          fewer_transfers: bool = False) -> BrkgaResult:
-    """Run BRKGA on the multi-device memory fitness (``fewer_transfers``: ties of equal peak go to
-    the schedule moving fewer bytes)."""
-    return brkga(lambda keys: score_keys(problem, keys, fewer_transfers), dm.chromosome_size(problem),
-                 params, distributions, seed=seed, initial=initial, deadline=deadline)
 
 
 @register("brkga", objective="peak-mem-devices")

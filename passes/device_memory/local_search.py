@@ -14,13 +14,13 @@ from collections.abc import Callable
 
 import numpy as np
 
-from onnx_sched.brkga import BrkgaParams, brkga
+from onnx_sched.brkga import BrkgaParams
 from onnx_sched.cost import device_memory as dm
 from onnx_sched.deadline import Deadline
 from onnx_sched.graph import Graph
 from onnx_sched.passes import PassContext, register
 from onnx_sched.passes.device_memory import partition_dfs
-from onnx_sched.passes.device_memory._common import keys_for, problem_of, schedule_of_keys, score_keys
+from onnx_sched.passes.device_memory._common import keys_for, problem_of, schedule_of_keys, score_keys, solve
 from onnx_sched.schedule import Schedule
 
 __all__ = ["TIDY_EVALUATIONS", "climb", "peak_or_bytes", "prefer_one_device", "run", "start_keys", "tidy_transfers"]
@@ -78,7 +78,7 @@ def climb(problem: dm.DeviceMemoryProblem, start: np.ndarray, evaluations: int, 
 
 #: Share of the neighbour moves (``tidy``, ``auto``'s last phase) that pick a neighbour's device (the rest: any device).
 TOWARD_NEIGHBOURS = 0.8
-#: Share of ``tidy``'s moves that carry the op's chain along (see :func:`_toward_neighbours`), and the chain's
+#: Share of the neighbour moves that carry the op's chain along (see :func:`_toward_neighbours`), and the chain's
 #: longest reach each way.
 CHAIN_SHARE, CHAIN_REACH = 0.5, 16
 
@@ -155,9 +155,8 @@ def tidy_transfers(problem: dm.DeviceMemoryProblem, keys: np.ndarray, ctx: PassC
     used = 0
     params = BrkgaParams(evaluations=budget // 2)
     if params.evaluations >= params.population:
-        seeds = np.vstack([keys, start_keys(problem, ctx.seed)])
-        result = brkga(lambda k: score_keys(problem, k, True), dm.chromosome_size(problem), params, seed=ctx.seed,
-                       initial=seeds, deadline=deadline)
+        result = solve(problem, params, seed=ctx.seed, deadline=deadline, fewer_transfers=True,
+                       initial=np.vstack([keys, start_keys(problem, ctx.seed)]))
         keys, used = result.best_keys, result.evaluations
     last = problem.n_devices + 1  # prefer_one_device's evaluations
     tidied, _, climbed = climb(problem, keys, budget - used - last, 50, np.random.default_rng(ctx.seed), deadline,
