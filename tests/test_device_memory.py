@@ -309,6 +309,33 @@ def test_a_tidy_chain_move_takes_the_chain_on_the_ops_device_and_stops_at_a_bran
     assert all(set(_chain(g, 1, place, np.random.default_rng(s))) <= {0, 1, 2} for s in range(40))
 
 
+def test_a_tidy_segment_move_puts_a_run_of_consecutive_scheduled_ops_on_one_device() -> None:
+    """Each candidate differs from the start only in the affinities of ops that run one after another in its
+    schedule, and those ops end on one device: a block with branches moves as a whole."""
+    from onnx_sched.passes.device_memory._common import keys_for
+    from onnx_sched.passes.device_memory.local_search import _segment
+
+    g = er_graph(40, 100_031)
+    p = dm.DeviceMemoryProblem.build(g, ("CPU", "GPU", "NPU"))
+    rng = np.random.default_rng(0)
+    start = keys_for(p, rng.integers(0, 3, g.n_ops), np.arange(g.n_ops))
+    order = dm.op_order(dm.decode_keys(p, start)[1]).tolist()
+    before = dm.decode_keys(p, start)[0]
+    lengths = set()
+    for cand in _segment(p, start, 200, rng):
+        changed = np.flatnonzero(cand != start)
+        assert (changed < g.n_ops * 3).all()  # affinities only: priorities and transfer genes stay
+        if not len(changed):
+            continue
+        placement = dm.decode_keys(p, cand)[0]
+        moved = sorted({order.index(op) for op in changed // 3})
+        run = order[moved[0]:moved[-1] + 1]  # the ops scheduled from the first moved one to the last
+        assert len(set(placement[run].tolist())) == 1  # all on one device
+        assert (placement[np.setdiff1d(np.arange(g.n_ops), run)] == before[np.setdiff1d(np.arange(g.n_ops), run)]).all()
+        lengths.add(len(run))
+    assert max(lengths) > 8
+
+
 def test_an_infeasible_split_says_which_device_is_over_and_by_how_much(tmp_path) -> None:
     import json
 

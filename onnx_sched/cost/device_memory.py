@@ -71,6 +71,7 @@ __all__ = [
     "chromosome_size",
     "decode",
     "decode_keys",
+    "decode_op_order",
     "evaluate_keys",
     "fitness",
     "lower_bound",
@@ -214,15 +215,30 @@ def decode_keys(problem: DeviceMemoryProblem, keys: np.ndarray) -> tuple[np.ndar
     return placement, _decode_arrays(problem, placement, op_prio, xfer)
 
 
-def _decode_arrays(problem: DeviceMemoryProblem, placement: np.ndarray, op_prio: np.ndarray,
-                   xfer: np.ndarray) -> tuple[Step, ...]:
+def decode_op_order(problem: DeviceMemoryProblem, keys: np.ndarray) -> np.ndarray:
+    """The op ids in the order a chromosome runs them (:func:`decode_keys` without building its steps)."""
+    placement, op_prio, xfer = split_keys(np.asarray(keys, dtype=np.float64), problem.graph.n_ops,
+                                          problem.n_devices)
+    kind, item, _, _ = _order_arrays(problem, placement, op_prio, xfer)
+    return item[kind == OP]
+
+
+def _order_arrays(problem: DeviceMemoryProblem, placement: np.ndarray, op_prio: np.ndarray,
+                  xfer: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Kind, item, device and source of each step ``order_kernel`` decodes."""
     nd = problem.n_devices
     cap = problem.graph.n_ops + problem.graph.n_tensors * nd
     kind, item, dev, src = (np.empty(cap, np.int64) for _ in range(4))
     steps = order_kernel(placement, op_prio, xfer, problem.transfer_slot, nd, *problem.kernel_args(),
-                          kind, item, dev, src, np.zeros(nd, np.int64))
-    return tuple(Step("op" if kind[s] == OP else "transfer", int(item[s]), int(dev[s]), int(src[s]))
-                 for s in range(steps))
+                         kind, item, dev, src, np.zeros(nd, np.int64))
+    return kind[:steps], item[:steps], dev[:steps], src[:steps]
+
+
+def _decode_arrays(problem: DeviceMemoryProblem, placement: np.ndarray, op_prio: np.ndarray,
+                   xfer: np.ndarray) -> tuple[Step, ...]:
+    kind, item, dev, src = _order_arrays(problem, placement, op_prio, xfer)
+    return tuple(Step("op" if k == OP else "transfer", int(i), int(d), int(s))
+                 for k, i, d, s in zip(kind.tolist(), item.tolist(), dev.tolist(), src.tolist()))
 
 
 def op_order(steps: Sequence[Step]) -> np.ndarray:

@@ -4,9 +4,10 @@ All ops on the host in input order (what a result must beat), the partition +
 DFS solutions, then BRKGA seeded with them (known good solutions in the first
 population, paper 003 section 3.2) for most of the time; then, on graphs CP-SAT
 can take (``cpsat_max_ops``, default 60), the exact CP-SAT model hinted with
-BRKGA's best, which may prove it optimal; else hill climbing from BRKGA's best, its moves half on the
-peak (a priority or a device), half on the bytes moved (an op or its chain onto a neighbour's device), and
-every op on one device in the same order where that scores better on (peak, bytes moved).
+BRKGA's best, which may prove it optimal; else hill climbing from BRKGA's best, its moves a third on the
+peak (a priority or a device), two thirds on the bytes moved (an op or its chain onto a neighbour's device, or a run
+of consecutive scheduled ops onto one device), and every op on one device in the same order where that scores better
+on (peak, bytes moved).
 Unlike the paper's baselines, auto breaks ties of equal peak by fewer bytes moved between
 devices, so a split does not keep transfers it does not need.
 Options: ``evaluations`` caps BRKGA (default: no cap, the time limit stops it).

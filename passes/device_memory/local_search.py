@@ -76,7 +76,8 @@ def climb(problem: dm.DeviceMemoryProblem, start: np.ndarray, evaluations: int, 
     return best, best_fit, used
 
 
-#: Share of the neighbour moves (``tidy``, ``auto``'s last phase) that pick a neighbour's device (the rest: any device).
+#: Share of the neighbour and segment moves (``tidy``, ``auto``'s last phase) that pick a neighbour's device (the
+#: rest: any device).
 TOWARD_NEIGHBOURS = 0.8
 #: Share of the neighbour moves that carry the op's chain along (see :func:`_toward_neighbours`), and the chain's
 #: longest reach each way.
@@ -117,13 +118,39 @@ def _toward_neighbours(problem: dm.DeviceMemoryProblem, best: np.ndarray, count:
     return cand
 
 
+#: Longest run of consecutive ops (in the current schedule) one :func:`_segment` move places together.
+SEGMENT_REACH = 128
+
+
+def _segment(problem: dm.DeviceMemoryProblem, best: np.ndarray, count: int, rng: np.random.Generator) -> np.ndarray:
+    """``count`` copies of ``best``, each with a run of consecutive ops of its schedule (2..:data:`SEGMENT_REACH`,
+    log-uniform) put on one device, mostly the device of the op just before or after the run: a block with branches
+    (an attention block, a cell) crosses devices wherever a chain move leaves part of it behind."""
+    n, nd = problem.graph.n_ops, problem.n_devices
+    place = best[:n * nd].reshape(n, nd).argmax(axis=1)
+    order = dm.decode_op_order(problem, best)
+    cand = np.repeat(best[None, :], count, axis=0)
+    affinity = cand[:, :n * nd].reshape(count, n, nd)  # a view: writing it writes cand
+    lengths = np.exp(rng.uniform(np.log(2), np.log(max(min(SEGMENT_REACH, n), 2)), size=count)).astype(np.int64)
+    for r, length in enumerate(lengths.tolist()):
+        start = int(rng.integers(0, max(n - length, 0) + 1))
+        edge = start - 1 if rng.random() < 0.5 else start + length
+        device = place[order[edge]] if 0 <= edge < n and rng.random() < TOWARD_NEIGHBOURS else rng.integers(nd)
+        ops = order[start:start + length]
+        affinity[r, ops] = 0.0
+        affinity[r, ops, device] = 1.0
+    return cand
+
+
 def peak_or_bytes(problem: dm.DeviceMemoryProblem, best: np.ndarray, count: int,
                   rng: np.random.Generator) -> np.ndarray:
-    """Moves for climbing on (peak, bytes moved) at once: half :func:`_any_gene` (a priority or any device: what
-    lowers a peak), half :func:`_toward_neighbours` (an op or its chain onto a neighbour's device: what crosses
-    fewer tensors).  ``auto``'s last phase."""
-    half = count // 2
-    return np.vstack([_any_gene(problem, best, half, rng), _toward_neighbours(problem, best, count - half, rng)])
+    """Moves for climbing on (peak, bytes moved) at once, a third each: :func:`_any_gene` (a priority or any device:
+    what lowers a peak), :func:`_toward_neighbours` (an op or its chain onto a neighbour's device) and
+    :func:`_segment` (a run of consecutive scheduled ops onto one device): what crosses fewer tensors.  The climb of
+    ``tidy`` and of ``auto``'s last phase."""
+    third = count // 3
+    return np.vstack([_any_gene(problem, best, third, rng), _toward_neighbours(problem, best, third, rng),
+                      _segment(problem, best, count - 2 * third, rng)])
 
 
 def prefer_one_device(problem: dm.DeviceMemoryProblem, keys: np.ndarray) -> np.ndarray:
@@ -145,8 +172,8 @@ def tidy_transfers(problem: dm.DeviceMemoryProblem, keys: np.ndarray, ctx: PassC
     whichever came first, often one that ships tensors back and forth for nothing (REGAL on the corpus, 3 devices:
     five times the bytes ``auto`` moves at the same peaks).  Half the budget goes to a BRKGA on (peak, bytes)
     whose first population holds ``keys`` and the simple solutions of :func:`start_keys` (other splits can reach
-    the same peak with far fewer crossings), the rest to hill climbing whose moves put one op, or half the time its
-    chain, on a neighbour's device, mostly; last, :func:`prefer_one_device`.  Returns the keys and the evaluations
+    the same peak with far fewer crossings), the rest to hill climbing with the moves of :func:`peak_or_bytes`;
+    last, :func:`prefer_one_device`.  Returns the keys and the evaluations
     spent (option ``tidy``, default :data:`TIDY_EVALUATIONS`; 0: ``keys`` unchanged).
     """
     budget = int(ctx.option("tidy", TIDY_EVALUATIONS))
@@ -160,7 +187,7 @@ def tidy_transfers(problem: dm.DeviceMemoryProblem, keys: np.ndarray, ctx: PassC
         keys, used = result.best_keys, result.evaluations
     last = problem.n_devices + 1  # prefer_one_device's evaluations
     tidied, _, climbed = climb(problem, keys, budget - used - last, 50, np.random.default_rng(ctx.seed), deadline,
-                               fewer_transfers=True, propose=_toward_neighbours)
+                               fewer_transfers=True, propose=peak_or_bytes)
     return prefer_one_device(problem, tidied), used + climbed + last
 
 
