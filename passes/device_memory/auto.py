@@ -25,7 +25,13 @@ from onnx_sched.passes import PassContext, register
 from onnx_sched.passes.device_memory import brkga as brkga_pass
 from onnx_sched.passes.device_memory import cpsat
 from onnx_sched.passes.device_memory._common import problem_of, schedule_of_keys
-from onnx_sched.passes.device_memory.local_search import climb, peak_or_bytes, prefer_one_device, start_keys
+from onnx_sched.passes.device_memory.local_search import (
+    climb,
+    one_device_evaluations,
+    peak_or_bytes,
+    prefer_one_device,
+    start_keys,
+)
 from onnx_sched.schedule import Schedule
 
 #: Share of the time limit BRKGA gets; CP-SAT or hill climbing gets the rest.
@@ -47,5 +53,5 @@ def run(graph: Graph, ctx: PassContext) -> Schedule:
     keys, _, climbed = climb(problem, result.best_keys, 10**9, 50, np.random.default_rng(ctx.seed), clock,
                              fewer_transfers=True, propose=peak_or_bytes)
     keys = prefer_one_device(problem, keys)
-    return schedule_of_keys(problem, keys, "auto", evaluations=result.evaluations + climbed + problem.n_devices + 1,
-                            brkga_generations=result.generations)
+    used = result.evaluations + climbed + one_device_evaluations(problem)
+    return schedule_of_keys(problem, keys, "auto", evaluations=used, brkga_generations=result.generations)

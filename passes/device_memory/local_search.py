@@ -23,7 +23,8 @@ from onnx_sched.passes.device_memory import partition_dfs
 from onnx_sched.passes.device_memory._common import keys_for, problem_of, schedule_of_keys, score_keys, solve
 from onnx_sched.schedule import Schedule
 
-__all__ = ["TIDY_EVALUATIONS", "climb", "peak_or_bytes", "prefer_one_device", "run", "start_keys", "tidy_transfers"]
+__all__ = ["TIDY_EVALUATIONS", "climb", "one_device_evaluations", "peak_or_bytes", "prefer_one_device", "run",
+           "start_keys", "tidy_transfers"]
 
 #: Evaluations ``brkga``, ``tuned-brkga`` and ``regal`` spend after their search on moving fewer bytes between
 #: devices at the same peak (their option ``tidy``; 0 turns it off).
@@ -153,11 +154,16 @@ def peak_or_bytes(problem: dm.DeviceMemoryProblem, best: np.ndarray, count: int,
                       _segment(problem, best, count - 2 * third, rng)])
 
 
+def one_device_evaluations(problem: dm.DeviceMemoryProblem) -> int:
+    """The evaluations :func:`prefer_one_device` spends: ``keys`` and each device alone."""
+    return problem.n_devices + 1
+
+
 def prefer_one_device(problem: dm.DeviceMemoryProblem, keys: np.ndarray) -> np.ndarray:
     """``keys``, or the same priorities with every op on one device where that scores better on (peak, bytes
     moved): a split whose peak one device reaches in the same order only ships tensors for nothing."""
     n, nd = problem.graph.n_ops, problem.n_devices
-    rows = np.repeat(keys[None, :], nd + 1, axis=0)
+    rows = np.repeat(keys[None, :], one_device_evaluations(problem), axis=0)
     for d in range(nd):
         rows[d + 1, :n * nd] = np.tile(np.eye(nd)[d], n)
     fit = score_keys(problem, rows, True)
@@ -185,7 +191,7 @@ def tidy_transfers(problem: dm.DeviceMemoryProblem, keys: np.ndarray, ctx: PassC
         result = solve(problem, params, seed=ctx.seed, deadline=deadline, fewer_transfers=True,
                        initial=np.vstack([keys, start_keys(problem, ctx.seed)]))
         keys, used = result.best_keys, result.evaluations
-    last = problem.n_devices + 1  # prefer_one_device's evaluations
+    last = one_device_evaluations(problem)
     tidied, _, climbed = climb(problem, keys, budget - used - last, 50, np.random.default_rng(ctx.seed), deadline,
                                fewer_transfers=True, propose=peak_or_bytes)
     return prefer_one_device(problem, tidied), used + climbed + last
