@@ -168,6 +168,7 @@ def test_makespan_on_a_corpus_model_writes_model_report_and_gantt(tmp_path):
     (["--dim", "N=-3"], "positive VALUE"),
     (["--input-shape", "x=1x-4"], "positive sizes"),
     (["--input-shape", "x=16"], "--input-shape x=16: the input has 2 dimensions (16x16), not 1"),
+    (["--input-shape", "x=16x32"], "--input-shape x=16x32: dimension 1 of the input is fixed at 16 (16x16)"),
     (["--objective", "nope"], "Invalid value for '--objective'"),
     (["--no-such-flag"], "No such option"),
     (["-o", "somewhere/"], "'somewhere/' names a folder; give a file path"),
@@ -329,3 +330,48 @@ def test_pass_options_nothing_read_are_reported_unused(tmp_path):
                   "--report", str(tmp_path / "r2.json"))
     assert json.loads((tmp_path / "r2.json").read_text())["unused_options"] == []
     assert "did not use" not in res.stdout
+
+
+def test_ort_graph_leaves_data_dependent_sizes_to_the_worst_case_bound(tmp_path):
+    """TopK with a computed k: one run of ORT's graph shows one k, not every k; the written model must not declare
+    that run's shapes (ORT would warn on any other k), and the report sizes them at their bound, with the note,
+    as without --ort-graph."""
+    vi = helper.make_tensor_value_info
+    nodes = [helper.make_node("ReduceMax", ["kin"], ["k"], keepdims=1), helper.make_node("TopK", ["x", "k"],
+                                                                                        ["v", "i"], axis=1),
+             helper.make_node("Relu", ["v"], ["y"])]
+    m = helper.make_model(helper.make_graph(nodes, "topk", [vi("x", TensorProto.FLOAT, [3, 8]),
+                                                            vi("kin", TensorProto.INT64, [1])],
+                                            [vi("y", TensorProto.FLOAT, [3, None]), vi("i", TensorProto.INT64,
+                                                                                      [3, None])]),
+                          opset_imports=[helper.make_opsetid("", 17)], ir_version=10)
+    src, out, rep = _save(m, tmp_path / "topk.onnx"), tmp_path / "out.onnx", tmp_path / "r.json"
+    plain = run_cli("optimize", str(src), "-o", str(tmp_path / "plain.onnx"), "--report", str(tmp_path / "p.json"))
+    res = run_cli("optimize", str(src), "-o", str(out), "--ort-graph", "basic", "--report", str(rep))
+    assert plain.returncode == 0 and res.returncode == 0, res.stderr
+    written = onnx.load(str(out))
+    onnx.checker.check_model(written, full_check=True)
+    assert not [v.name for v in written.graph.value_info if v.name in {"v", "i", "y"}]
+    report, baseline = json.loads(rep.read_text()), json.loads((tmp_path / "p.json").read_text())
+    assert report["peak_bytes"]["input"] == baseline["peak_bytes"]["input"] > 3 * 8 * 4
+    assert report["notes"] and "data-dependent" in report["notes"][0]
+
+
+def test_ort_graph_does_not_write_a_tensor_type_for_an_optional_value(tmp_path):
+    """An Optional value has no tensor size: --ort-graph must not record the run's tensor as its type (the
+    written model would fail onnx.checker and ONNX Runtime's load); it is one line, as without --ort-graph."""
+    vi = helper.make_tensor_value_info
+    nodes = [helper.make_node("Optional", ["x"], ["o"]), helper.make_node("OptionalHasElement", ["o"], ["has"]),
+             helper.make_node("OptionalGetElement", ["o"], ["g"]), helper.make_node("Relu", ["g"], ["y"])]
+    m = helper.make_model(helper.make_graph(nodes, "optional", [vi("x", TensorProto.FLOAT, [2, 3])],
+                                            [vi("y", TensorProto.FLOAT, [2, 3]), vi("has", TensorProto.BOOL, [])]),
+                          opset_imports=[helper.make_opsetid("", 18)], ir_version=10)
+    src, out = _save(m, tmp_path / "opt.onnx"), tmp_path / "out.onnx"
+    res = run_cli("optimize", str(src), "-o", str(out), "--ort-graph", "basic")
+    if res.returncode == 0:  # a future import that sizes optional values: then the model must be valid
+        onnx.checker.check_model(onnx.load(str(out)), full_check=True)
+        ort.InferenceSession(str(out), providers=["CPUExecutionProvider"])
+        return
+    lines = res.stderr.strip().splitlines()
+    assert res.returncode == 2 and len(lines) == 1 and "'o'" in lines[0], res.stderr
+    assert not out.exists()

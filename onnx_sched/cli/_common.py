@@ -58,7 +58,8 @@ def import_options(fn):  # noqa: ANN001, ANN201
     """``--input-shape`` and ``--dim`` for commands that import models."""
     fn = click.option("--dim", "dims", multiple=True, metavar="NAME=VALUE", help="Value for a symbolic dimension.")(fn)
     fn = click.option(
-        "--input-shape", "input_shapes", multiple=True, metavar="NAME=1x3x224x224", help="Static shape for an input."
+        "--input-shape", "input_shapes", multiple=True, metavar="NAME=1x3x224x224",
+        help="Static shape for an input (in an ONNX model a fixed dimension must keep its size).",
     )(fn)
     return fn
 

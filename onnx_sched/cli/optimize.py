@@ -128,8 +128,9 @@ def command(model: Path, output: Path, objective: str, method: str, time_limit: 
                    if isinstance(exc, UnknownShapeError) else
                    "rewrite put one of its own ops in the ONNX domain, which onnx.checker rejects (so the written "
                    "model could not pass it)")
+            hint = "" if ort_graph == "basic" else "; --ort-graph basic keeps portable ONNX ops"
             raise type(exc)(f"{str(exc).replace(str(source), str(model))}: ONNX Runtime's --ort-graph {ort_graph} "
-                            f"{why}; --ort-graph basic keeps portable ONNX ops") from None
+                            f"{why}{hint}") from None
 
 
 def parse_pass_options(items: tuple[str, ...]) -> dict[str, object]:

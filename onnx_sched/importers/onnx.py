@@ -205,11 +205,17 @@ def _pin_inputs(model: onnx.ModelProto, input_shapes: Mapping[str, tuple[int, ..
             continue
         if inp.name in input_shapes:
             shape = input_shapes[inp.name]
+            declared = "x".join(str(d.dim_value) if d.HasField("dim_value") else (d.dim_param or "?")
+                                for d in tt.shape.dim)
             if tt.HasField("shape") and len(tt.shape.dim) != len(shape):
-                declared = "x".join(str(d.dim_value) if d.HasField("dim_value") else (d.dim_param or "?")
-                                    for d in tt.shape.dim)
                 raise ValueError(f"--input-shape {inp.name}={'x'.join(map(str, shape))}: the input has "
                                  f"{len(tt.shape.dim)} dimensions ({declared}), not {len(shape)}")
+            fixed = [(k, d.dim_value) for k, (d, want) in enumerate(zip(tt.shape.dim, shape))
+                     if d.HasField("dim_value") and d.dim_value != want]
+            if fixed:
+                k, have = fixed[0]
+                raise ValueError(f"--input-shape {inp.name}={'x'.join(map(str, shape))}: dimension {k} of the "
+                                 f"input is fixed at {have} ({declared}); only symbolic dimensions can be set")
             tt.ClearField("shape")
             for d in shape:
                 tt.shape.dim.add().dim_value = int(d)

@@ -114,7 +114,12 @@ def _record_ort_shapes(model: Any, folder: Path) -> None:
     Runtime knows: the outputs of ORT's own ops (the ``com.microsoft.nchwc`` layout ops of levels
     ``extended`` / ``all``).  One run of the graph with those tensors as extra outputs, on seeded inputs,
     optimizations off (the graph as written); models with symbolic input dims, or that fail to run, are
-    left as they are (the import then names the tensors whose size is unknown)."""
+    left as they are (the import then names the tensors whose size is unknown).
+
+    Only plain tensors whose shape inference knows nothing are recorded: a size that depends on the data
+    (``NonZero``, ``TopK`` with a computed ``k``: inference gives a partial shape), and everything computed from
+    one, is not what one run shows, so those stay to the import's worst-case bounds; an ``optional`` or
+    ``sequence`` value is not a tensor type to write."""
     import onnx
     import onnxruntime as ort
     from onnx.external_data_helper import load_external_data_for_model
@@ -124,15 +129,7 @@ def _record_ort_shapes(model: Any, folder: Path) -> None:
     g = model.graph
     if any(not d.HasField("dim_value") for i in g.input for d in i.type.tensor_type.shape.dim):
         return
-    try:
-        inferred = onnx.shape_inference.infer_shapes(model, check_type=False, strict_mode=False)
-    except Exception:  # noqa: BLE001 - then every node output is measured
-        inferred = model
-    ig = inferred.graph
-    known = {vi.name for vi in [*ig.input, *ig.value_info, *ig.output] if vi.type.tensor_type.HasField("shape")
-             and all(d.HasField("dim_value") for d in vi.type.tensor_type.shape.dim)}
-    known |= {t.name for t in g.initializer}
-    missing = list(dict.fromkeys(o for n in g.node for o in n.output if o and o not in known))
+    missing = _unknown_sizes(model)
     if not missing:
         return
     probe = onnx.ModelProto()
@@ -143,11 +140,45 @@ def _record_ort_shapes(model: Any, folder: Path) -> None:
         so = ort.SessionOptions()
         so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
         so.log_severity_level = 3
-        values = ort.InferenceSession(probe.SerializeToString(), so, providers=["CPUExecutionProvider"]).run(
-            missing, random_inputs(model, 0))
+        session = ort.InferenceSession(probe.SerializeToString(), so, providers=["CPUExecutionProvider"])
+        values = session.run(missing, random_inputs(model, 0))
     except Exception:  # noqa: BLE001 - sizes stay unknown; the import says which
         return
+    kinds = {o.name: o.type for o in session.get_outputs()}
     for name, value in zip(missing, values):
-        if isinstance(value, np.ndarray):
+        if isinstance(value, np.ndarray) and kinds.get(name, "").startswith("tensor("):
             elem = onnx.helper.np_dtype_to_tensor_dtype(value.dtype)
             g.value_info.append(onnx.helper.make_tensor_value_info(name, elem, list(value.shape)))
+
+
+def _unknown_sizes(model: Any) -> list[str]:
+    """Node outputs of ``model`` (fixed input shapes) of which onnx's shape inference knows neither a non-tensor
+    type nor any shape, and that read nothing whose shape inference found data-dependent (partly known)."""
+    import onnx
+
+    from onnx_sched.importers.onnx import _subgraph_reads
+
+    g = model.graph
+    try:
+        inferred = onnx.shape_inference.infer_shapes(model, check_type=False, strict_mode=False, data_prop=True)
+    except Exception:  # noqa: BLE001 - then every node output is measured
+        inferred = model
+    known, tainted = {t.name for t in g.initializer}, set()
+    for vi in [*inferred.graph.input, *inferred.graph.value_info, *inferred.graph.output]:
+        kind = vi.type.WhichOneof("value")
+        if kind == "tensor_type" and vi.type.tensor_type.HasField("shape"):
+            static = all(d.HasField("dim_value") for d in vi.type.tensor_type.shape.dim)
+            (known if static else tainted).add(vi.name)
+        elif kind is not None and kind != "tensor_type":  # optional, sequence, map: not a tensor to record
+            known.add(vi.name)
+    missing = []
+    for node in g.node:  # ORT writes its graph in a topological order
+        reads_tainted = any(x in tainted for x in [*node.input, *_subgraph_reads(node)])
+        for out in node.output:
+            if not out or out in known or out in tainted:
+                continue
+            if reads_tainted:
+                tainted.add(out)
+            else:
+                missing.append(out)
+    return list(dict.fromkeys(missing))
