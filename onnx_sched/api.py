@@ -22,7 +22,8 @@ import numpy as np
 import onnx
 
 from onnx_sched import jit
-from onnx_sched.deadline import Deadline
+from onnx_sched.deadline import Deadline, positive_seconds
+from onnx_sched.devices import device_names
 from onnx_sched.errors import NothingToScheduleError
 from onnx_sched.exporters.dispatch import export_model
 from onnx_sched.graph import Graph
@@ -34,8 +35,8 @@ from onnx_sched.objectives.peak_mem import memory_model_name
 from onnx_sched.passes import PassContext, TrackedOptions, get_pass
 from onnx_sched.schedule import Schedule
 
-__all__ = ["OptimizeResult", "export_seconds", "optimize", "optimize_model", "schedule_graph", "memory_model_name",
-           "warm_up_method"]
+__all__ = ["OptimizeResult", "check_objective_and_method", "check_seed", "export_seconds", "optimize",
+           "optimize_model", "schedule_graph", "memory_model_name", "warm_up_method"]
 
 #: Work-clock seconds a method gets on its warm-up instance (compilation is not counted).
 WARM_UP_SECONDS = 0.3
@@ -149,7 +150,7 @@ def optimize_model(
     *,
     machines: str | os.PathLike | None = None,
     profiles: Sequence[str | os.PathLike] = (),
-    devices: Sequence[str] | None = None,
+    devices: Sequence[str] | str | None = None,
     latency_mode: str = "sequential",
     memory_limits: Mapping[str, int] | None = None,
     warm_up: bool = True,
@@ -173,10 +174,13 @@ def optimize_model(
     a fresh install with an empty numba cache) gives the same answer as later ones.  The
     report says ``compile_seconds`` (that warm-up) and ``total_seconds`` (the rest).  A
     caller whose budget started earlier (the CLI, which also counts reading and writing
-    files) passes its running ``deadline``; ``time_limit`` is then ignored.
+    files) passes its running ``deadline``; ``time_limit`` is then ignored.  ``devices`` is a sequence of names
+    or a comma list (``"CPU,GPU"``).  A time limit that is not a positive, finite number, a negative seed or an
+    empty device list is a ``ValueError`` before any work.
     """
-    clock = deadline if deadline is not None else Deadline(time_limit)
-    problem_options = ProblemOptions(machines=machines, profiles=tuple(profiles), devices=devices,
+    clock = deadline if deadline is not None else Deadline(positive_seconds(time_limit))
+    seed = check_seed(seed)
+    problem_options = ProblemOptions(machines=machines, profiles=tuple(profiles), devices=device_names(devices),
                                      latency_mode=latency_mode, memory_limits=dict(memory_limits or {}))
     obj = resolve_objective(objective, problem_options)
     imported = import_model(source, input_shapes=input_shapes, dims=dims)
@@ -203,8 +207,7 @@ def optimize_model(
         f"{META_PREFIX}optimal": str(report["optimal"]).lower(),
         **obj.metadata(report),
     }
-    device_names = getattr(problem, "device_names", None)
-    exported = export_model(imported, schedule, meta, device_names=device_names)
+    exported = export_model(imported, schedule, meta, device_names=getattr(problem, "device_names", None))
     report["output_format"] = exported.format
     report["notes"] = list(exported.notes)
     if report["unused_options"]:
@@ -218,6 +221,29 @@ def optimize_model(
     report["total_seconds"] = clock.elapsed()
     return OptimizeResult(model=exported.model, schedule=schedule, report=report, imported=imported, problem=problem,
                           metadata=meta)
+
+
+def check_objective_and_method(objective: str, method: str, **problem_options: Any) -> None:
+    """A ``ValueError`` naming what is wrong when ``objective`` with these options (``ProblemOptions`` fields), or
+    ``method`` for it, does not exist: a pipeline pass checks its arguments when it is built, not when it runs."""
+    given = ProblemOptions(**{k: v for k, v in problem_options.items() if v is not None})
+    get_pass(method, resolve_objective(objective, given).name)
+
+
+def check_seed(seed: object, what: str = "seed") -> int:
+    """``seed`` as a non-negative ``int`` (numpy's generators refuse negative seeds), else a ``ValueError``
+    naming ``what``.
+
+    >>> check_seed(3)
+    3
+    >>> check_seed(-1)
+    Traceback (most recent call last):
+    ...
+    ValueError: seed must be a non-negative integer, got -1
+    """
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise ValueError(f"{what} must be a non-negative integer, got {seed!r}")
+    return int(seed)
 
 
 def optimize(model: Any, objective: str = "peak-mem", method: str = "auto", **kwargs: Any) -> Any:

@@ -3,12 +3,33 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 from onnx_sched.jit import work_clock
 
-__all__ = ["Deadline"]
+__all__ = ["Deadline", "positive_seconds"]
+
+
+def positive_seconds(value: object, what: str = "time_limit") -> float:
+    """``value`` as a positive, finite number of seconds, else a ``ValueError`` naming ``what``
+    (``float`` accepts ``nan`` and ``inf``, which no clock can keep).
+
+    >>> positive_seconds("2.5")
+    2.5
+    >>> positive_seconds(float("nan"))
+    Traceback (most recent call last):
+    ...
+    ValueError: time_limit nan: expected a positive, finite number of seconds
+    """
+    try:
+        seconds = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise ValueError(f"{what} {value!r} is not a number of seconds") from None
+    if not math.isfinite(seconds) or seconds <= 0:
+        raise ValueError(f"{what} {value!r}: expected a positive, finite number of seconds")
+    return seconds
 
 
 class Deadline:

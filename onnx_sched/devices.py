@@ -63,6 +63,10 @@ def device_names(value: str | Sequence[str] | None, what: str = "devices") -> tu
     Traceback (most recent call last):
     ...
     ValueError: devices ' , ': no device names; give a comma list such as CPU,GPU
+    >>> device_names("CPU,cpu")
+    Traceback (most recent call last):
+    ...
+    ValueError: devices 'CPU,cpu': 'cpu' names the same device as 'CPU'; give each device once
     """
     if value is None:
         return None
@@ -70,6 +74,12 @@ def device_names(value: str | Sequence[str] | None, what: str = "devices") -> tu
     names = tuple(p.strip() for p in parts if p.strip())
     if not names:
         raise ValueError(f"{what} {value!r}: no device names; give a comma list such as CPU,GPU")
+    seen: dict[str, str] = {}
+    for name in names:
+        if name.upper() in seen:
+            raise ValueError(f"{what} {value!r}: {name!r} names the same device as {seen[name.upper()]!r}; "
+                             "give each device once")
+        seen[name.upper()] = name
     return names
 
 

@@ -129,6 +129,23 @@ def _branchy_ir(path: Path, branches: int = 4, n: int = 64) -> Path:
     return path
 
 
+def test_reoptimizing_a_placed_ir_for_one_device_drops_the_placement(tmp_path: Path) -> None:
+    """The second run's IR has no placement in its rt_info and no sidecar file, so bench-placement does not run
+    the first run's split."""
+    from onnx_sched.bench.placement_file import sidecar_path
+    from onnx_sched.exporters.openvino import placement_from_rt_info
+
+    src = _branchy_ir(tmp_path / "b.xml")
+    split, single = tmp_path / "split.xml", tmp_path / "single.xml"
+    assert _cli("optimize", src, "-o", split, "--devices", "CPU,GPU", "--time-limit", "2").exit_code == 0
+    assert placement_from_rt_info(ov.Core().read_model(str(split))) is not None and sidecar_path(split).is_file()
+    assert _cli("optimize", split, "-o", single, "--time-limit", "2").exit_code == 0
+    model = ov.Core().read_model(str(single))
+    assert placement_from_rt_info(model) is None and not sidecar_path(single).exists()
+    assert model.get_rt_info(["onnx_sched", "objective"]).astype(str) == "peak-mem"
+    assert not model.has_rt_info(["onnx_sched", "transfers"])
+
+
 def test_optimize_ir_with_real_weights_keeps_outputs(tmp_path: Path) -> None:
     src = _branchy_ir(tmp_path / "branchy.xml")
     out, report = tmp_path / "opt.xml", tmp_path / "r.json"

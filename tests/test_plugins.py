@@ -58,9 +58,64 @@ def test_pass_keeps_an_already_good_order() -> None:
     assert [n.name for n in model.graph] == names
 
 
-def test_pass_rejects_bad_time_limit() -> None:
-    with pytest.raises(ValueError, match="time_limit"):
-        OnnxSchedPass(time_limit=0)
+@pytest.mark.parametrize("kwargs, message", [
+    ({"time_limit": 0}, "time_limit 0: expected a positive, finite number"),
+    ({"time_limit": float("nan")}, "time_limit nan: expected a positive, finite number"),
+    ({"seed": -1}, "seed must be a non-negative integer"),
+    ({"devices": "CPU,cpu"}, "'cpu' names the same device as 'CPU'"),
+    ({"objective": "peakmem"}, "unknown objective 'peakmem'"),
+    ({"method": "nope"}, "no method 'nope' for objective 'peak-mem'"),
+])
+def test_pass_rejects_bad_arguments_when_built(kwargs: dict, message: str) -> None:
+    """A pipeline pass checks its arguments when it is built (not inside onnx_ir's generic error at run time; a NaN
+    time limit used to hang a split)."""
+    with pytest.raises(ValueError, match=message):
+        OnnxSchedPass(**kwargs)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"time_limit": -5}, "time_limit -5: expected a positive, finite number"),
+    ({"time_limit": "soon"}, "time_limit 'soon' is not a number of seconds"),
+    ({"seed": -1}, "seed must be a non-negative integer"),
+    ({"devices": ""}, "no device names"),
+])
+def test_api_rejects_bad_arguments_before_any_work(kwargs: dict, message: str) -> None:
+    from onnx_sched.api import optimize_model
+
+    with pytest.raises(ValueError, match=message):
+        optimize_model(branchy_model(branches=2, n=16), **kwargs)
+
+
+def test_api_takes_devices_as_a_comma_list() -> None:
+    """``devices="CPU,GPU"`` is two devices (it was split into characters: C, P, U, ...), ``"CPU"`` one."""
+    from onnx_sched.api import optimize_model
+
+    model = branchy_model(branches=2, n=16)
+    assert optimize_model(model, devices="CPU,GPU", time_limit=2).report["devices"] == ["CPU", "GPU"]
+    assert optimize_model(model, devices=" CPU ", time_limit=2).report["objective"] == "peak-mem"
+
+
+def test_reoptimizing_replaces_the_earlier_result_and_placement() -> None:
+    """A split model optimized again for one device keeps none of the split: no per-node devices, no per-device
+    peaks or transfers in its metadata (tools that read them would act on a stale placement); the onnx_ir pass
+    the same."""
+    from onnx_sched.api import optimize_model
+    from onnx_sched.exporters.onnx import DEVICE_KEY
+
+    split = optimize_model(branchy_model(branches=2, n=16), devices="CPU,GPU", time_limit=2).model
+    assert any(p.key == DEVICE_KEY for n in split.graph.node for p in n.metadata_props)
+    assert "onnx_sched.per_device_peak_bytes" in {p.key for p in split.metadata_props}
+    again = optimize_model(split, time_limit=2).model
+    assert not any(p.key == DEVICE_KEY for n in again.graph.node for p in n.metadata_props)
+    keys = {p.key: p.value for p in again.metadata_props}
+    assert keys["onnx_sched.objective"] == "peak-mem"
+    assert not {"onnx_sched.per_device_peak_bytes", "onnx_sched.transfers"} & set(keys)
+
+    model = ir.serde.deserialize_model(split)
+    onnx_ir.passes.PassManager([OnnxSchedPass(time_limit=2.0)])(model)
+    assert not any(DEVICE_KEY in n.metadata_props for n in model.graph)
+    assert model.metadata_props["onnx_sched.objective"] == "peak-mem"
+    assert "onnx_sched.transfers" not in model.metadata_props
 
 
 @pytest.mark.skipif(olive_pass.HAVE_OLIVE, reason="olive-ai is installed; the guard is not active")

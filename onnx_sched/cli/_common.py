@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import json
-import math
 import os
 from pathlib import Path
 from typing import Any
 
 import click
 
+from onnx_sched.deadline import positive_seconds
 from onnx_sched.exporters.paths import atomic_write_bytes
 
 __all__ = ["SECONDS", "OutputFile", "import_options", "report_option", "write_json_atomic"]
@@ -30,12 +30,9 @@ class Seconds(click.ParamType):
 
     def convert(self, value, param, ctx):  # noqa: ANN001, ANN201
         try:
-            seconds = float(value)
-        except (TypeError, ValueError):
-            self.fail(f"{value!r} is not a number of seconds", param, ctx)
-        if not math.isfinite(seconds) or seconds <= 0:
-            self.fail(f"{value!r}: expected a positive, finite number of seconds", param, ctx)
-        return seconds
+            return positive_seconds(value, "")
+        except ValueError as exc:
+            self.fail(str(exc).lstrip(), param, ctx)
 
 
 SECONDS = Seconds()

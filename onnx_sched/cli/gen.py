@@ -156,5 +156,6 @@ def command(
             raise ValueError(f"--param expects NAME=VALUE, got {item!r}")
         overrides[name.strip()] = _parse_value(value.strip())
     manifest = write_dataset(family, nodes, count, seed, out, fmt, overrides, unit_bytes)
-    edges = sum(f["n_edges"] for f in manifest["files"])
-    click.echo(f"wrote {count} {family} graphs ({nodes} ops, {edges} edges in all) as {fmt} to {out}/")
+    ops, edges = (sum(f[key] for f in manifest["files"]) for key in ("n_ops", "n_edges"))
+    asked = "" if ops == nodes * count else f"; {nodes} asked per graph, which the family approximates"
+    click.echo(f"wrote {count} {family} graphs ({ops} ops, {edges} edges in all{asked}) as {fmt} to {out}/")

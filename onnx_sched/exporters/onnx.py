@@ -6,7 +6,8 @@ before their first consumer (their relative file order kept), so a runtime that
 executes them does not hold every weight from the start.  The result's metadata
 records the objective, method, predicted cost and bound under ``onnx_sched.*``
 keys; a placement, when given, is written per node as ``metadata_props`` key
-``pkg.onnx_sched.device``.
+``pkg.onnx_sched.device``.  Re-optimizing a written model replaces the earlier result: its keys (listed under
+``onnx_sched.result_keys``) and, without a new placement, its per-node devices go.
 """
 
 from __future__ import annotations
@@ -30,9 +31,12 @@ from onnx_sched.exporters.paths import (
 from onnx_sched.importers.onnx import ImportedOnnx
 from onnx_sched.schedule import Schedule
 
-__all__ = ["DEVICE_KEY", "MAX_IR_VERSION", "export_onnx", "save_model_atomic"]
+__all__ = ["DEVICE_KEY", "MAX_IR_VERSION", "RESULT_KEYS_KEY", "export_onnx", "save_model_atomic"]
 
 DEVICE_KEY = "pkg.onnx_sched.device"
+#: ``metadata_props`` key listing the keys a result wrote, so the next run on the written model replaces them
+#: (keys describing the model itself, such as ``onnx_sched.op_param_bytes``, stay).
+RESULT_KEYS_KEY = "onnx_sched.result_keys"
 MAX_IR_VERSION = 13  # the newest IR version ONNX Runtime 1.31 loads
 
 
@@ -86,7 +90,12 @@ def export_onnx(
     node_order = _node_order(imported, order)
     del model.graph.node[:]
     model.graph.node.extend(src.graph.node[i] for i in node_order)
-    if schedule.placement is not None:
+    if schedule.placement is None:  # a placement of an earlier run is not this schedule's
+        for node in model.graph.node:
+            keep = [p for p in node.metadata_props if p.key != DEVICE_KEY]
+            del node.metadata_props[:]
+            node.metadata_props.extend(keep)
+    else:
         names = list(device_names) if device_names else None
         node_of_op = {int(idx): op for op, idx in enumerate(imported.op_node)}
         for new_pos, idx in enumerate(node_order):
@@ -102,7 +111,12 @@ def export_onnx(
         if model.ir_version < 10:
             model.ir_version = 10  # node metadata_props needs IR >= 10
     props = {p.key: p.value for p in model.metadata_props}
-    props.update({k: str(v) for k, v in (metadata or {}).items()})
+    for stale in props.pop(RESULT_KEYS_KEY, "").split(","):  # an earlier run's result, not this one's
+        props.pop(stale, None)
+    result = {k: str(v) for k, v in (metadata or {}).items()}
+    props.update(result)
+    if result:
+        props[RESULT_KEYS_KEY] = ",".join(result)
     del model.metadata_props[:]
     for k, v in props.items():
         model.metadata_props.add(key=k, value=v)

@@ -59,7 +59,7 @@ def _meta_path(key: str) -> list[str]:
 def export_ir(imported: Any, schedule: Schedule, metadata: Mapping[str, str] | None = None,
               device_names: Sequence[str] | None = None, ov_model: Any = None) -> Any:
     """``imported.model`` (an :class:`~onnx_sched.importers.openvino.ImportedOpenVINO`) with the
-    schedule in its model-level rt_info.
+    schedule in its model-level rt_info (replacing what an earlier run wrote there).
 
     Annotates a clone unless ``ov_model`` is given (then that model, in place: the
     OpenVINO pass does this).  ``device_names`` name the placement's devices (default
@@ -71,6 +71,9 @@ def export_ir(imported: Any, schedule: Schedule, metadata: Mapping[str, str] | N
     if len(order) != len(imported.op_index):
         raise ValueError(f"schedule has {len(order)} ops, model has {len(imported.op_index)}")
     model = imported.model.clone() if ov_model is None else ov_model
+    rt_info = model.get_rt_info()
+    if META_KEY in rt_info:  # an earlier run's order, placement and result: this schedule replaces them
+        del rt_info[META_KEY]
     for key, value in (metadata or {}).items():
         model.set_rt_info(str(value), _meta_path(key))
     model.set_rt_info(json.dumps([imported.op_index[int(i)] for i in order]), ORDER_KEY)

@@ -27,6 +27,7 @@ from typing import Any
 import onnx_ir as ir
 import onnx_ir.passes
 
+from onnx_sched.deadline import positive_seconds
 from onnx_sched.devices import device_names
 from onnx_sched.exporters.onnx import DEVICE_KEY
 
@@ -66,20 +67,21 @@ class OnnxSchedPass(onnx_ir.passes.InPlacePass):
         latency_mode: str = "sequential",
         memory_limits: Mapping[str, int] | None = None,
     ) -> None:
+        from onnx_sched.api import check_objective_and_method, check_seed
+
         super().__init__()
-        if time_limit <= 0:
-            raise ValueError(f"OnnxSchedPass: time_limit must be > 0, got {time_limit}")
         self.objective = objective
         self.method = method
-        self.time_limit = float(time_limit)
+        self.time_limit = positive_seconds(time_limit, "OnnxSchedPass: time_limit")
         self.inplace = inplace
-        self.seed = seed
+        self.seed = check_seed(seed, "OnnxSchedPass: seed")
         self.input_shapes = dict(input_shapes) if input_shapes else None
         self.dims = dict(dims) if dims else None
         self.options = dict(options) if options else None
         self.problem_args = {"machines": machines, "profiles": tuple(profiles), "latency_mode": latency_mode,
                              "devices": device_names(devices, "OnnxSchedPass: devices"),
                              "memory_limits": dict(memory_limits) if memory_limits else None}
+        check_objective_and_method(objective, method, **self.problem_args)
         self.last_report: Mapping[str, Any] | None = None
 
     def call(self, model: ir.Model) -> onnx_ir.passes.PassResult:
@@ -124,13 +126,19 @@ class OnnxSchedPass(onnx_ir.passes.InPlacePass):
             graph.extend(nodes[i] for i in order)
         placed = {int(n.name[len(_TAG):]): p.value for n in result.model.graph.node for p in n.metadata_props
                   if p.key == DEVICE_KEY}
-        for i, device in placed.items():
-            modified |= nodes[i].metadata_props.get(DEVICE_KEY) != device
-            nodes[i].metadata_props[DEVICE_KEY] = device
+        for i, node in enumerate(nodes):
+            device = placed.get(i)
+            modified |= node.metadata_props.get(DEVICE_KEY) != device
+            if device is None:  # an earlier run's placement, not this schedule's
+                node.metadata_props.pop(DEVICE_KEY, None)
+            else:
+                node.metadata_props[DEVICE_KEY] = device
         if placed and (model.ir_version or 0) < 10:
             model.ir_version = 10  # node metadata_props needs IR >= 10
-        for prop in result.model.metadata_props:
-            if prop.key.startswith(_META_PREFIX):
-                model.metadata_props[prop.key] = prop.value
+        # the exported model's onnx_sched.* keys are the model's facts and this result (an earlier result's gone)
+        ours = {p.key: p.value for p in result.model.metadata_props if p.key.startswith(_META_PREFIX)}
+        for key in [k for k in model.metadata_props if k.startswith(_META_PREFIX) and k not in ours]:
+            del model.metadata_props[key]
+        model.metadata_props.update(ours)
         self.last_report = dict(result.report)
         return onnx_ir.passes.PassResult(model, modified=modified)

@@ -25,17 +25,33 @@ from openvino.passes import ModelPass
 __all__ = ["OnnxSchedOpenVINOPass"]
 
 
+#: The keyword arguments of :func:`onnx_sched.api.optimize_model` that describe the objective's problem.
+_PROBLEM_OPTIONS = ("machines", "profiles", "devices", "latency_mode", "memory_limits")
+
+
 class OnnxSchedOpenVINOPass(ModelPass):
     """Schedule the model for ``objective`` and record (and, for placements, apply) the result.
 
     Keyword arguments are those of :func:`onnx_sched.api.optimize_model` (``time_limit``,
-    ``seed``, ``options``, ``machines``, ``profiles``, ``devices``, ``latency_mode``...).
-    ``apply_placement`` turns a placement into per-op affinity right away.
+    ``seed``, ``options``, ``machines``, ``profiles``, ``devices``, ``latency_mode``...), checked when the pass is
+    built (a ``ValueError`` naming the argument).  ``apply_placement`` turns a placement into per-op affinity right
+    away.
     """
 
     def __init__(self, objective: str = "peak-mem", method: str = "auto", *, apply_placement: bool = True,
                  **kwargs: Any) -> None:
+        from onnx_sched.api import check_objective_and_method, check_seed
+        from onnx_sched.deadline import positive_seconds
+        from onnx_sched.devices import device_names
+
         super().__init__()
+        if "time_limit" in kwargs:
+            kwargs["time_limit"] = positive_seconds(kwargs["time_limit"], "OnnxSchedOpenVINOPass: time_limit")
+        if "seed" in kwargs:
+            kwargs["seed"] = check_seed(kwargs["seed"], "OnnxSchedOpenVINOPass: seed")
+        if kwargs.get("devices") is not None:
+            kwargs["devices"] = device_names(kwargs["devices"], "OnnxSchedOpenVINOPass: devices")
+        check_objective_and_method(objective, method, **{k: kwargs[k] for k in _PROBLEM_OPTIONS if k in kwargs})
         self.objective = objective
         self.method = method
         self.apply_placement = apply_placement
