@@ -438,6 +438,18 @@ def test_auto_uses_ga_on_large_graphs() -> None:
     assert check_schedule(problem, auto.start, auto.placement) == min(cands.values()) <= cands["list-cp"]
 
 
+def test_auto_stops_at_the_lower_bound() -> None:
+    """A chain: every list schedule meets the critical-path bound, so auto runs no search (no GA on 400 ops) and
+    says the result is optimal."""
+    n = 400
+    g = Graph.from_edges(n, [(i, i + 1) for i in range(n - 1)], output_bytes=[4] * n)
+    attrs = MakespanAttrs(np.arange(1, n + 1, dtype=np.float64), np.zeros(n, np.int64), (2,), np.ones(n, np.int64))
+    problem = ms.problem_from_attrs(g, attrs)
+    auto = get_pass("auto", "makespan")(problem.graph, ctx_for(problem, time_limit=5.0))
+    assert "ga" not in auto.info["candidates"] and auto.optimal
+    assert auto.info["makespan"] == pytest.approx(ms.lower_bound(problem))
+
+
 def test_auto_includes_the_learned_sampler_when_its_checkpoint_exists() -> None:
     problem = synth_problem("layered", 120, 4)
     auto = get_pass("auto", "makespan")(problem.graph, ctx_for(problem, time_limit=1.0))

@@ -4,7 +4,7 @@ Runs, in order, list scheduling in file order (the reference it never loses
 to), list-cp / list-mopnr / list-spt, HEFT and PEFT (unit demands only), the
 learned sampler S(64) (``learned``; graphs of up to ``learned_max_ops`` ops,
 default 3000; skipped when its checkpoint is missing or ``learned=0``), then
-spends the rest of the time limit on
+spends the rest of the time limit (unless the best so far already meets the makespan lower bound) on
 
 * CP-SAT hinted with the best schedule so far for graphs up to
   ``cpsat_max_ops`` ops (default 300), where it often proves optimality;
@@ -60,7 +60,8 @@ def run(graph: Graph, ctx: PassContext) -> Schedule:
 
     left = ctx.time_limit - (work_clock() - t0)
     bound = None
-    if left > 0.2 and n:
+    at_bound = bool(n) and best().info["makespan"] <= ms.lower_bound(problem) * (1 + 1e-9)  # nothing can be faster
+    if left > 0.2 and n and not at_bound:
         if n <= int(ctx.option("cpsat_max_ops", 300)):
             sched, info = cpsat.solve(problem, best(), left, int(ctx.option("workers", 2)), None, ctx.seed)
             if info["exact"] and info["cp_bound"] is not None:
@@ -73,6 +74,7 @@ def run(graph: Graph, ctx: PassContext) -> Schedule:
             cands["ga"] = ms.list_schedule(problem, x, "ga", generations=gens)
     chosen = best()
     summary = {k: float(s.info["makespan"]) for k, s in cands.items()}
-    optimal = chosen.optimal or any(s.optimal for s in cands.values() if s.info["makespan"] <= chosen.info["makespan"])
+    optimal = at_bound or chosen.optimal or any(s.optimal for s in cands.values()
+                                                if s.info["makespan"] <= chosen.info["makespan"])
     return ms.make_schedule(problem, chosen.start, chosen.placement, f"auto:{chosen.method}", optimal=optimal,
                             bound=bound, candidates=summary, seconds=work_clock() - t0)
