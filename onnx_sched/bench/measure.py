@@ -387,7 +387,8 @@ def _predictions(
     errors: dict[str, str] = {}
     for label, path in models.items():
         if is_ir(path):
-            errors[label] = "no prediction for an OpenVINO IR file (the memory model reads ONNX)"
+            errors[label] = ("no prediction for an OpenVINO IR file: OpenVINO plans its own op order, so there is no "
+                             "file order to predict")
             continue
         try:
             predictions[label] = predict_file_order(path, dims, graph_is_run=levels.get(label) == "none")

@@ -141,22 +141,28 @@ def _render_prediction(report: BenchReport, console: Console) -> None:
         else:
             verdict = (f"[green]agree within {AGREEMENT_TOLERANCE:.0%} ({s.error:.1%})[/green]" if s.agrees
                        else f"[red]differ by {s.error:.1%}[/red]")
-        hint = _rewritten_hint(sorted(label for label, p in report.predictions.items() if not p.graph_is_run))
+        hint = _rewritten_hint(sorted(label for label, p in report.predictions.items() if not p.graph_is_run),
+                               report.runtime)
         console.print(f"OUT saves {s.predicted_bytes:,} B predicted, {s.measured_bytes:,} B measured (heap): "
                       f"{verdict}{hint}")
 
 
-def _rewritten_hint(rewritten: list[str]) -> str:
+def _rewritten_hint(rewritten: list[str], runtime: str = "ort") -> str:
     """Why a saving may differ: which models ran a graph the runtime rewrote, and how to compare like with like.
 
     >>> _rewritten_hint([])
     ''
     >>> print(_rewritten_hint(["in"]))  # doctest: +ELLIPSIS
      (IN ran a graph the runtime rewrote, not the one predicted: ... --ort-graph basic --method file` ...)
+    >>> print(_rewritten_hint(["in", "out"], "openvino"))  # doctest: +ELLIPSIS
+     (IN and OUT ran a graph the runtime rewrote, not the one predicted: OpenVINO ... its own op order, ...)
     """
     if not rewritten:
         return ""
     names = " and ".join(label.upper() for label in rewritten)
+    if runtime == "openvino":
+        return (f" ({names} ran a graph the runtime rewrote, not the one predicted: OpenVINO fuses ops and plans its "
+                "own op order, so the file-order prediction is a reference, not what it runs)")
     fix = ("save ORT's own graph of IN, in its own order, with `optimize IN --ort-graph basic --method file` and "
            "bench OUT against that" if rewritten == ["in"] else
            "save ORT's own graph with `optimize --ort-graph basic` to compare like with like")
