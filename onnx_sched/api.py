@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 import numpy as np
@@ -35,7 +35,7 @@ from onnx_sched.objectives.peak_mem import memory_model_name
 from onnx_sched.passes import PassContext, TrackedOptions, get_pass
 from onnx_sched.schedule import Schedule
 
-__all__ = ["OptimizeResult", "check_objective_and_method", "check_seed", "export_seconds", "optimize",
+__all__ = ["OptimizeResult", "check_seed", "checked_arguments", "export_seconds", "optimize",
            "optimize_model", "schedule_graph", "memory_model_name", "warm_up_method"]
 
 #: Work-clock seconds a method gets on its warm-up instance (compilation is not counted).
@@ -223,11 +223,21 @@ def optimize_model(
                           metadata=meta)
 
 
-def check_objective_and_method(objective: str, method: str, **problem_options: Any) -> None:
-    """A ``ValueError`` naming what is wrong when ``objective`` with these options (``ProblemOptions`` fields), or
-    ``method`` for it, does not exist: a pipeline pass checks its arguments when it is built, not when it runs."""
-    given = ProblemOptions(**{k: v for k, v in problem_options.items() if v is not None})
+def checked_arguments(what: str, objective: str, method: str, **kwargs: Any) -> dict[str, Any]:
+    """The keyword arguments of :func:`optimize_model` with ``time_limit``, ``seed`` and ``devices`` checked and
+    normalised, once ``objective`` (with the problem options among them) and ``method`` are known to exist; each
+    ``ValueError`` names ``what`` or the argument.  A pipeline pass calls this when it is built, so a mistake shows
+    there, not inside the pipeline's run."""
+    out = dict(kwargs)
+    if "time_limit" in out:
+        out["time_limit"] = positive_seconds(out["time_limit"], f"{what}: time_limit")
+    if "seed" in out:
+        out["seed"] = check_seed(out["seed"], f"{what}: seed")
+    if out.get("devices") is not None:
+        out["devices"] = device_names(out["devices"], f"{what}: devices")
+    given = ProblemOptions(**{f.name: out[f.name] for f in fields(ProblemOptions) if out.get(f.name) is not None})
     get_pass(method, resolve_objective(objective, given).name)
+    return out
 
 
 def check_seed(seed: object, what: str = "seed") -> int:

@@ -69,6 +69,14 @@ class PassContext:
                                  f"e.g. {name}={default}") from None
         return value
 
+    def flag(self, name: str, default: bool) -> bool:
+        """``options[name]`` read as a yes / no (``true``, ``1``, ``yes``; the CLI's ``--option k=true`` is text).
+
+        >>> PassContext(options={"prior": "True"}).flag("prior", False)
+        True
+        """
+        return str(self.option(name, default)).lower() in ("1", "true", "yes")
+
 
 class TrackedOptions(Mapping[str, Any]):
     """Pass options that remember which ones were looked up (``get``, ``[]``, ``in``).

@@ -90,12 +90,11 @@ def export_onnx(
     node_order = _node_order(imported, order)
     del model.graph.node[:]
     model.graph.node.extend(src.graph.node[i] for i in node_order)
-    if schedule.placement is None:  # a placement of an earlier run is not this schedule's
-        for node in model.graph.node:
-            keep = [p for p in node.metadata_props if p.key != DEVICE_KEY]
-            del node.metadata_props[:]
-            node.metadata_props.extend(keep)
-    else:
+    for node in model.graph.node:  # a placement of an earlier run is not this schedule's
+        keep = [p for p in node.metadata_props if p.key != DEVICE_KEY]
+        del node.metadata_props[:]
+        node.metadata_props.extend(keep)
+    if schedule.placement is not None:
         names = list(device_names) if device_names else None
         node_of_op = {int(idx): op for op, idx in enumerate(imported.op_node)}
         for new_pos, idx in enumerate(node_order):
@@ -103,11 +102,7 @@ def export_onnx(
             if op is None:
                 continue
             dev = int(schedule.placement[op])
-            node = model.graph.node[new_pos]
-            keep = [p for p in node.metadata_props if p.key != DEVICE_KEY]
-            del node.metadata_props[:]
-            node.metadata_props.extend(keep)
-            node.metadata_props.add(key=DEVICE_KEY, value=names[dev] if names else str(dev))
+            model.graph.node[new_pos].metadata_props.add(key=DEVICE_KEY, value=names[dev] if names else str(dev))
         if model.ir_version < 10:
             model.ir_version = 10  # node metadata_props needs IR >= 10
     props = {p.key: p.value for p in model.metadata_props}

@@ -27,8 +27,6 @@ from typing import Any
 import onnx_ir as ir
 import onnx_ir.passes
 
-from onnx_sched.deadline import positive_seconds
-from onnx_sched.devices import device_names
 from onnx_sched.exporters.onnx import DEVICE_KEY
 
 __all__ = ["OnnxSchedPass"]
@@ -67,21 +65,20 @@ class OnnxSchedPass(onnx_ir.passes.InPlacePass):
         latency_mode: str = "sequential",
         memory_limits: Mapping[str, int] | None = None,
     ) -> None:
-        from onnx_sched.api import check_objective_and_method, check_seed
+        from onnx_sched.api import checked_arguments
 
         super().__init__()
         self.objective = objective
         self.method = method
-        self.time_limit = positive_seconds(time_limit, "OnnxSchedPass: time_limit")
         self.inplace = inplace
-        self.seed = check_seed(seed, "OnnxSchedPass: seed")
         self.input_shapes = dict(input_shapes) if input_shapes else None
         self.dims = dict(dims) if dims else None
         self.options = dict(options) if options else None
-        self.problem_args = {"machines": machines, "profiles": tuple(profiles), "latency_mode": latency_mode,
-                             "devices": device_names(devices, "OnnxSchedPass: devices"),
-                             "memory_limits": dict(memory_limits) if memory_limits else None}
-        check_objective_and_method(objective, method, **self.problem_args)
+        checked = checked_arguments("OnnxSchedPass", objective, method, time_limit=time_limit, seed=seed,
+                                    machines=machines, profiles=tuple(profiles), latency_mode=latency_mode,
+                                    devices=devices, memory_limits=dict(memory_limits) if memory_limits else None)
+        self.time_limit, self.seed = checked.pop("time_limit"), checked.pop("seed")
+        self.problem_args = checked  # the objective's problem: machines, profiles, devices, ...
         self.last_report: Mapping[str, Any] | None = None
 
     def call(self, model: ir.Model) -> onnx_ir.passes.PassResult:

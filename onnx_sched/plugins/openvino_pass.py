@@ -25,10 +25,6 @@ from openvino.passes import ModelPass
 __all__ = ["OnnxSchedOpenVINOPass"]
 
 
-#: The keyword arguments of :func:`onnx_sched.api.optimize_model` that describe the objective's problem.
-_PROBLEM_OPTIONS = ("machines", "profiles", "devices", "latency_mode", "memory_limits")
-
-
 class OnnxSchedOpenVINOPass(ModelPass):
     """Schedule the model for ``objective`` and record (and, for placements, apply) the result.
 
@@ -40,18 +36,10 @@ class OnnxSchedOpenVINOPass(ModelPass):
 
     def __init__(self, objective: str = "peak-mem", method: str = "auto", *, apply_placement: bool = True,
                  **kwargs: Any) -> None:
-        from onnx_sched.api import check_objective_and_method, check_seed
-        from onnx_sched.deadline import positive_seconds
-        from onnx_sched.devices import device_names
+        from onnx_sched.api import checked_arguments
 
         super().__init__()
-        if "time_limit" in kwargs:
-            kwargs["time_limit"] = positive_seconds(kwargs["time_limit"], "OnnxSchedOpenVINOPass: time_limit")
-        if "seed" in kwargs:
-            kwargs["seed"] = check_seed(kwargs["seed"], "OnnxSchedOpenVINOPass: seed")
-        if kwargs.get("devices") is not None:
-            kwargs["devices"] = device_names(kwargs["devices"], "OnnxSchedOpenVINOPass: devices")
-        check_objective_and_method(objective, method, **{k: kwargs[k] for k in _PROBLEM_OPTIONS if k in kwargs})
+        kwargs = checked_arguments("OnnxSchedOpenVINOPass", objective, method, **kwargs)
         self.objective = objective
         self.method = method
         self.apply_placement = apply_placement

@@ -58,7 +58,7 @@ def run(graph: Graph, ctx: PassContext) -> Schedule:
     problem = problem_of(graph, ctx)
     clock = Deadline(ctx.time_limit)
     seeds, seeding = start_keys(problem, ctx.seed), 0
-    if str(ctx.option("regal", True)).lower() in ("1", "true", "yes"):
+    if ctx.flag("regal", True):
         found, seeding = _regal_seed(problem, ctx.seed, Deadline(max(clock.left(), 0.0) * REGAL_SHARE))
         seeds = np.vstack([seeds, found])
     params = brkga_pass.params_from(ctx, BrkgaParams(evaluations=int(ctx.option("evaluations", 10**9))))

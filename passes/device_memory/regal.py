@@ -31,19 +31,15 @@ from onnx_sched.passes.device_memory.local_search import tidy_transfers
 from onnx_sched.schedule import Schedule
 
 
-def _flag(ctx: PassContext, name: str, default: bool) -> bool:
-    return str(ctx.option(name, default)).lower() in ("1", "true", "yes")
-
-
 @register("regal", objective="peak-mem-devices")
 def run(graph: Graph, ctx: PassContext) -> Schedule:
     from onnx_sched.models.inference.regal import load_policy, run_regal
 
     problem = problem_of(graph, ctx)
-    pin = None if ctx.option("pin", None) is None else _flag(ctx, "pin", True)  # None: as the checkpoint was trained
-    policy = None if _flag(ctx, "prior", False) else load_policy(ctx.option("model", None), problem.n_devices)
+    pin = None if ctx.option("pin", None) is None else ctx.flag("pin", True)  # None: as the checkpoint was trained
+    policy = None if ctx.flag("prior", False) else load_policy(ctx.option("model", None), problem.n_devices)
     clock = Deadline(ctx.time_limit)
     result = run_regal(problem, policy, int(ctx.option("evaluations", 5000)),
-                       seed=ctx.seed, sample=_flag(ctx, "sample", False), deadline=clock, pin=pin)
+                       seed=ctx.seed, sample=ctx.flag("sample", False), deadline=clock, pin=pin)
     keys, tidied = tidy_transfers(problem, result.best_keys, ctx, clock)
     return schedule_of_keys(problem, keys, "regal", tidy_evaluations=tidied, **result.info)
