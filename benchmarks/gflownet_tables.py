@@ -23,13 +23,17 @@ chooses among them (:mod:`onnx_sched.passes.makespan._candidates`):
 * ``gflownet``: 1000 samples of the GFlowNet at sigma = 0.005;
 * ``gflownet-local``: the same policy sampled with ``actions=local`` -- each op only on a predecessor's device or
   the device that frees first (not in paper 002; the policy was trained without the restriction);
+* ``uniform-finish``: 1000 dispatch orders drawn uniformly under ``actions=finish`` (each op on the device that
+  would finish it first, nearest its inputs) -- the narrowing without a network, to show what the finish-trained
+  GFlowNet adds;
 * ``ppo`` (``--ppo``): 1000 samples of the PPO baseline at its training temperature 0.25;
 * ``gflownet-ft`` (table 1): the GFlowNet fine-tuned on the one graph -- ``--finetuned PATH`` (``{seed}`` in
   the path: one model per seed) or ``--finetune-updates U`` (fine-tuned here once, seed 0, used for every seed);
   with ``--finetune-updates`` one fine-tune per action set of ``--finetune-actions`` (default ``all,local``:
   also ``gflownet-ft-local``, fine-tuned the same way with ``actions=local``; ``list:START.pt`` adds
   ``gflownet-ft-list``, fine-tuned from ``START.pt`` with ``actions=list``: each op only on a predecessor's
-  device or the device that would finish it first, so list-cp's own schedule is among the possible samples).
+  device or the device that would finish it first, so list-cp's own schedule is among the possible samples;
+  ``finish:START.pt`` adds ``gflownet-ft-finish``, fine-tuned with ``actions=finish``).
 
 Columns: proxy speedup of the best candidate (Proxy 1) and mean of the top 100
 (Proxy 100); the speedup on each target of the candidate the target picks; GED
@@ -67,6 +71,7 @@ from onnx_sched.cost.makespan.paths import upward_rank
 from onnx_sched.cost.makespan.targets import speedups, target_model
 from onnx_sched.importers.onnx import import_onnx
 from onnx_sched.machines import identical_devices, machine_types
+from onnx_sched.models.inference.gflownet import sample_trajectories, uniform_logits
 from onnx_sched.passes import PassContext, get_pass
 from onnx_sched.passes.makespan import brkga as brkga_pass
 from onnx_sched.passes.makespan import gflownet as gflownet_pass
@@ -139,6 +144,8 @@ def generators(model: Path, candidates: int = 1000, ppo: Path | None = None,
         "learned": lambda p, s: learned_pass.candidates(p, ctx(p, s, candidates=candidates)),
         "gflownet": sampled(str(model)),
         "gflownet-local": sampled(str(model), "local"),
+        "uniform-finish": lambda p, s: sample_trajectories(p, uniform_logits, candidates, batch=100, seed=s,
+                                                           actions="finish").chains,
     }
     if ppo is not None:
         gens["ppo"] = sampled(str(ppo))

@@ -115,6 +115,36 @@ def test_narrowed_actions_put_each_op_on_a_predecessor_lane_or_one_more(actions:
     assert crossings[True] < crossings[False]
 
 
+def test_finish_actions_put_each_op_on_its_earliest_finishing_lane_nearest_its_inputs() -> None:
+    """``actions=finish``: only the op is chosen; its lane is one that would finish it first, among those the one
+    holding most of its input bytes (then the lowest index), replayed here with the proxy's times.  Every sample is
+    valid, no op waits for a lane when another would finish it sooner, and fewer edges cross than unrestricted."""
+    p = _problem("er", 30, 5, lanes=3)
+    g = p.graph
+    ro = sample_trajectories(p, uniform_logits, 200, seed=1, actions="finish")
+    chain_times(p, ro.chains)  # raises on an invalid schedule
+    lane, order = ro.chains.lane, ro.chains.order
+    preds_of = {v: list(g.op_preds.row(v)) for v in range(g.n_ops)}
+    bytes_of = {v: p.edge_bytes[g.op_preds.indptr[v]:g.op_preds.indptr[v + 1]] for v in range(g.n_ops)}
+    for k in range(len(lane)):
+        free, finish = np.zeros(3), np.zeros(g.n_ops)
+        for v in order[k]:
+            ready = max([0.0, *(finish[u] for u in preds_of[v])])
+            key = np.maximum(free, ready) + p.durations[v, 0]
+            tied = np.flatnonzero(key == key.min())
+            held = [sum(b for u, b in zip(preds_of[v], bytes_of[v]) if lane[k, u] == ln) for ln in tied]
+            assert lane[k, v] == tied[int(np.argmax(held))]
+            finish[v] = key[lane[k, v]]
+            free[lane[k, v]] = finish[v]
+    edges = [(u, v) for v in range(g.n_ops) for u in preds_of[v]]
+
+    def crossings(chains: Chains) -> float:
+        return float(np.mean([sum(chains.lane[k, u] != chains.lane[k, v] for u, v in edges)
+                              for k in range(len(chains.lane))]))
+
+    assert crossings(ro.chains) < crossings(sample_trajectories(p, uniform_logits, 200, seed=1).chains)
+
+
 def test_list_actions_can_sample_the_list_schedule() -> None:
     """``actions=list`` keeps list-cp's choice at every step: replaying list-cp's dispatch order (its critical-path
     priority, a topological order) under the narrowed mask finds each of its (op, lane) actions valid, and the
@@ -314,9 +344,9 @@ def test_training_with_local_actions_records_them_and_the_pass_samples_with_them
         gt.TrainConfig(actions="near")
 
 
-@pytest.mark.parametrize("actions", ["local", "list"])
+@pytest.mark.parametrize("actions", ["local", "list", "finish"])
 def test_shipped_narrowed_checkpoints_sample_with_their_actions(actions: str) -> None:
-    """``gflownet_makespan_{local,list}.onnx`` (no torch): trained with narrowed actions, the pass samples with
+    """``gflownet_makespan_{local,list,finish}.onnx`` (no torch): trained with narrowed actions, the pass samples with
     them."""
     from onnx_sched.models import CHECKPOINTS
     from onnx_sched.models.inference.gflownet import GFlowNetModel

@@ -29,14 +29,17 @@ samplers' ``actions=`` option): a ready op may go only to a lane of one of its
 predecessors or to one more lane -- with ``local`` the lane that frees first,
 with ``list`` the lane that would finish it first (list scheduling's
 earliest-finish rule, so the list schedule itself can be sampled); ties go to
-the lowest index.  On a transfer-free proxy these are often proxy-equal to the
-other lanes, but they cross devices less (docs/results.md 16.3c); every sample
-is still a valid schedule.  With a narrowing a state is a sequence of actions,
-not a set of chains: removing an arbitrary removable op could leave a partial
-schedule the narrowed actions never reach, so each state has one parent (the
-state before its last action) and ``step`` returns ``log P_B = 0`` -- a
-tree-structured GFlowNet that samples action sequences in proportion to the
-reward.  Policies trained with one action set no longer sample in proportion to
+the lowest index.  ``finish`` leaves only the op to choose: it goes to the lane
+that would finish it first, among equals the one holding most of its input
+bytes (then the lowest index) -- list scheduling's device rule with a data-local
+tie-break, so the policy samples the dispatch order.  On a transfer-free proxy
+these are often proxy-equal to the other lanes, but they cross devices less
+(docs/results.md 16.3c, 16.3f); every sample is still a valid schedule.  With a
+narrowing a state is a sequence of actions, not a set of chains: removing an
+arbitrary removable op could leave a partial schedule the narrowed actions
+never reach, so each state has one parent (the state before its last action)
+and ``step`` returns ``log P_B = 0`` -- a tree-structured GFlowNet that samples
+action sequences in proportion to the reward.  Policies trained with one action set no longer sample in proportion to
 the reward when sampled with another.
 
 The env is shared by training (torch) and inference (ONNX Runtime), so the
@@ -57,8 +60,8 @@ from onnx_sched.cost.makespan.problem import _cached, _topo
 
 __all__ = ["ACTIONS", "N_NODE", "N_PAIR", "N_STATIC", "EnvArrays", "ScheduleEnv", "check_actions", "env_arrays"]
 
-#: The action sets of :class:`ScheduleEnv` (module docstring): ``all`` (paper 002), ``local`` and ``list``.
-ACTIONS = ("all", "local", "list")
+#: The action sets of :class:`ScheduleEnv` (module docstring): ``all`` (paper 002), ``local``, ``list`` and ``finish``.
+ACTIONS = ("all", "local", "list", "finish")
 
 
 def check_actions(actions: str) -> str:
@@ -193,10 +196,12 @@ def _features(placed, indeg, lane, start, finish, lane_free, lane_last, n_placed
 
 
 @numba.njit(cache=True)
-def _narrow(mask, by_finish, lane, lane_free, finish, lane_unit, dur, pred_ptr, pred_idx, ebytes, lat,
+def _narrow(mask, by_finish, only_first, lane, lane_free, finish, lane_unit, dur, pred_ptr, pred_idx, ebytes, lat,
             inv):  # noqa: ANN001, ANN202
     """In place: keep, per ready op, its placed predecessors' lanes and one more valid lane -- the one that frees
-    first, or with ``by_finish`` the one that would finish the op first -- ties to the lowest index."""
+    first, or with ``by_finish`` the one that would finish the op first -- ties to the lowest index.  With
+    ``only_first`` keep one lane alone: of those that would finish the op first, the one holding most of its input
+    bytes."""
     b_count, n, n_lanes = mask.shape
     keep = np.zeros(n_lanes, np.bool_)
     for b in range(b_count):
@@ -215,9 +220,28 @@ def _narrow(mask, by_finish, lane, lane_free, finish, lane_unit, dur, pred_ptr, 
             if first < 0:
                 continue
             keep[:] = False
-            keep[first] = True
-            for k in range(pred_ptr[v], pred_ptr[v + 1]):
-                keep[lane[b, pred_idx[k]]] = True
+            if only_first:
+                # the earliest-finishing lanes; among equals the one holding most of the op's input bytes
+                top, top_bytes = first, -1.0
+                for ln in range(n_lanes):
+                    if not mask[b, v, ln]:
+                        continue
+                    u = lane_unit[ln]
+                    key = _arrival(b, v, u, lane_free[b, ln], lane, finish, lane_unit, pred_ptr, pred_idx, ebytes,
+                                   lat, inv) + dur[v, u]
+                    if key > best:
+                        continue
+                    held = 0.0
+                    for k in range(pred_ptr[v], pred_ptr[v + 1]):
+                        if lane[b, pred_idx[k]] == ln:
+                            held += ebytes[k] + 1e-9
+                    if held > top_bytes:
+                        top, top_bytes = ln, held
+                keep[top] = True
+            else:
+                keep[first] = True
+                for k in range(pred_ptr[v], pred_ptr[v + 1]):
+                    keep[lane[b, pred_idx[k]]] = True
             for ln in range(n_lanes):
                 mask[b, v, ln] = mask[b, v, ln] and keep[ln]
 
@@ -259,7 +283,8 @@ class ScheduleEnv:
                   self.n_placed_succ, a.allowed, a.lane_unit, a.dur, a.pred_ptr, a.pred_idx, a.ebytes, a.lat,
                   a.inv, a.scale, a.mean_dur, node, pair, mask)
         if self.actions != "all":
-            _narrow(mask, self.actions == "list", self.lane, self.lane_free, self.finish, a.lane_unit, a.dur,
+            _narrow(mask, self.actions in ("list", "finish"), self.actions == "finish", self.lane, self.lane_free,
+                    self.finish, a.lane_unit, a.dur,
                     a.pred_ptr, a.pred_idx, a.ebytes, a.lat, a.inv)
         return node, pair, mask
 

@@ -250,10 +250,11 @@ def _with(options):  # noqa: ANN001, ANN202
 @click.option("--loss", type=click.Choice(["variance", "tb"]), default="variance", show_default=True,
               help="variance: paper 002's log-partition variance loss; tb: trajectory balance with a learned log Z.")
 @click.option("--batch", type=int, default=100, show_default=True, help="Trajectories per update.")
-@click.option("--actions", type=click.Choice(["all", "local", "list"]), default="all", show_default=True,
+@click.option("--actions", type=click.Choice(["all", "local", "list", "finish"]), default="all", show_default=True,
               help="all: any ready op on any device (paper 002); local / list: an op only on a predecessor's device "
-                   "or the device that frees first / would finish it first, one parent per state "
-                   "(docs/results.md 16.3c-d).")
+                   "or the device that frees first / would finish it first; finish: only the op is chosen, on the "
+                   "device that would finish it first (ties: nearest its inputs); narrowed sets have one parent "
+                   "per state (docs/results.md 16.3c-d, 16.3f).")
 @click.option("--resume", is_flag=True, help="Continue from STEM.pt.")
 @click.option("--init-from", default=None, help="Start from another run's STEM.pt weights (fine-tuning).")
 @click.option("--export", "export_stem", default="runs/gflownet/gflownet_makespan", show_default=True,

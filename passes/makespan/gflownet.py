@@ -10,10 +10,11 @@ always sampled; ``info["candidates_generated"]`` says how many were).
 Options: ``candidates``, ``top_k``, ``target``, ``temperature``, ``model`` (ONNX path; the PPO
 baseline's export, ``onnx-sched train ppo-scheduler``, samples at the temperature it was trained at),
 ``actions``: ``all`` (paper 002: any ready op on any lane that can run it), ``local`` or ``list`` (a ready op
-only on a lane of one of its predecessors or on the lane that frees first / would finish it first; not in the
-paper; their candidates cross devices less: docs/results.md 16.3c-d); default: the set the checkpoint was
-trained with (``onnx-sched train gflownet --actions``): ``all`` for the default checkpoint, ``local`` / ``list``
-for ``gflownet_makespan_local.onnx`` / ``gflownet_makespan_list.onnx``.
+only on a lane of one of its predecessors or on the lane that frees first / would finish it first), ``finish``
+(only the op is chosen; it runs on the lane that would finish it first, among equals the one holding most of its
+inputs); not in the paper, their candidates cross devices less: docs/results.md 16.3c-d, 16.3f; default: the set
+the checkpoint was trained with (``onnx-sched train gflownet --actions``): ``all`` for the default checkpoint,
+``local`` / ``list`` / ``finish`` for ``gflownet_makespan_{local,list,finish}.onnx``.
 """
 
 from __future__ import annotations
