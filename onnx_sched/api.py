@@ -28,6 +28,7 @@ from onnx_sched.errors import NothingToScheduleError
 from onnx_sched.exporters.dispatch import export_model
 from onnx_sched.graph import Graph
 from onnx_sched.importers.dispatch import Imported, import_model
+from onnx_sched.importers.onnx import STRING_ELEMENT_BYTES
 from onnx_sched.importers.openvino import is_openvino_source
 from onnx_sched.objectives import Objective, ProblemOptions, get_objective, resolve_objective
 from onnx_sched.objectives.objective import META_PREFIX
@@ -218,6 +219,12 @@ def optimize_model(
         report["notes"].append(f"{bounded} tensors have data-dependent shapes (e.g. NonZero, NonMaxSuppression, an element "
                                "read out of a sequence): "
                                "sized at their upper bound, so the memory figures are worst-case bounds")
+    strings = int(imported.graph.metadata.get("string_tensors", 0))
+    if strings:
+        report["notes"].append(f"{strings} string tensor{'s are' if strings > 1 else ' is'} sized at "
+                               f"{STRING_ELEMENT_BYTES} bytes per element (the "
+                               "std::string objects ONNX Runtime allocates), not counting characters beyond 15 per "
+                               "string (separate heap blocks)")
     report["total_seconds"] = clock.elapsed()
     return OptimizeResult(model=exported.model, schedule=schedule, report=report, imported=imported, problem=problem,
                           metadata=meta)

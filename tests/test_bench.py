@@ -165,6 +165,27 @@ def test_cli_bench_writes_json_and_table(models: dict[str, Path], tmp_path: Path
     assert runs == [("in", False, "none"), ("out", False, "none")]
 
 
+def test_cli_bench_runs_a_model_with_string_inputs_and_outputs(tmp_path: Path) -> None:
+    """A string input gets seeded words, string outputs are saved without pickling and compared."""
+    nodes = [h.make_node("LabelEncoder", ["text"], ["ids"], domain="ai.onnx.ml", keys_strings=["cat", "dog"],
+                         values_int64s=[1, 2], default_int64=0, name="enc"),
+             h.make_node("Cast", ["ids"], ["f"], to=T.FLOAT, name="cast"),
+             h.make_node("Relu", ["f"], ["y"], name="relu"),
+             h.make_node("Identity", ["text"], ["echo"], name="echo")]
+    graph = h.make_graph(nodes, "g", [h.make_tensor_value_info("text", T.STRING, [4])],
+                         [h.make_tensor_value_info("y", T.FLOAT, [4]), h.make_tensor_value_info("echo", T.STRING, [4])])
+    model = h.make_model(graph, opset_imports=[h.make_opsetid("", 17), h.make_opsetid("ai.onnx.ml", 3)])
+    model.ir_version = 10
+    src, out = tmp_path / "text.onnx", tmp_path / "text_out.onnx"
+    onnx.save(model, src)
+    result = CliRunner().invoke(main, ["optimize", str(src), "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    result = CliRunner().invoke(main, ["bench", str(src), str(out), "--runtime", "ort", "--repeats", "1",
+                                       "--warmup", "0", "--arena", "off"])
+    assert result.exit_code == 0, result.output
+    assert "bitwise equal" in result.output
+
+
 def test_cli_bench_bad_model_is_one_line_error(tmp_path: Path) -> None:
     bad = tmp_path / "bad.onnx"
     bad.write_bytes(b"not a model")

@@ -36,6 +36,16 @@ def load_model_header(path: str | os.PathLike[str]) -> Any:
 _InputSpec = tuple[str, "np.dtype[Any] | None", list["int | str | None"], str]
 
 
+def _random_words(rng: np.random.Generator, shape: list[int]) -> np.ndarray:
+    """Lower-case words of 1-8 letters, as a fixed-width unicode array (saved without pickling; ONNX Runtime takes
+    it for a string input)."""
+    count = int(np.prod(shape, dtype=np.int64))
+    letters = rng.integers(ord("a"), ord("z") + 1, size=(count, 8)).astype(np.uint32)
+    lengths = rng.integers(1, 9, size=count)
+    words = ["".join(map(chr, row[:k])) for row, k in zip(letters, lengths)]
+    return np.array(words, dtype="<U8").reshape(shape)
+
+
 def _onnx_input_specs(model: Any) -> list[_InputSpec]:
     import onnx
     from onnx.helper import tensor_dtype_to_np_dtype
@@ -100,6 +110,8 @@ def random_inputs(
             arr = rng.integers(0, 2, size=shape).astype(dtype)
         elif np.issubdtype(dtype, np.floating):
             arr = rng.standard_normal(size=shape).astype(dtype)
+        elif type_name == "STRING":
+            arr = _random_words(rng, shape)
         else:
             arr = None
         if arr is None:

@@ -234,9 +234,17 @@ def _pin_inputs(model: onnx.ModelProto, input_shapes: Mapping[str, tuple[int, ..
 _SUB_BYTE_BITS = {"INT4": 4, "UINT4": 4, "FLOAT4E2M1": 4, "INT2": 2, "UINT2": 2, "FLOAT6E2M3": 6, "FLOAT6E3M2": 6}
 
 
+#: Bytes a string tensor's buffer holds per element: ONNX Runtime stores ``std::string`` objects (32 bytes in 64-bit
+#: libstdc++ and MSVC); characters beyond the 15 kept inside the object are separate heap blocks the model cannot see.
+STRING_ELEMENT_BYTES = 32
+
+
 def _element_bits(elem_type: int) -> int | None:
-    """Bits per element (sub-byte types are packed: INT4 is 4, not numpy's 8); ``None`` when not fixed."""
-    if elem_type in (onnx.TensorProto.STRING, onnx.TensorProto.UNDEFINED):
+    """Bits per element (sub-byte types are packed: INT4 is 4, not numpy's 8; a string is its ``std::string`` object,
+    :data:`STRING_ELEMENT_BYTES`); ``None`` when not fixed."""
+    if elem_type == onnx.TensorProto.STRING:
+        return 8 * STRING_ELEMENT_BYTES
+    if elem_type == onnx.TensorProto.UNDEFINED:
         return None
     name = onnx.TensorProto.DataType.Name(elem_type) if elem_type in onnx.TensorProto.DataType.values() else ""
     if name in _SUB_BYTE_BITS:
@@ -252,6 +260,8 @@ def tensor_nbytes(elem_type: int, shape: tuple[int, ...]) -> int | None:
 
     >>> tensor_nbytes(onnx.TensorProto.FLOAT, (2, 3)), tensor_nbytes(onnx.TensorProto.INT4, (5,))
     (24, 3)
+    >>> tensor_nbytes(onnx.TensorProto.STRING, (4,))  # the string objects; long strings' characters not included
+    128
     """
     bits = _element_bits(elem_type)
     return None if bits is None else -(-int(np.prod(shape, dtype=np.int64)) * bits // 8)
@@ -403,6 +413,8 @@ def import_onnx(
             sizes[i] = 0 if kinds[i] == TensorKind.WEIGHT else -1
             continue
         sizes[i] = nbytes
+    strings = sum(1 for i, name in enumerate(names)
+                  if kinds[i] != TensorKind.WEIGHT and types.get(name, (0, None))[0] == onnx.TensorProto.STRING)
     bounded_sequences = 0
     if unknown and any(n.op_type in _SEQUENCE_OPS for n in g.node):
         known = {name: int(sizes[i]) for i, name in enumerate(names) if sizes[i] >= 0}
@@ -432,7 +444,8 @@ def import_onnx(
         op_attrs=tuple(_attrs(g.node[i]) for i in op_node), op_in=op_in, op_out=op_out, tensor_names=names,
         tensor_bytes=sizes, tensor_kind=kinds, tensor_producer=producer, tensor_dtypes=dtypes, tensor_shapes=shapes,
         flops_of=op_flops, metadata={"source": "onnx", "ir_version": int(model.ir_version),
-                                     "upper_bound_tensors": sources.get("openvino-upper-bound", 0) + bounded_sequences},
+                                     "upper_bound_tensors": sources.get("openvino-upper-bound", 0) + bounded_sequences,
+                                     "string_tensors": strings},
         op_param_bytes=_param_bytes(model, op_names),
     )
     return ImportedOnnx(

@@ -44,6 +44,7 @@ import numpy as np
 import onnx
 
 from onnx_sched.cost import device_memory as dm
+from onnx_sched.errors import OnnxSchedError
 from onnx_sched.importers.onnx_weights import with_weights
 
 __all__ = ["Action", "DevicePlan", "PlacedSchedule", "Recv", "RunOp", "Send", "device_plans", "load_schedule",
@@ -237,6 +238,9 @@ def device_plans(sched: PlacedSchedule) -> list[DevicePlan]:
             remaining[(t, h)] -= 1
             actions[h].append(Send(names[t], d, free=remaining[(t, h)] == 0 and not a.keep[t]))
             dtype = helper.tensor_dtype_to_np_dtype(vis[names[t]].type.tensor_type.elem_type)
+            if dtype == np.object_:
+                raise OnnxSchedError(f"tensor {names[t]!r} is a string tensor and crosses devices: per-device "
+                                     "processes move raw bytes, which strings are not")
             actions[d].append(Recv(names[t], h, tuple(int(x) for x in graph.tensor_shapes[t] or ()), dtype.str))
             continue
         j = s.item

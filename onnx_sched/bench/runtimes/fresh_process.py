@@ -182,7 +182,9 @@ def runner_main(parser: argparse.ArgumentParser, measure: Measure, argv: Sequenc
         sys.stderr.write(f"error: {message}\n")
         return 2
     if args.outputs:
-        np.savez(args.outputs, **{f"o{i}": outputs[n] for i, n in enumerate(report["outputs"])})
+        # string outputs come back as object arrays: saved as fixed-width unicode, so loading needs no pickle
+        np.savez(args.outputs, **{f"o{i}": outputs[n].astype(np.str_) if outputs[n].dtype == object else outputs[n]
+                                  for i, n in enumerate(report["outputs"])})
     sys.stdout.write(json.dumps(report) + "\n")
     sys.stdout.flush()
     return 0
