@@ -7,7 +7,8 @@ crossover of one elite and one non-elite parent (gene ``i`` from the elite with
 probability ``rho[i]``), and fills the rest with mutants drawn from the chromosome
 distribution (independent Beta(alpha_i, beta_i) per gene; standard BRKGA: uniform
 and one ``rho`` for all genes).  It stops when the next generation would exceed the
-evaluation budget, or at the deadline.
+evaluation budget, at the deadline, or (``settle``) once the best is as good as it
+can be on the main objective and has stopped improving on what breaks its ties.
 
 Per-gene distributions are what REGAL's policy predicts; :class:`GeneDistributions`
 carries them.  Runs are deterministic for a given seed.
@@ -29,7 +30,23 @@ import numpy as np
 
 from onnx_sched.deadline import Deadline
 
-__all__ = ["BrkgaParams", "BrkgaResult", "GeneDistributions", "brkga"]
+__all__ = ["BrkgaParams", "BrkgaResult", "GeneDistributions", "Settle", "brkga"]
+
+
+@dataclass(frozen=True)
+class Settle:
+    """Stop a search once its best fitness is at most ``at`` -- e.g. a proven lower bound of the main objective, so
+    only a tie-break (bytes moved) can still improve -- and has not improved for ``patience`` rounds.
+
+    >>> Settle(at=10.5, patience=3).done(best=10.2, flat=3), Settle(at=10.5, patience=3).done(best=11.0, flat=9)
+    (True, False)
+    """
+
+    at: float
+    patience: int
+
+    def done(self, best: float, flat: int) -> bool:
+        return best <= self.at and flat >= self.patience
 
 
 @dataclass(frozen=True)
@@ -107,11 +124,13 @@ def brkga(
     seed: int = 0,
     initial: np.ndarray | None = None,
     deadline: Deadline | None = None,
+    settle: Settle | None = None,
 ) -> BrkgaResult:
     """Minimise ``fitness`` (population x genes -> population) over random keys.
 
     ``initial``: known good chromosomes placed in the first population (paper 003:
-    "known good solutions may also be used to initialize a population").
+    "known good solutions may also be used to initialize a population"); ``settle``: stop early
+    once the best is settled (:class:`Settle`, rounds are generations).
     """
     if n_genes < 1:
         raise ValueError(f"BRKGA needs at least one gene, got {n_genes}")
@@ -130,9 +149,11 @@ def brkga(
     order = np.argsort(fit, kind="stable")
     pop, fit = pop[order], fit[order]
     history = [(evaluations, float(fit[0]))]
-    generations = 0
+    generations = flat = 0
     per_generation = params.population - params.elites
     while evaluations + per_generation <= params.evaluations and not (deadline is not None and deadline.expired()):
+        if settle is not None and settle.done(float(fit[0]), flat):
+            break
         elite_parents = rng.integers(0, params.elites, size=params.children)
         other_parents = rng.integers(params.elites, params.population, size=params.children)
         from_elite = rng.random((params.children, n_genes)) < dist.rho
@@ -143,6 +164,7 @@ def brkga(
         pop = np.vstack([pop[: params.elites], new])
         fit = np.concatenate([fit[: params.elites], new_fit])
         order = np.argsort(fit, kind="stable")
+        flat = 0 if fit[order[0]] < fit[0] else flat + 1
         pop, fit = pop[order], fit[order]
         generations += 1
         history.append((evaluations, float(fit[0])))

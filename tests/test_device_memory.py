@@ -116,6 +116,33 @@ def test_brkga_is_deterministic_by_seed_and_keeps_its_budget() -> None:
     assert [f for _, f in a.history] == sorted((f for _, f in a.history), reverse=True)  # elitism: never worse
 
 
+def test_a_search_at_the_lower_bound_stops_once_the_bytes_moved_settle() -> None:
+    """``Settle`` at the lower bound (what ``auto`` passes): BRKGA and the climb stop after ``patience`` rounds
+    without improvement once the peak is proven, and run on while it is not."""
+    from onnx_sched.brkga import Settle
+    from onnx_sched.passes.device_memory._common import at_lower_bound, score_keys
+    from onnx_sched.passes.device_memory.local_search import climb, peak_or_bytes
+
+    g = er_graph(40, 100_011)
+    p = dm.DeviceMemoryProblem.build(g, ("CPU", "GPU"))
+
+    def fit(keys):
+        return score_keys(p, keys, fewer_transfers=True)
+
+    params = BrkgaParams(evaluations=20_000)
+    free = brkga(fit, dm.chromosome_size(p), params, seed=3)
+    settled = brkga(fit, dm.chromosome_size(p), params, seed=3, settle=at_lower_bound(p, 5))
+    assert free.evaluations > 19_000 and int(free.best_fitness) == dm.lower_bound(p)  # this graph meets its bound
+    flat = [f for _, f in settled.history][-6:]
+    assert settled.evaluations < free.evaluations and len(set(flat)) == 1 and int(flat[0]) == dm.lower_bound(p)
+    never = brkga(fit, dm.chromosome_size(p), params, seed=3, settle=Settle(at=dm.lower_bound(p) - 1, patience=5))
+    assert never.evaluations == free.evaluations  # not at the bound: the budget decides
+    rng = np.random.default_rng(0)
+    keys, best, used = climb(p, settled.best_keys, 10_000, 20, rng, fewer_transfers=True, propose=peak_or_bytes,
+                             settle=at_lower_bound(p, 5))
+    assert used < 10_000 and best <= settled.best_fitness
+
+
 def test_peak_mem_over_two_devices_is_the_multi_device_objective() -> None:
     g = er_graph(30, 100_013)
     assert isinstance(build_problem("peak-mem", g, devices=("CPU", "GPU")), dm.DeviceMemoryProblem)

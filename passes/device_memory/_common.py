@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from onnx_sched.brkga import BrkgaParams, BrkgaResult, GeneDistributions, brkga
+from onnx_sched.brkga import BrkgaParams, BrkgaResult, GeneDistributions, Settle, brkga
 from onnx_sched.cost import device_memory as dm
 from onnx_sched.deadline import Deadline
 from onnx_sched.graph import Graph
@@ -71,8 +71,15 @@ def score_keys(problem: dm.DeviceMemoryProblem, keys: np.ndarray, fewer_transfer
 
 def solve(problem: dm.DeviceMemoryProblem, params: BrkgaParams, *, seed: int, deadline: Deadline | None = None,
           distributions: GeneDistributions | None = None, initial: np.ndarray | None = None,
-          fewer_transfers: bool = False) -> BrkgaResult:
+          fewer_transfers: bool = False, settle: Settle | None = None) -> BrkgaResult:
     """Run BRKGA on the multi-device memory fitness (``fewer_transfers``: ties of equal peak go to
-    the schedule moving fewer bytes)."""
+    the schedule moving fewer bytes; ``settle``: see :func:`onnx_sched.brkga.brkga`)."""
     return brkga(lambda keys: score_keys(problem, keys, fewer_transfers), dm.chromosome_size(problem),
-                 params, distributions, seed=seed, initial=initial, deadline=deadline)
+                 params, distributions, seed=seed, initial=initial, deadline=deadline, settle=settle)
+
+
+def at_lower_bound(problem: dm.DeviceMemoryProblem, patience: int) -> Settle:
+    """Settled once the peak meets :func:`~onnx_sched.cost.device_memory.lower_bound` (proven optimal: only the
+    bytes moved, which break ties below half a byte of fitness, can still improve) and ``patience`` rounds
+    brought nothing better."""
+    return Settle(at=dm.lower_bound(problem) + 0.5, patience=patience)

@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from onnx_sched.brkga import BrkgaParams
+from onnx_sched.brkga import BrkgaParams, Settle
 from onnx_sched.cost import device_memory as dm
 from onnx_sched.deadline import Deadline
 from onnx_sched.graph import Graph
@@ -60,20 +60,23 @@ def climb(problem: dm.DeviceMemoryProblem, start: np.ndarray, evaluations: int, 
           rng: np.random.Generator, deadline: Deadline | None = None,
           fewer_transfers: bool = False,
           propose: Callable[[dm.DeviceMemoryProblem, np.ndarray, int, np.random.Generator], np.ndarray] = _any_gene,
-          ) -> tuple[np.ndarray, float, int]:
+          settle: Settle | None = None) -> tuple[np.ndarray, float, int]:
     """Best-of-sample hill climbing from ``start`` (one chromosome): each round scores ``neighbours`` moves of
-    ``propose`` (default: one random gene) in one batch and takes the best if it improves; returns (keys, fitness,
-    evaluations)."""
+    ``propose`` (default: one random gene) in one batch and takes the best if it improves; ``settle`` stops it
+    early once the best is settled (:class:`~onnx_sched.brkga.Settle`); returns (keys, fitness, evaluations)."""
     best = start.copy()
     best_fit = float(score_keys(problem, best, fewer_transfers)[0])
-    used = 1
+    used, flat = 1, 0
     while used + neighbours <= evaluations and not (deadline is not None and deadline.expired()):
+        if settle is not None and settle.done(best_fit, flat):
+            break
         cand = propose(problem, best, neighbours, rng)
         fit = score_keys(problem, cand, fewer_transfers)
         used += neighbours
         k = int(np.argmin(fit))
+        flat += 1
         if fit[k] < best_fit:
-            best, best_fit = cand[k], float(fit[k])
+            best, best_fit, flat = cand[k], float(fit[k]), 0
     return best, best_fit, used
 
 
