@@ -94,6 +94,19 @@ def test_dynamic_dims_need_values():
         parse_dims(["batch"])
 
 
+def test_a_zipmap_output_is_refused_with_what_to_export_instead():
+    """ZipMap (scikit-learn classifiers) returns a sequence of maps, which has no size to give: the one-line error
+    says which value and how to export the probabilities as a tensor."""
+    zipmap = helper.make_node("ZipMap", ["p"], ["probs"], domain="ai.onnx.ml", classlabels_int64s=[0, 1, 2])
+    probs = helper.make_value_info("probs", helper.make_sequence_type_proto(helper.make_map_type_proto(
+        TensorProto.INT64, helper.make_tensor_type_proto(TensorProto.FLOAT, []))))
+    m = _model([helper.make_node("Softmax", ["x"], ["p"], axis=1), zipmap],
+               [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])], [probs])
+    m.opset_import.append(helper.make_opsetid("ai.onnx.ml", 3))
+    with pytest.raises(UnknownShapeError, match=r"'probs' is ZipMap's sequence of maps.*zipmap=False"):
+        import_onnx(m)
+
+
 def test_unknown_op_and_cycle_and_garbage(tmp_path):
     m = _model([helper.make_node("NoSuchOp", ["x"], ["y"])],
                [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])],

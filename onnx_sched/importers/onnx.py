@@ -433,6 +433,12 @@ def import_onnx(
             hint = (f"; the model uses sequence ops ({sequences[0].op_type} ...): onnx-sched sizes a sequence "
                     "only where the op that builds it fixes its elements (SplitToSequence, SequenceConstruct, "
                     "SequenceInsert, SequenceEmpty)")
+        made_by = {o: n.op_type for n in g.node for o in n.output}
+        maps = [u for u in unknown if made_by.get(u) == "ZipMap"]
+        if maps:
+            hint = (f"; {maps[0]!r} is ZipMap's sequence of maps, which onnx-sched cannot size (it sizes tensors and "
+                    "sequences of tensors): export the classifier without ZipMap (skl2onnx: the option "
+                    "zipmap=False) to get the probabilities as a tensor")
         shown = ", ".join(repr(u) for u in unknown[:5]) + (f" and {len(unknown) - 5} more" if len(unknown) > 5 else "")
         raise UnknownShapeError(f"{where}: unknown size for {len(unknown)} tensors ({shown}){hint}")
 
