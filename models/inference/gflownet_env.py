@@ -39,8 +39,8 @@ narrowing a state is a sequence of actions, not a set of chains: removing an
 arbitrary removable op could leave a partial schedule the narrowed actions
 never reach, so each state has one parent (the state before its last action)
 and ``step`` returns ``log P_B = 0`` -- a tree-structured GFlowNet that samples
-action sequences in proportion to the reward.  Policies trained with one action set no longer sample in proportion to
-the reward when sampled with another.
+action sequences in proportion to the reward.  Policies trained with one action
+set no longer sample in proportion to the reward when sampled with another.
 
 The env is shared by training (torch) and inference (ONNX Runtime), so the
 policy sees the same features in both.
