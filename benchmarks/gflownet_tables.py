@@ -116,18 +116,21 @@ def synthetic_problem(family: str, n: int, seed: int, lanes: int = 4) -> ms.Make
 
 def generators(model: Path, candidates: int = 1000, ppo: Path | None = None,
                finetuned: dict[str, str] | None = None,
-               methods: tuple[str, ...] = ()) -> dict[str, Callable[[ms.MakespanProblem, int], Chains]]:
+               methods: tuple[str, ...] = (),
+               temperature: float | None = None) -> dict[str, Callable[[ms.MakespanProblem, int], Chains]]:
     """The candidate generators by row name; ``finetuned``: row name -> export, each sampled with its own actions;
-    ``methods``: only these rows (all when empty)."""
+    ``methods``: only these rows (all when empty); ``temperature``: the GFlowNet rows' sigma (default: the pass's,
+    0.005; PPO always samples at the temperature it was trained at)."""
     def ctx(problem: ms.MakespanProblem, seed: int, **options: object) -> PassContext:
         return PassContext(time_limit=600.0, seed=seed, problem=problem, options=options)
 
     def list_cp(problem: ms.MakespanProblem, seed: int, **options: object) -> Chains:
         return chains_of(problem, get_pass("list-cp", "makespan")(problem.graph, ctx(problem, seed, **options)))
 
-    def sampled(path: str, actions: str | None = None) -> Callable[[ms.MakespanProblem, int], Chains]:
+    def sampled(path: str, actions: str | None = None,
+                sigma: float | None = temperature) -> Callable[[ms.MakespanProblem, int], Chains]:
         return lambda p, s: gflownet_pass.candidates(p, ctx(p, s, candidates=candidates, model=path.format(seed=s),
-                                                            actions=actions))[0]
+                                                            actions=actions, temperature=sigma))[0]
 
     def list_time_driven(problem: ms.MakespanProblem, seed: int) -> Chains:
         if problem.has_transfers or (problem.durations != problem.durations[:, :1]).any():
@@ -148,7 +151,7 @@ def generators(model: Path, candidates: int = 1000, ppo: Path | None = None,
                                                            actions="finish").chains,
     }
     if ppo is not None:
-        gens["ppo"] = sampled(str(ppo))
+        gens["ppo"] = sampled(str(ppo), sigma=None)
     for name, path in (finetuned or {}).items():
         gens[name] = sampled(path)
     if methods:
@@ -240,7 +243,8 @@ def table1(args: argparse.Namespace) -> dict:
             gt.train(cfg, [problem], out, init_from=start)
             finetuned[row] = f"{out}.onnx"
             trained["from"][actions], trained["seconds"][actions] = start, time.perf_counter() - t0
-    gens = generators(args.model, ppo=args.ppo, finetuned=finetuned, methods=args.methods)
+    gens = generators(args.model, ppo=args.ppo, finetuned=finetuned, methods=args.methods,
+                      temperature=args.temperature)
     rows = []
     for seed in range(3):
         rows.append(run_methods(problem, gens, seed))
@@ -252,7 +256,7 @@ def table1(args: argparse.Namespace) -> dict:
 
 def table2(args: argparse.Namespace) -> dict:
     """50 unseen synthetic graphs, 10 per family (paper 002, 5.2)."""
-    gens = generators(args.model, ppo=args.ppo, methods=args.methods)
+    gens = generators(args.model, ppo=args.ppo, methods=args.methods, temperature=args.temperature)
     rows, per_family = [], {}
     for fam in ("er", "layered", "sbm", "ws", "ba"):
         for i in range(args.per_family):
@@ -268,7 +272,7 @@ def table2(args: argparse.Namespace) -> dict:
 def table3(args: argparse.Namespace) -> dict:
     """Held-out corpus models (paper 002, 5.3), three seeds each; mean ± std over seeds of the per-model mean."""
     _, held = corpus_split()
-    gens = generators(args.model, ppo=args.ppo, methods=args.methods)
+    gens = generators(args.model, ppo=args.ppo, methods=args.methods, temperature=args.temperature)
     problems = {name: corpus_problem(name, 4)[1] for name in held}
     rows = []
     for seed in range(3):
@@ -448,7 +452,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--models", default="light_squeezenet,resnet50,light_inception_v1,mobilenet_v2,unet")
     ap.add_argument("--candidates", type=int, default=200)
     ap.add_argument("--top-k", type=int, default=20)
-    ap.add_argument("--temperature", type=float, default=0.005)
+    ap.add_argument("--temperature", type=float, default=0.005,
+                    help="the GFlowNet's inference sigma (tables 1-3, measured; paper 002: 0.005)")
     ap.add_argument("--repeats", type=int, default=10)
     ap.add_argument("--check-repeats", type=int, default=40)
     ap.add_argument("--png", type=Path, default=None)
