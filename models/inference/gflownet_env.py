@@ -204,6 +204,7 @@ def _narrow(mask, by_finish, only_first, lane, lane_free, finish, lane_unit, dur
     bytes."""
     b_count, n, n_lanes = mask.shape
     keep = np.zeros(n_lanes, np.bool_)
+    key_of = np.empty(n_lanes)
     for b in range(b_count):
         for v in range(n):
             first, best = -1, np.inf
@@ -215,6 +216,7 @@ def _narrow(mask, by_finish, only_first, lane, lane_free, finish, lane_unit, dur
                     u = lane_unit[ln]
                     key = _arrival(b, v, u, key, lane, finish, lane_unit, pred_ptr, pred_idx, ebytes, lat, inv) \
                         + dur[v, u]
+                key_of[ln] = key
                 if first < 0 or key < best:
                     first, best = ln, key
             if first < 0:
@@ -224,12 +226,7 @@ def _narrow(mask, by_finish, only_first, lane, lane_free, finish, lane_unit, dur
                 # the earliest-finishing lanes; among equals the one holding most of the op's input bytes
                 top, top_bytes = first, -1.0
                 for ln in range(n_lanes):
-                    if not mask[b, v, ln]:
-                        continue
-                    u = lane_unit[ln]
-                    key = _arrival(b, v, u, lane_free[b, ln], lane, finish, lane_unit, pred_ptr, pred_idx, ebytes,
-                                   lat, inv) + dur[v, u]
-                    if key > best:
+                    if not mask[b, v, ln] or key_of[ln] > best:
                         continue
                     held = 0.0
                     for k in range(pred_ptr[v], pred_ptr[v + 1]):

@@ -21,6 +21,8 @@ REGAL seed.
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from onnx_sched.brkga import BrkgaParams
@@ -68,16 +70,17 @@ def run(graph: Graph, ctx: PassContext) -> Schedule:
         found, seeding = _regal_seed(problem, ctx.seed, Deadline(max(clock.left(), 0.0) * REGAL_SHARE))
         seeds = np.vstack([seeds, found])
     params = brkga_pass.params_from(ctx, BrkgaParams(evaluations=int(ctx.option("evaluations", 10**9))))
+    settle = at_lower_bound(problem, SETTLE_GENERATIONS)
     result = brkga_pass.solve(problem, params, seed=ctx.seed, initial=seeds, fewer_transfers=True,
-                              deadline=Deadline(max(clock.left(), 0.0) * BRKGA_SHARE),
-                              settle=at_lower_bound(problem, SETTLE_GENERATIONS))
-    proven = int(result.best_fitness) <= dm.lower_bound(problem)  # CP-SAT could not lower the peak, only burn time
+                              deadline=Deadline(max(clock.left(), 0.0) * BRKGA_SHARE), settle=settle)
+    proven = result.best_fitness <= settle.at  # at the lower bound: CP-SAT could not lower the peak, only burn time
     if graph.n_ops <= int(ctx.option("cpsat_max_ops", cpsat.DEFAULT_MAX_OPS)) and not proven:
         _, best = dm.decode_keys(problem, result.best_keys)
         return cpsat.improve(problem, best, "auto", time_limit=clock.left(), seed=ctx.seed,
                              evaluations=seeding + result.evaluations)
     keys, _, climbed = climb(problem, result.best_keys, 10**9, 50, np.random.default_rng(ctx.seed), clock,
-                             fewer_transfers=True, propose=peak_or_bytes, settle=at_lower_bound(problem, SETTLE_ROUNDS))
+                             fewer_transfers=True, propose=peak_or_bytes,
+                             settle=dataclasses.replace(settle, patience=SETTLE_ROUNDS))
     keys = prefer_one_device(problem, keys)
     used = seeding + result.evaluations + climbed + one_device_evaluations(problem)
     return schedule_of_keys(problem, keys, "auto", evaluations=used, brkga_generations=result.generations)
