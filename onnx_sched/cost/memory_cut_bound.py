@@ -34,6 +34,7 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -285,12 +286,12 @@ def least_memory_at(g: Graph, inplace: bool = False, deadline: float | None = No
     """Per op, the least live bytes over all orders while it runs (int64 ``(n,)``); ``None`` when
     ``deadline`` (a :func:`onnx_sched.jit.work_clock` value, checked every 64 ops) passes first."""
     least = np.empty(g.n_ops, np.int64)
-    for lo in range(0, g.n_ops, _CHUNK):
-        if deadline is not None and work_clock() >= deadline:
-            return None
-        ops = np.arange(lo, min(lo + _CHUNK, g.n_ops), dtype=np.int64)
+    covered = 0
+    for part in chunks(g.n_ops, deadline):
+        ops = np.arange(part.start, part.stop, dtype=np.int64)
         least[ops] = _run_cuts(g, inplace, ops, np.full(len(ops), np.iinfo(np.int64).max, np.int64), -1)
-    return least
+        covered = part.stop
+    return least if covered == g.n_ops else None
 
 
 def cut_lower_bound(g: Graph, inplace: bool = False, order: np.ndarray | None = None,
@@ -317,19 +318,19 @@ def cut_lower_bound(g: Graph, inplace: bool = False, order: np.ndarray | None = 
         step = profile(g, order, inplace).step
         rank = np.argsort(-step, kind="stable")
         ops, step_of = np.asarray(order)[rank], step[rank]
-    best, best_op, cuts, complete = must, -1, 0, True
-    for lo in range(0, n, _CHUNK):
-        if deadline is not None and work_clock() >= deadline:
-            complete = False
-            break
-        values = _run_cuts(g, inplace, ops[lo : lo + _CHUNK], step_of[lo : lo + _CHUNK], best)
+    best, best_op, cuts, covered = must, -1, 0, 0
+    for part in chunks(n, deadline):
+        values = _run_cuts(g, inplace, ops[part], step_of[part], best)
+        covered = part.stop
         done = values >= 0
         cuts += int(done.sum())
         if done.any() and int(values.max()) > best:
             i = int(np.argmax(values))
-            best, best_op = int(values[i]), int(ops[lo + i])
+            best, best_op = int(values[i]), int(ops[part.start + i])
         if not done.all():
+            covered = n
             break  # the rest cannot raise the bound
+    complete = covered == n
     result = CutBound(best, cuts, best_op, complete)
     if complete:
         if len(_complete) >= 16:
@@ -338,5 +339,28 @@ def cut_lower_bound(g: Graph, inplace: bool = False, order: np.ndarray | None = 
     return result
 
 
-_CHUNK = 64  # ops cut between deadline checks
+#: Most ops cut between two deadline checks.
+_CHUNK = 64
+#: Seconds a chunk of cuts should take: a deadline is passed by about this much (one cut on er-3000: 40 ms).
+_CHUNK_SECONDS = 0.05
+
+
+def chunks(n: int, deadline: float | None) -> Iterator[slice]:
+    """Consecutive slices of ``range(n)`` to cut one after another, each sized by the speed of the one before
+    to take about :data:`_CHUNK_SECONDS` (1 to :data:`_CHUNK` ops); none once ``deadline`` (a
+    :func:`onnx_sched.jit.work_clock` value) has passed, so the caller sees how far it got.
+
+    >>> [(s.start, s.stop) for s in chunks(10, None)][:2]
+    [(0, 4), (4, 10)]
+    """
+    lo, size = 0, 4
+    while lo < n:
+        if deadline is not None and work_clock() >= deadline:
+            return
+        hi = min(lo + size, n)
+        t0 = work_clock()
+        yield slice(lo, hi)
+        per_op = (work_clock() - t0) / (hi - lo)
+        size = int(min(_CHUNK, max(1.0, _CHUNK_SECONDS / max(per_op, 1e-9))))
+        lo = hi
 _complete: dict[tuple[Graph, bool], CutBound] = {}

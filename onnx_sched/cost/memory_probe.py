@@ -50,6 +50,7 @@ from onnx_sched.cost.memory_cut_bound import (
     _FIRST_OP,
     _max_flow,
     _network,
+    chunks,
     least_memory_at,
     pin_op,
     residual_levels,
@@ -92,44 +93,61 @@ class ProbeBound:
 
 
 @numba.njit(cache=True)
-def _probe_kernel(crit, threshold, anc, desc, n_nodes, adj_ptr, adj_edge, head, base_cap, src_edge, sink_edge,  # noqa: ANN001, ANN201
-                  own, refund, inf):
-    """For each critical op ``v``: its cut, then every op ``u`` on either side of ``v`` pinned to the
-    other side.  Returns (refuted, pairs (a, b) meaning a before b, cuts run)."""
-    n = len(src_edge)
+def _pinned_cut(v, anc, desc, n_nodes, adj_ptr, adj_edge, head, base_cap, src_edge, sink_edge, own, refund, inf):  # noqa: ANN001, ANN201
+    """Op ``v``'s cut: its least memory, the residual capacities and the residual levels from the source
+    (an op ``u`` with ``level[_FIRST_OP + u] >= 0`` runs before ``v`` in ``v``'s best cut)."""
     cap = np.empty_like(base_cap)
-    trial = np.empty_like(base_cap)
+    pin_op(cap, base_cap, v, anc, desc, src_edge, sink_edge, inf)
+    flow = _max_flow(n_nodes, 0, 1, adj_ptr, adj_edge, head, cap)
     level = np.empty(n_nodes, np.int64)
     queue = np.empty(n_nodes, np.int64)
-    pairs = np.empty((len(crit) * n, 2), np.int64)
+    residual_levels(0, adj_ptr, adj_edge, head, cap, level, queue)
+    return own[v] + flow - refund, cap, level
+
+
+@numba.njit(cache=True)
+def _pinned_pairs(v, lo, hi, least, cap, level, threshold, anc, desc, n_nodes, adj_ptr, adj_edge, head, base_cap,  # noqa: ANN001, ANN201
+                  src_edge, sink_edge, own, refund, inf):
+    """For every op ``u`` in ``[lo, hi)`` on either side of ``v``: one cut with ``u`` pinned to the other side
+    (from ``v``'s residual ``cap``).  Returns the precedences found (``(a, b)``: ``a`` before ``b``) and the cuts
+    run."""
+    trial = np.empty_like(cap)
+    pairs = np.empty((hi - lo, 2), np.int64)
     k = 0
     cuts = 0
-    for i in range(len(crit)):
-        v = crit[i]
-        pin_op(cap, base_cap, v, anc, desc, src_edge, sink_edge, inf)
-        flow = _max_flow(n_nodes, 0, 1, adj_ptr, adj_edge, head, cap)
+    for u in range(lo, hi):
+        w, b = u >> 6, np.uint64(u & 63)
+        if u == v or (anc[v, w] >> b) & np.uint64(1) or (desc[v, w] >> b) & np.uint64(1):
+            continue
+        trial[:] = cap
+        before = level[_FIRST_OP + u] >= 0
+        e = sink_edge[u] if before else src_edge[u]  # pin u to the side it does not take
+        trial[e] = inf - trial[e ^ 1]
+        extra = _max_flow(n_nodes, 0, 1, adj_ptr, adj_edge, head, trial)
         cuts += 1
-        least = own[v] + flow - refund
-        if least >= threshold:
-            return True, pairs[:0], cuts
-        residual_levels(0, adj_ptr, adj_edge, head, cap, level, queue)  # reached: v's best set of ops run before it
-        for u in range(n):
-            w, b = u >> 6, np.uint64(u & 63)
-            if u == v or (anc[v, w] >> b) & np.uint64(1) or (desc[v, w] >> b) & np.uint64(1):
-                continue
-            trial[:] = cap
-            before = level[_FIRST_OP + u] >= 0
-            e = sink_edge[u] if before else src_edge[u]  # pin u to the side it does not take
-            trial[e] = inf - trial[e ^ 1]
-            extra = _max_flow(n_nodes, 0, 1, adj_ptr, adj_edge, head, trial)
-            cuts += 1
-            if least + extra >= threshold:
-                if before:
-                    pairs[k, 0], pairs[k, 1] = u, v
-                else:
-                    pairs[k, 0], pairs[k, 1] = v, u
-                k += 1
-    return False, pairs[:k], cuts
+        if least + extra >= threshold:
+            if before:
+                pairs[k, 0], pairs[k, 1] = u, v
+            else:
+                pairs[k, 0], pairs[k, 1] = v, u
+            k += 1
+    return pairs[:k], cuts
+
+
+def _probe_op(v: int, threshold: int, args: tuple, deadline: float | None) -> tuple[bool, list[np.ndarray], int]:
+    """Probe one critical op ``v`` (module docstring): ``(refuted, precedences found, cuts run)``.  The pinned
+    cuts run in :func:`~onnx_sched.cost.memory_cut_bound.chunks` and stop at ``deadline``; every precedence found
+    so far holds."""
+    least, cap, level = _pinned_cut(np.int64(v), *args)
+    if least >= threshold:
+        return True, [], 1
+    found, cuts = [], 1
+    for part in chunks(len(args[0]), deadline):  # args[0]: the ancestor bitsets, one row per op
+        pairs, run = _pinned_pairs(np.int64(v), part.start, part.stop, least, cap, level, np.int64(threshold),
+                                   *args)
+        found.append(pairs)
+        cuts += int(run)
+    return False, found, cuts
 
 
 def _arguments(net: Any) -> tuple:
@@ -144,8 +162,8 @@ def precedences_below(g: Graph, inplace: bool, threshold: int, *, critical: int 
     those with the largest least memory under the precedences found so far; ``least``: the least
     memory of every op without precedences, when the caller has it
     (:func:`~onnx_sched.cost.memory_cut_bound.least_memory_at`); ``deadline``: a
-    :func:`onnx_sched.jit.work_clock` value after which nothing new starts (checked between cuts of
-    64 ops and between probed ops; what was found so far still holds)."""
+    :func:`onnx_sched.jit.work_clock` value after which nothing new starts (checked every few cuts,
+    :func:`~onnx_sched.cost.memory_cut_bound.chunks`; what was found so far still holds)."""
     found = np.zeros((0, 2), np.int64)
     cuts = rounds = 0
     late = lambda: deadline is not None and work_clock() >= deadline  # noqa: E731
@@ -167,11 +185,11 @@ def precedences_below(g: Graph, inplace: bool, threshold: int, *, critical: int 
         for v in np.argsort(-least, kind="stable")[:critical].tolist():
             if late():
                 break
-            refuted, pairs, run = _probe_kernel(np.array([v], np.int64), np.int64(threshold), *args)
-            cuts += int(run)
+            refuted, pairs, run = _probe_op(v, threshold, args, deadline)
+            cuts += run
             if refuted:
                 return Probe(True, found, cuts, rounds + 1)
-            new.append(pairs)
+            new.extend(pairs)
         rounds += 1
         merged = np.unique(np.concatenate([found, *new]), axis=0)
         if len(merged) == len(found):

@@ -99,70 +99,112 @@ def kernel_graph(g: Graph, inplace: bool) -> KernelGraph:
         param=i64(a.param), ip_ptr=i64(a.inplace_ptr), ip_idx=i64(a.inplace_idx),
         cons_ptr=cons_ptr, cons_word=cons_word, cons_mask=cons_mask,
         alloc=i64([a.size[a.out_idx[a.out_ptr[v] : a.out_ptr[v + 1]]].sum() for v in range(g.n_ops)]),
-        **_live_groups(g, a),
+        **_live_groups(g, a, cons_ptr, cons_word, cons_mask),
         base=int(a.base),
     )
 
 
-def _live_groups(g: Graph, a) -> dict[str, np.ndarray]:
+def _live_groups(g: Graph, a, cons_ptr: np.ndarray, cons_word: np.ndarray,
+                 cons_mask: np.ndarray) -> dict[str, np.ndarray]:
     """Per-op tables for the live bytes after an op, given the set already run.
 
     ``I_t`` does not depend on in-place reuse (a reused input dies at the op like
     any other), so after op ``v``: ``live + kept_out[v] - sure_free[v]`` minus every
     other input whose other readers are all in the set.  Each such input is a
-    group of (word, mask) pairs over its other readers."""
-    n = g.n_ops
-    cons = g.tensor_consumers
+    group of (word, mask) pairs over its other readers: its readers' pairs
+    (:func:`_consumer_masks`) without ``v``'s bit."""
+    i64 = lambda x: np.ascontiguousarray(x, dtype=np.int64)  # noqa: E731
+    kept_out, sure_free, grp_ptr, grp_size, grp_mptr, grp_word, grp_mask = _live_group_tables(
+        g.n_ops, i64(a.in_ptr), i64(a.in_idx), i64(a.out_ptr), i64(a.out_idx), i64(a.size), i64(a.n_consumers),
+        np.ascontiguousarray(a.keep, dtype=np.bool_), cons_ptr, cons_word, cons_mask)
+    return {"kept_out": kept_out, "sure_free": sure_free, "grp_ptr": grp_ptr, "grp_size": grp_size,
+            "grp_mptr": grp_mptr, "grp_word": grp_word, "grp_mask": grp_mask}
+
+
+@numba.njit(cache=True)
+def _live_group_tables(n, in_ptr, in_idx, out_ptr, out_idx, size, n_consumers, keep, cons_ptr, cons_word,  # noqa: ANN001, ANN202
+                       cons_mask):
+    """The arrays of :func:`_live_groups`: a counting pass, then a filling pass."""
+    n_groups = n_pairs = 0
+    for v in range(n):
+        w_v, bit_v = v >> 6, _ONE << np.uint64(v & 63)
+        for i in range(in_ptr[v], in_ptr[v + 1]):
+            t = in_idx[i]
+            if keep[t] or size[t] == 0:
+                continue
+            k = 0
+            for j in range(cons_ptr[t], cons_ptr[t + 1]):
+                if cons_word[j] != w_v or cons_mask[j] & ~bit_v:
+                    k += 1
+            if k:
+                n_groups += 1
+                n_pairs += k
     kept_out = np.zeros(n, np.int64)
     sure_free = np.zeros(n, np.int64)
     grp_ptr = np.zeros(n + 1, np.int64)
-    sizes: list[int] = []
-    mptr = [0]
-    words: list[int] = []
-    masks: list[int] = []
+    grp_size = np.empty(n_groups, np.int64)
+    grp_mptr = np.zeros(n_groups + 1, np.int64)
+    grp_word = np.empty(n_pairs, np.int64)
+    grp_mask = np.empty(n_pairs, np.uint64)
+    gi = pi = 0
     for v in range(n):
-        for t in a.out_idx[a.out_ptr[v] : a.out_ptr[v + 1]].tolist():
-            if a.n_consumers[t] != 0 or a.keep[t]:
-                kept_out[v] += a.size[t]
-        for t in a.in_idx[a.in_ptr[v] : a.in_ptr[v + 1]].tolist():
-            if a.keep[t] or a.size[t] == 0:
+        w_v, bit_v = v >> 6, _ONE << np.uint64(v & 63)
+        for i in range(out_ptr[v], out_ptr[v + 1]):
+            t = out_idx[i]
+            if n_consumers[t] != 0 or keep[t]:
+                kept_out[v] += size[t]
+        for i in range(in_ptr[v], in_ptr[v + 1]):
+            t = in_idx[i]
+            if keep[t] or size[t] == 0:
                 continue
-            row: dict[int, int] = {}
-            for c in cons.row(t).tolist():
-                if c != v:
-                    row[c >> 6] = row.get(c >> 6, 0) | (1 << (c & 63))
-            if not row:
-                sure_free[v] += a.size[t]
+            first = pi
+            for j in range(cons_ptr[t], cons_ptr[t + 1]):
+                mask = cons_mask[j] & ~bit_v if cons_word[j] == w_v else cons_mask[j]
+                if mask:
+                    grp_word[pi], grp_mask[pi] = cons_word[j], mask
+                    pi += 1
+            if pi == first:
+                sure_free[v] += size[t]
                 continue
-            sizes.append(int(a.size[t]))
-            for w in sorted(row):
-                words.append(w)
-                masks.append(row[w])
-            mptr.append(len(words))
-        grp_ptr[v + 1] = len(sizes)
-    return {
-        "kept_out": kept_out, "sure_free": sure_free, "grp_ptr": grp_ptr,
-        "grp_size": np.asarray(sizes, np.int64), "grp_mptr": np.asarray(mptr, np.int64),
-        "grp_word": np.asarray(words, np.int64), "grp_mask": np.asarray(masks, np.uint64),
-    }
+            grp_size[gi] = size[t]
+            gi += 1
+            grp_mptr[gi] = pi
+        grp_ptr[v + 1] = gi
+    return kept_out, sure_free, grp_ptr, grp_size, grp_mptr, grp_word, grp_mask
 
 
 def _consumer_masks(g: Graph) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Each tensor's consumer ops as (word index, bit mask) pairs: "are all consumers
+    """Each tensor's consumer ops as (word index, bit mask) pairs, words ascending: "are all consumers
     scheduled" becomes a few word tests instead of one test per consumer."""
     cons = g.tensor_consumers
-    ptr = np.zeros(g.n_tensors + 1, dtype=np.int64)
-    words: list[int] = []
-    masks: list[int] = []
-    for t in range(g.n_tensors):
-        row: dict[int, int] = {}
-        for c in cons.row(t).tolist():
-            row[c >> 6] = row.get(c >> 6, 0) | (1 << (c & 63))
-        for w in sorted(row):
-            words.append(w)
-            masks.append(row[w])
-        ptr[t + 1] = len(words)
-    return ptr, np.asarray(words, dtype=np.int64), np.asarray(masks, dtype=np.uint64)
+    return _consumer_mask_tables(g.n_ops, g.n_tensors, np.ascontiguousarray(cons.indptr, dtype=np.int64),
+                                 np.ascontiguousarray(cons.indices, dtype=np.int64))
+
+
+@numba.njit(cache=True)
+def _consumer_mask_tables(n, n_tensors, cons_ptr, cons_idx):  # noqa: ANN001, ANN202
+    acc = np.zeros(max(1, (n + 63) // 64), np.uint64)
+    touched = np.empty(len(acc), np.int64)
+    ptr = np.zeros(n_tensors + 1, np.int64)
+    words = np.empty(len(cons_idx), np.int64)  # at most one pair per consumer
+    masks = np.empty(len(cons_idx), np.uint64)
+    m = 0
+    for t in range(n_tensors):
+        k = 0
+        for i in range(cons_ptr[t], cons_ptr[t + 1]):
+            c = cons_idx[i]
+            w = c >> 6
+            if acc[w] == 0:
+                touched[k] = w
+                k += 1
+            acc[w] |= _ONE << np.uint64(c & 63)
+        touched[:k].sort()
+        for j in range(k):
+            words[m], masks[m] = touched[j], acc[touched[j]]
+            acc[touched[j]] = 0
+            m += 1
+        ptr[t + 1] = m
+    return ptr, words[:m].copy(), masks[:m].copy()
 
 
 # --------------------------------------------------------------- list schedulers
