@@ -32,13 +32,18 @@ def cpu_twice_problem(graph) -> lat.PlacementProblem:  # noqa: ANN001
     return replace(base, device_names=("CPU", "CPUB"), op_time=t, device_kinds=("cpu", "cpu"), simulated=False)
 
 
+@pytest.mark.parametrize("sparse", [False, True])
 @pytest.mark.parametrize("first", [True, False])
-def test_numpy_gradient_matches_finite_differences(squeeze_problem, first: bool) -> None:
+def test_numpy_gradient_matches_finite_differences(squeeze_problem, first: bool, sparse: bool, monkeypatch) -> None:
+    """Both GCN adjacencies: dense (graphs up to DENSE_ADJACENCY_MAX nodes) and sparse (larger ones)."""
     rng = np.random.default_rng(3)
     p = {k: rng.standard_normal(v.shape) * 0.2 for k, v in hn.load_params().items()}  # unsaturated weights
     g = squeeze_problem.graph
     c = colocate(g)
+    if sparse:
+        monkeypatch.setattr(hn, "DENSE_ADJACENCY_MAX", 0)
     rg = hn.round_graph(squeeze_problem, c.member, c.n, c.edges)
+    assert isinstance(rg.adj, np.ndarray) != sparse
     x = node_features(g, c, squeeze_problem.op_time, squeeze_problem.host).astype(np.float64)
     inp = x if first else np.abs(rng.standard_normal((c.n, p["g1.W"].shape[0])))
     cache = hn.forward(p, squeeze_problem, rg, inp, first, drop=0.2, rng=np.random.default_rng(1))

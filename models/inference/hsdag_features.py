@@ -25,9 +25,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numba
 import numpy as np
 
 from onnx_sched.dag import kahn_order
+from onnx_sched.dag_kernels import popcount
 from onnx_sched.graph import Graph
 
 __all__ = ["OP_VOCAB", "Coarse", "colocate", "device_features", "fractal_dimension", "node_features",
@@ -120,32 +122,70 @@ def _fractal_dimension(n: int, edges: np.ndarray, max_radius: int = 12) -> np.nd
     """Eq. 4: least-squares slope of ``log N(v, r)`` on ``log r`` over the radii
     ``r = 1..`` (up to ``max_radius``) at which ``v`` reaches new nodes, on the
     undirected graph; 0 when fewer than two radii exist."""
-    from scipy.sparse import coo_matrix
-    from scipy.sparse.csgraph import shortest_path
-
     if n == 0:
         return np.zeros(0)
     if len(edges) == 0:
         return np.zeros(n)
-    a = coo_matrix((np.ones(len(edges)), (edges[:, 0], edges[:, 1])), shape=(n, n)).tocsr()
+    e = np.asarray(edges, np.int64)
+    e = e[e[:, 0] != e[:, 1]]
+    src, dst = np.concatenate([e[:, 0], e[:, 1]]), np.concatenate([e[:, 1], e[:, 0]])
+    pairs = np.unique(src * n + dst)
+    src, dst = pairs // n, pairs % n  # both directions, once each, sorted by source
+    ptr = np.zeros(n + 1, np.int64)
+    np.add.at(ptr, src + 1, 1)
+    ptr = np.cumsum(ptr)
+    counts = _ball_sizes(ptr, dst, max_radius)
     out = np.zeros(n)
-    step = max(1, 4_000_000 // max(n, 1))  # bound memory: rows per block
-    for lo in range(0, n, step):
-        idx = np.arange(lo, min(n, lo + step))
-        dist = shortest_path(a, directed=False, unweighted=True, indices=idx)
-        dist[~np.isfinite(dist)] = np.inf
-        radii = np.arange(1, max_radius + 1)
-        counts = np.stack([(dist <= r).sum(axis=1) for r in radii], axis=1).astype(np.float64)  # incl. self
-        for row in range(len(idx)):
-            c = counts[row]
-            keep = np.concatenate([[True], c[1:] > c[:-1]]) & (c > 1)
-            if keep.sum() < 2:
-                continue
-            x = np.log(radii[keep].astype(np.float64))
-            y = np.log(c[keep])
-            xm = x - x.mean()
-            out[idx[row]] = float((xm * (y - y.mean())).sum() / max((xm * xm).sum(), 1e-12))
+    radii = np.arange(1, max_radius + 1)
+    for v in range(n):
+        c = counts[v].astype(np.float64)  # N(v, r): nodes within r hops, v included
+        keep = np.concatenate([[True], c[1:] > c[:-1]]) & (c > 1)
+        if keep.sum() < 2:
+            continue
+        x = np.log(radii[keep].astype(np.float64))
+        y = np.log(c[keep])
+        xm = x - x.mean()
+        out[v] = float((xm * (y - y.mean())).sum() / max((xm * xm).sum(), 1e-12))
     return out
+
+
+@numba.njit(cache=True)
+def _ball_sizes(ptr, nbr, max_radius):  # noqa: ANN001, ANN202
+    """``counts[v, r - 1]``: nodes within ``r`` hops of ``v`` (itself included), ``r = 1..max_radius``, on the
+    graph of neighbour lists ``ptr`` / ``nbr``.  Breadth-first from 64 sources at once, one bit per source in
+    every node's word (multi-source BFS), so each level scans the edges once per 64 sources."""
+    n = len(ptr) - 1
+    one = np.uint64(1)
+    counts = np.empty((n, max_radius), np.int64)
+    seen = np.empty(n, np.uint64)
+    front = np.empty(n, np.uint64)
+    grown = np.empty(n, np.uint64)
+    total = np.empty(64, np.int64)
+    for lo in range(0, n, 64):
+        hi = min(lo + 64, n)
+        seen[:] = 0
+        front[:] = 0
+        for v in range(lo, hi):
+            seen[v] = front[v] = one << np.uint64(v - lo)
+            total[v - lo] = 1
+        for r in range(max_radius):
+            grown[:] = 0
+            for u in range(n):
+                bits = front[u]
+                if bits:
+                    for j in range(ptr[u], ptr[u + 1]):
+                        grown[nbr[j]] |= bits
+            for w in range(n):
+                new = grown[w] & ~seen[w]
+                front[w] = new
+                seen[w] |= new
+                while new:
+                    low = new & (~new + one)
+                    total[popcount(low - one)] += 1
+                    new ^= low
+            for v in range(lo, hi):
+                counts[v, r] = total[v - lo]
+    return counts
 
 
 def _positional(pos: np.ndarray, d: int = D_POS) -> np.ndarray:

@@ -44,6 +44,8 @@ import numpy as np
 from onnx_sched.cost.memory import memory_arrays, profile
 from onnx_sched.cost.memory_bound import MAX_CLOSURE_OPS, lower_bound, op_lower_bounds
 from onnx_sched.dag import reachability
+from onnx_sched.flow import max_flow as _max_flow
+from onnx_sched.flow import residual_levels
 from onnx_sched.graph import Graph
 from onnx_sched.jit import work_clock
 
@@ -135,71 +137,6 @@ def _network(g: Graph, inplace: bool) -> _Network:
     own = a.base + out_bytes + a.param - reuse
     return _Network(node, adj_ptr, order.astype(np.int64), np.asarray(heads, np.int64), np.asarray(caps, np.int64),
                     src_edge, sink_edge, refund, own, inf, reachability(g, reverse=True), reachability(g))
-
-
-@numba.njit(cache=True, inline="always")
-def residual_levels(s, adj_ptr, adj_edge, head, cap, level, queue):  # noqa: ANN001, ANN201
-    """Breadth-first distances from ``s`` over edges with residual capacity (-1: unreachable)."""
-    level[:] = -1
-    level[s] = 0
-    qh, qt = 0, 1
-    queue[0] = s
-    while qh < qt:
-        u = queue[qh]
-        qh += 1
-        for k in range(adj_ptr[u], adj_ptr[u + 1]):
-            e = adj_edge[k]
-            w = head[e]
-            if cap[e] > 0 and level[w] < 0:
-                level[w] = level[u] + 1
-                queue[qt] = w
-                qt += 1
-
-
-@numba.njit(cache=True)
-def _max_flow(n_nodes, s, t, adj_ptr, adj_edge, head, cap):  # noqa: ANN001, ANN202
-    """Dinic's algorithm; ``cap`` becomes the residual capacities.  Returns the flow value."""
-    level = np.empty(n_nodes, np.int64)
-    it = np.empty(n_nodes, np.int64)
-    queue = np.empty(n_nodes, np.int64)
-    path = np.empty(n_nodes, np.int64)
-    flow = 0
-    while True:
-        residual_levels(s, adj_ptr, adj_edge, head, cap, level, queue)
-        if level[t] < 0:
-            return flow
-        it[:] = adj_ptr[:-1]
-        while True:  # augmenting paths in the level graph, with current-arc pointers
-            u, depth = s, 0
-            while u != t:
-                moved = False
-                while it[u] < adj_ptr[u + 1]:
-                    e = adj_edge[it[u]]
-                    w = head[e]
-                    if cap[e] > 0 and level[w] == level[u] + 1:
-                        path[depth] = e
-                        depth += 1
-                        u = w
-                        moved = True
-                        break
-                    it[u] += 1
-                if not moved:
-                    if depth == 0:
-                        break
-                    level[u] = -1  # dead end: never enter it again this phase
-                    depth -= 1
-                    u = head[path[depth] ^ 1]
-                    it[u] += 1
-            if u != t:
-                break
-            f = cap[path[0]]
-            for i in range(1, depth):
-                if cap[path[i]] < f:
-                    f = cap[path[i]]
-            for i in range(depth):
-                cap[path[i]] -= f
-                cap[path[i] ^ 1] += f
-            flow += f
 
 
 @numba.njit(cache=True, inline="always")

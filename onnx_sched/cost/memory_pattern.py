@@ -34,8 +34,9 @@ import numba
 import numpy as np
 
 from onnx_sched.cost.memory import profile
-from onnx_sched.cost.memory_cut_bound import _max_flow, _network, least_memory_at, source_side
+from onnx_sched.cost.memory_cut_bound import _network, least_memory_at, source_side
 from onnx_sched.dag import kahn_order
+from onnx_sched.flow import max_flow as _max_flow
 from onnx_sched.graph import Graph
 from onnx_sched.jit import work_clock
 

@@ -21,7 +21,7 @@ constrained graph).  On irregular 80-op graphs this raises the min-cut bound by 
 about a second (docs/results.md section 11).
 
 Each probe re-uses the residual network of ``v``'s unpinned cut and only augments the
-extra flow the pin forces (Dinic, :func:`onnx_sched.cost.memory_cut_bound._max_flow`).
+extra flow the pin forces (Dinic, :func:`onnx_sched.flow.max_flow`).
 
 Example:
     >>> from onnx_sched.graph import Graph
@@ -48,14 +48,14 @@ import numpy as np
 
 from onnx_sched.cost.memory_cut_bound import (
     _FIRST_OP,
-    _max_flow,
     _network,
     chunks,
     least_memory_at,
     pin_op,
-    residual_levels,
 )
 from onnx_sched.dag import CycleError
+from onnx_sched.flow import max_flow as _max_flow
+from onnx_sched.flow import residual_levels
 from onnx_sched.graph import Csr, Graph, TensorKind
 from onnx_sched.jit import work_clock
 

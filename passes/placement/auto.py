@@ -14,7 +14,8 @@ selection.
 ``auto`` is the portfolio for objective ``latency``: every single-device placement,
 HEFT, the learned HSDAG placer (a third of the time left; skipped when its
 checkpoint is missing), then the sequential-latency optimum: min-cut for two devices,
-otherwise CP-SAT on the time that remains, hinted with the best placement so far.
+otherwise CP-SAT on the time that remains, hinted with the best placement so far (skipped,
+``info["cpsat_skipped"]``, when its model alone would take longer to build than the time left).
 Everything is scored under the problem's latency mode and the best wins, so it is
 never worse than CPU-only.
 """
@@ -27,7 +28,7 @@ from onnx_sched.deadline import Deadline
 from onnx_sched.graph import Graph
 from onnx_sched.passes import PassContext, get_pass, register
 from onnx_sched.passes.placement._common import make_placement_schedule, problem_of
-from onnx_sched.passes.placement._optimal import cpsat_placement
+from onnx_sched.passes.placement._optimal import cpsat_build_seconds, cpsat_placement
 from onnx_sched.passes.placement.single import first_gpu, single_device
 from onnx_sched.schedule import Schedule
 
@@ -69,16 +70,19 @@ def portfolio(graph: Graph, ctx: PassContext) -> Schedule:
         except ValueError:  # e.g. the HSDAG checkpoint is missing from this install
             continue
     best = min(candidates, key=lambda s: s.info["latency"])
+    skipped = None
     if problem.n_devices == 2:
         candidates.append(get_pass("mincut", "latency")(graph, ctx))
-    elif problem.n_devices > 2:  # always tried: HSDAG's episodes may overrun their share on a loaded machine
+    elif problem.n_devices > 2 and cpsat_build_seconds(problem) > max(clock.left(), MIN_EXACT_SECONDS):
+        skipped = f"model too large to build in the {max(clock.left(), 0.0):.1f} s left"
+    elif problem.n_devices > 2:  # tried even when late: HSDAG's episodes may overrun their share on a loaded machine
         p, value, optimal = cpsat_placement(problem, max(clock.left(), MIN_EXACT_SECONDS), hint=best.placement,
                                             seed=ctx.seed)
         candidates.append(make_placement_schedule(problem, p, "cpsat-place", optimal=optimal and problem.mode == "sequential",
                                                   sequential_latency=value, proven_sequential_optimum=optimal))
     best = min(candidates, key=lambda s: (s.info["latency"], not s.optimal))  # ties: the proven one
     tried = {s.method: s.info["latency"] for s in candidates}
-    return best.with_(info={**best.info, "portfolio": tried})
+    return best.with_(info={**best.info, "portfolio": tried, **({"cpsat_skipped": skipped} if skipped else {})})
 
 
 __all__ = ["auto_cpu_first", "auto_gpu_first", "portfolio"]

@@ -1,6 +1,6 @@
 """Exact sequential-latency placement: s-t min-cut (2 devices) or CP-SAT (any number).
 
-For two devices the min-cut (networkx ``minimum_cut``) is the proven optimum of
+For two devices the min-cut (numba Dinic, :func:`onnx_sched.flow.min_cut`) is the proven optimum of
 the sequential latency model (:func:`onnx_sched.passes.placement._optimal.mincut_placement`).
 With more devices ``mincut`` runs CP-SAT within ``ctx.time_limit``, hinted with
 the best single-device placement, and reports whether optimality was proven.
