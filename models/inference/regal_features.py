@@ -127,10 +127,9 @@ def population_statistics(problem: dm.DeviceMemoryProblem, population: np.ndarra
     share = np.zeros((n, nd))
     position = np.zeros(n)
     for keys in population:
-        placement, steps = dm.decode_keys(problem, keys)
+        placement = dm.split_keys(np.asarray(keys, np.float64), n, nd)[0]
         share[np.arange(n), placement] += 1.0
-        ops = np.fromiter((s.item for s in steps if s.kind == "op"), dtype=np.int64, count=n)
-        position[ops] += np.arange(n) / max(n - 1, 1)
+        position[dm.decode_op_order(problem, keys)] += np.arange(n) / max(n - 1, 1)
     return share / len(population), position / len(population)
 
 
