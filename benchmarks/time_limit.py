@@ -10,6 +10,11 @@ A model passes when ``wall - compile <= limit + 1 s`` (the 1 s covers interprete
 and module imports, which happen before the command's clock can start).
 
     python benchmarks/time_limit.py --time-limit 10 --out docs/time_limit.json --markdown docs/time_limit.md
+
+``--objective`` runs another objective (makespan on ``examples/machines_cpu_igpu_dgpu.json``, latency on
+``examples/profiles_cpu_igpu_dgpu.json``, peak-mem-devices on CPU,GPU); ``--generated FAMILY:OPS ...`` adds
+graphs of ``onnx-sched gen`` (seed 7), e.g. dense ``sbm:3000`` / ``er:3000`` (hundreds of thousands of edges);
+``--models`` with no names leaves the corpus out.
 """
 
 from __future__ import annotations
@@ -50,10 +55,31 @@ def fanout_model(branches: int = 3_000, width: int = 16) -> onnx.ModelProto:
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=10)
 
 
-def measure(path: Path, time_limit: float, work: Path, method: str) -> dict:
+#: The problem data each objective's command reads.
+OBJECTIVE_ARGS = {
+    "peak-mem": [],
+    "makespan": ["--machines", str(ROOT / "examples" / "machines_cpu_igpu_dgpu.json")],
+    "latency": ["--profiles", str(ROOT / "examples" / "profiles_cpu_igpu_dgpu.json")],
+    "peak-mem-devices": ["--devices", "CPU,GPU"],
+}
+
+
+def generated_model(spec: str, work: Path) -> Path:
+    """``FAMILY:OPS`` of :func:`onnx_sched.synth.generate` (seed 7) written as ONNX under ``work``."""
+    from onnx_sched.synth import generate
+    from onnx_sched.synth.onnx_writer import graph_to_onnx
+
+    family, _, ops = spec.partition(":")
+    path = work / f"{family}{ops}.onnx"
+    onnx.save(graph_to_onnx(generate(family, int(ops), 7), name=path.stem), path)
+    return path
+
+
+def measure(path: Path, time_limit: float, work: Path, method: str, objective: str = "peak-mem") -> dict:
     out, rep = work / f"{path.stem}.sched.onnx", work / f"{path.stem}.json"
     t0 = time.perf_counter()
     proc = subprocess.run([sys.executable, "-m", "onnx_sched.cli", "optimize", str(path), "-o", str(out), "--method", method,
+                           "--objective", objective, *OBJECTIVE_ARGS[objective],
                            "--time-limit", str(time_limit), "--report", str(rep)], capture_output=True, text=True)
     wall = time.perf_counter() - t0
     row = {"model": path.stem, "exit": proc.returncode, "wall_s": wall}
@@ -73,25 +99,32 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--models", nargs="*", default=None, help="corpus model stems (default: all)")
     ap.add_argument("--time-limit", type=float, default=10.0)
     ap.add_argument("--method", default="auto")
+    ap.add_argument("--objective", choices=sorted(OBJECTIVE_ARGS), default="peak-mem")
+    ap.add_argument("--generated", nargs="*", default=[], metavar="FAMILY:OPS",
+                    help="also generated graphs, e.g. sbm:3000 (instead of the chain and the fan-out)")
     ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("--markdown", type=Path, default=None)
     args = ap.parse_args(argv)
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        onnx.save(chain_model(), work / "chain20000.onnx")
-        onnx.save(fanout_model(), work / "fanout3000.onnx")
-        paths = [work / "chain20000.onnx", work / "fanout3000.onnx"]
+        if args.generated:
+            paths = [generated_model(spec, work) for spec in args.generated]
+        else:
+            onnx.save(chain_model(), work / "chain20000.onnx")
+            onnx.save(fanout_model(), work / "fanout3000.onnx")
+            paths = [work / "chain20000.onnx", work / "fanout3000.onnx"]
         corpus = sorted(args.corpus.glob("*.onnx"))
         paths += [p for p in corpus if args.models is None or p.stem in set(args.models)]
         for path in paths:
-            row = measure(path, args.time_limit, work, args.method)
+            row = measure(path, args.time_limit, work, args.method, args.objective)
             rows.append(row)
             print(json.dumps(row), flush=True)
     command = "python benchmarks/time_limit.py " + " ".join(argv if argv is not None else sys.argv[1:])
     ok = [r for r in rows if r["exit"] == 0 and r["within"]]
     worst = max((r["used_s"] for r in rows if r["exit"] == 0), default=0.0)
-    table = Table(title=f"optimize --time-limit {args.time_limit:g} --method {args.method}: asked vs used")
+    table = Table(title=f"optimize --objective {args.objective} --time-limit {args.time_limit:g} --method {args.method}: "
+                        "asked vs used")
     for col in ("model", "ops", "wall s", "compile s", "used s", "command s", "pass s", "proven", "within"):
         table.add_column(col, justify="left" if col == "model" else "right")
     lines = [f"Command: `{command}`", "",

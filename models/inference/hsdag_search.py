@@ -35,6 +35,9 @@ from onnx_sched.models.inference.hsdag_features import colocate, node_features
 
 __all__ = ["EpisodeSettings", "EpisodeResult", "run_episodes"]
 
+#: An update's cost per stored step, in forward passes: the forward again and its backward.
+UPDATE_COST = 3.0
+
 
 @dataclass(frozen=True)
 class EpisodeSettings:
@@ -118,7 +121,8 @@ def run_episodes(problem: lat.PlacementProblem, params: net.Params, settings: Ep
 
     ``latency_of(placement, predicted)`` returns the latency that rewards a placement
     (``predicted`` is its modelled latency).  ``mask`` zeroes node-feature columns (the
-    ablations).  Stops after ``time_limit`` seconds, inside an episode too; the first step always runs."""
+    ablations).  Stops after ``time_limit`` seconds, inside an episode too, and before an update that would end
+    past it (an update only serves later episodes); the first step always runs."""
     t0 = work_clock()  # the features count too (a fractal dimension over thousands of ops takes seconds)
     g = problem.graph
     coarse = colocate(g)
@@ -137,13 +141,17 @@ def run_episodes(problem: lat.PlacementProblem, params: net.Params, settings: Ep
     groups: dict[int, list[int]] = {}
     best_log: list[float] = []
     steps = updates = episodes_run = 0
+    buffer_seconds = 0.0  # forward time of the steps in the buffer: an update re-runs them k_epochs times
+    out_of_time = False
     for _ in range(max(1, settings.episodes)):
-        if episodes_run and time_limit is not None and work_clock() - t0 > time_limit:
+        if out_of_time or (episodes_run and time_limit is not None and work_clock() - t0 > time_limit):
             break
         rg, inputs, first = rg0, x, True
         for r in range(settings.rounds):
+            started = work_clock()
             c = net.forward(params, problem, rg, inputs, first, drop=settings.dropout, rng=rng,
                             mask=mask if first else None)
+            buffer_seconds += work_clock() - started
             prob = np.exp(c.logits - c.logits.max(axis=1, keepdims=True))
             prob /= prob.sum(axis=1, keepdims=True)
             actions = (rng.random((len(prob), 1)) > prob.cumsum(axis=1)).sum(axis=1)
@@ -156,8 +164,13 @@ def run_episodes(problem: lat.PlacementProblem, params: net.Params, settings: Ep
             buffer.append(_Step(rg, inputs, first, c.gid, c.partner, actions, 1.0 / max(value, 1e-12), last))
             steps += 1
             if len(buffer) == settings.update_timestep and settings.episodes > 0:
+                update_seconds = UPDATE_COST * settings.k_epochs * buffer_seconds
+                if time_limit is not None and work_clock() - t0 + update_seconds > time_limit:
+                    out_of_time = True  # the update would only serve episodes there is no time for
+                    break
                 _update(params, opt, problem, buffer, settings, mask)
                 buffer.clear()
+                buffer_seconds = 0.0
                 updates += 1
             if last or (time_limit is not None and work_clock() - t0 > time_limit):
                 break  # an episode still running at the limit stops where it is (its placements are judged)
