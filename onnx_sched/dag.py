@@ -11,13 +11,12 @@ Example:
 
 from __future__ import annotations
 
-import heapq
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from onnx_sched.dag_kernels import closure_bits
+from onnx_sched.dag_kernels import closure_bits, kahn_kernel
 
 if TYPE_CHECKING:  # annotations only: graph.py uses these functions, so dag.py must not import it
     from onnx_sched.graph import Graph
@@ -51,20 +50,11 @@ def kahn_order(g: Graph, priority: Sequence[float] | np.ndarray | None = None) -
     """
     n = g.n_ops
     key = np.arange(n, dtype=np.float64) if priority is None else np.asarray(priority, dtype=np.float64)
+    if key.shape != (n,):
+        raise ValueError(f"priority must have one value per op ({n}), got shape {key.shape}")
     indeg = in_degrees(g)
-    heap = [(key[i], i) for i in range(n) if indeg[i] == 0]
-    heapq.heapify(heap)
-    succ_ptr, succ_idx = g.op_succs.indptr, g.op_succs.indices
-    order = np.empty(n, dtype=np.int64)
-    k = 0
-    while heap:
-        _, u = heapq.heappop(heap)
-        order[k] = u
-        k += 1
-        for v in succ_idx[succ_ptr[u] : succ_ptr[u + 1]]:
-            indeg[v] -= 1
-            if indeg[v] == 0:
-                heapq.heappush(heap, (key[v], int(v)))
+    order, k = kahn_kernel(np.ascontiguousarray(key), indeg, np.ascontiguousarray(g.op_succs.indptr, np.int64),
+                           np.ascontiguousarray(g.op_succs.indices, np.int64))
     if k != n:
         stuck = int(np.flatnonzero(indeg > 0)[0])
         raise CycleError(f"graph {g.name!r} has a cycle through op {g.op_names[stuck]!r} ({n - k} ops unreachable)")

@@ -15,7 +15,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-__all__ = ["closure_bits", "heap_pop", "heap_push", "init_ready", "popcount", "release_successors"]
+__all__ = ["closure_bits", "heap_pop", "heap_push", "init_ready", "kahn_kernel", "popcount", "release_successors"]
 
 _ONE = np.uint64(1)
 _M1 = np.uint64(0x5555555555555555)
@@ -76,6 +76,31 @@ def heap_pop(hf, hv, nh):  # noqa: ANN001, ANN201
         else:
             break
     return v, nh
+
+
+@numba.njit(cache=True)
+def kahn_kernel(key, indeg, succ_ptr, succ_idx):  # noqa: ANN001, ANN201
+    """Kahn's algorithm taking the ready op of smallest ``(key, id)``; ``indeg`` (int64, consumed) is each op's
+    number of predecessors.  Returns ``(order, count)``: fewer than ``len(key)`` ops when there is a cycle."""
+    n = len(key)
+    hf = np.empty(n, np.float64)
+    hv = np.empty(n, np.int64)
+    nh = 0
+    for v in range(n):
+        if indeg[v] == 0:
+            nh = heap_push(hf, hv, nh, key[v], v)
+    order = np.empty(n, np.int64)
+    k = 0
+    while nh:
+        u, nh = heap_pop(hf, hv, nh)
+        order[k] = u
+        k += 1
+        for e in range(succ_ptr[u], succ_ptr[u + 1]):
+            v = succ_idx[e]
+            indeg[v] -= 1
+            if indeg[v] == 0:
+                nh = heap_push(hf, hv, nh, key[v], v)
+    return order, k
 
 
 @numba.njit(cache=True)

@@ -203,3 +203,13 @@ def test_cut_bound_is_the_least_memory_of_any_order_at_each_op(inplace: bool) ->
         assert full.bound == max(int(cut.max()), lower_bound(g, inplace))
         raised += full.bound > lower_bound(g, inplace)
     assert raised >= 3  # the cut sees what the must-live bound does not
+
+
+def test_kahn_order_takes_the_smallest_priority_then_the_lower_id() -> None:
+    """Ready ops: 0 and 3 first (both sources), then by priority; equal priorities go to the lower id."""
+    g = Graph.from_edges(6, [(0, 1), (0, 2), (3, 4), (3, 5)], output_bytes=[1] * 6)
+    assert kahn_order(g).tolist() == [0, 1, 2, 3, 4, 5]
+    assert kahn_order(g, [5.0, 1.0, 0.0, 2.0, 0.0, 0.0]).tolist() == [3, 4, 5, 0, 2, 1]
+    assert kahn_order(g, [0.0] * 6).tolist() == [0, 1, 2, 3, 4, 5]
+    with pytest.raises(ValueError, match="one value per op"):
+        kahn_order(g, [0.0] * 5)
