@@ -38,6 +38,7 @@ import numpy as np
 
 from onnx_sched.cost.memory import memory_arrays, peek_kernel, step_kernel
 from onnx_sched.dag import kahn_order
+from onnx_sched.dag_kernels import kahn_kernel
 from onnx_sched.graph import Graph
 
 __all__ = [
@@ -136,63 +137,16 @@ def best_of(dg: DecodeGraph, orders: np.ndarray) -> tuple[np.ndarray, int]:
 
 
 # ----------------------------------------------------------------- greedy
-@numba.njit(cache=True)
-def _heap_push(heap, size, v, y):
-    """Push op ``v`` on the max-heap ``heap[:size]`` keyed by (y, -id); returns the new size."""
-    i = size
-    heap[i] = v
-    while i > 0:
-        p = (i - 1) // 2
-        a, b = heap[i], heap[p]
-        if y[a] > y[b] or (y[a] == y[b] and a < b):
-            heap[i], heap[p] = b, a
-            i = p
-        else:
-            break
-    return size + 1
-
-
-@numba.njit(cache=True)
-def _greedy_kernel(y, pred_ptr, succ_ptr, succ_idx):
-    n = len(y)
-    indeg = np.empty(n, np.int64)
-    heap = np.empty(n, np.int64)  # max-heap of op ids keyed by (y, -id)
-    size = 0
-    for v in range(n):
-        indeg[v] = pred_ptr[v + 1] - pred_ptr[v]
-    order = np.empty(n, np.int64)
-    for v in range(n):
-        if indeg[v] == 0:
-            size = _heap_push(heap, size, v, y)
-    k = 0
-    while size > 0:
-        u = heap[0]
-        size -= 1
-        heap[0] = heap[size]
-        i = 0
-        while True:
-            l, r, best = 2 * i + 1, 2 * i + 2, i
-            if l < size and (y[heap[l]] > y[heap[best]] or (y[heap[l]] == y[heap[best]] and heap[l] < heap[best])):
-                best = l
-            if r < size and (y[heap[r]] > y[heap[best]] or (y[heap[r]] == y[heap[best]] and heap[r] < heap[best])):
-                best = r
-            if best == i:
-                break
-            heap[i], heap[best] = heap[best], heap[i]
-            i = best
-        order[k] = u
-        k += 1
-        for e in range(succ_ptr[u], succ_ptr[u + 1]):
-            v = succ_idx[e]
-            indeg[v] -= 1
-            if indeg[v] == 0:
-                size = _heap_push(heap, size, v, y)
+def _greedy_order(y: np.ndarray, dg: DecodeGraph) -> np.ndarray:
+    """The ready op of highest ``y`` first (ties: lower id): Kahn's algorithm on ``-y``."""
+    order, k = kahn_kernel(-np.asarray(y, np.float64), np.diff(dg.pred_ptr).astype(np.int64), dg.succ_ptr,
+                           dg.succ_idx)
     return order[:k]
 
 
 def greedy(dg: DecodeGraph, y: np.ndarray) -> np.ndarray:
     """Greedy decoding: repeatedly run the ready op of highest priority (ties: lower id)."""
-    return _greedy_kernel(checked_priorities(dg, y), dg.pred_ptr, dg.succ_ptr, dg.succ_idx)
+    return _greedy_order(checked_priorities(dg, y), dg)
 
 
 # --------------------------------------------------------------- sampling
@@ -232,7 +186,7 @@ def sample_orders(dg: DecodeGraph, y: np.ndarray, k: int, rng: np.random.Generat
         return _race_kernel(y, expo, dg.topo, dg.pred_ptr, dg.pred_idx)
     if mode == "gumbel":
         g = rng.gumbel(size=(k, dg.n))
-        return np.stack([_greedy_kernel(y + g[i], dg.pred_ptr, dg.succ_ptr, dg.succ_idx) for i in range(k)])
+        return np.stack([_greedy_order(y + g[i], dg) for i in range(k)])
     raise ValueError(f"unknown sampling mode {mode!r}; expected 'race' or 'gumbel'")
 
 
