@@ -287,8 +287,11 @@ def chunks(n: int, deadline: float | None) -> Iterator[slice]:
     to take about :data:`_CHUNK_SECONDS` (1 to :data:`_CHUNK` ops); none once ``deadline`` (a
     :func:`onnx_sched.jit.work_clock` value) has passed, so the caller sees how far it got.
 
-    >>> [(s.start, s.stop) for s in chunks(10, None)][:2]
-    [(0, 4), (4, 10)]
+    >>> parts = list(chunks(10, None))
+    >>> parts[0], parts[-1].stop, sum(p.stop - p.start for p in parts)
+    (slice(0, 4, None), 10, 10)
+    >>> list(chunks(10, deadline=0.0))  # already past
+    []
     """
     lo, size = 0, 4
     while lo < n:
