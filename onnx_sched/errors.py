@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 __all__ = [
-    "DeviceError", "ModelLoadError", "NothingToScheduleError", "OnnxSchedError", "UnknownOpError", "UnknownShapeError",
+    "DeviceError", "ModelLoadError", "NothingToScheduleError", "OnnxSchedError", "TooLargeError", "UnknownOpError",
+    "UnknownShapeError",
 ]
 
 
@@ -25,6 +26,10 @@ class UnknownOpError(OnnxSchedError):
 
 class DeviceError(OnnxSchedError):
     """A device was asked for that this machine does not have."""
+
+
+class TooLargeError(OnnxSchedError):
+    """The graph is too large for the method asked for on this machine (a learned encoder's memory)."""
 
 
 class NothingToScheduleError(OnnxSchedError, ValueError):

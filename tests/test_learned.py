@@ -554,3 +554,26 @@ def test_weight_average_is_validated_kept_and_resumed(tmp_path) -> None:
     assert all(torch.equal(load_model(pt).state_dict()[k], v) for k, v in avg.items())
     st2 = train(replace(cfg, epochs=2), resume=True, echo=lambda s: None)
     assert int(st2["ema"]["n_averaged"]) == 6  # the average continues across a resume
+
+
+def test_learned_encoders_refuse_a_graph_whose_attention_would_not_fit_in_memory(monkeypatch) -> None:
+    """With too little memory available the learned passes raise one TooLargeError (one line from the CLI)
+    instead of being killed, and auto goes on without the learned candidate."""
+    from onnx_sched.cost import makespan as ms
+    from onnx_sched.errors import TooLargeError
+    from onnx_sched.machines import identical_devices
+    from onnx_sched.models.inference import features
+    from onnx_sched.passes import PassContext, get_pass
+
+    g = layered_graph(60, 1)
+    monkeypatch.setattr(features, "available_memory", lambda: 60 * 60 * features.ENCODER_BYTES_PER_PAIR - 1)
+    with pytest.raises(TooLargeError, match="60 ops need about"):
+        get_pass("learned", "peak-mem")(g, PassContext())
+    problem = ms.makespan_problem(g, identical_devices(2), np.ones(g.n_ops))
+    for method in ("learned", "gflownet"):
+        with pytest.raises(TooLargeError):
+            get_pass(method, "makespan")(g, PassContext(problem=problem))
+    s = get_pass("auto", "peak-mem")(g, PassContext(time_limit=2.0))
+    assert s.info["learned"].startswith("unavailable: learned: 60 ops") and is_topological_order(g, s.order)
+    monkeypatch.setattr(features, "available_memory", lambda: None)  # unknown: no guard
+    assert len(get_pass("learned", "peak-mem")(g, PassContext()).order) == g.n_ops

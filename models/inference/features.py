@@ -288,6 +288,46 @@ def _smallest_eigs(lap, k: int) -> tuple[np.ndarray, np.ndarray]:
     return eigsh(lap.tocsc(), k=k, sigma=sigma, which="LM", v0=v0, tol=1e-8, OPinv=op)
 
 
+#: Bytes a Topoformer encoder takes through ONNX Runtime per (op, op) pair: attention scores and relation masks of
+#: every head and layer (peak RSS of `optimize --method learned`: 0.84 GB at 2,000 ops, 2.6 GB at 4,000, 9.7 GB at
+#: 8,369).
+ENCODER_BYTES_PER_PAIR = 140
+
+
+def available_memory() -> int | None:
+    """Bytes of memory this machine can still give (Linux ``MemAvailable``; else free physical pages; ``None``
+    when neither is known)."""
+    import os
+
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:
+        return int(os.sysconf("SC_AVPHYS_PAGES")) * int(os.sysconf("SC_PAGE_SIZE"))
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def check_encoder_memory(n_ops: int, method: str) -> None:
+    """Raise :class:`~onnx_sched.errors.TooLargeError` (one line from the CLI) when a learned encoder over
+    ``n_ops`` ops would need more memory than is available, instead of being killed for it.
+
+    >>> check_encoder_memory(100, "learned")  # 1.4 MB
+    """
+    from onnx_sched.errors import TooLargeError
+
+    need, have = ENCODER_BYTES_PER_PAIR * n_ops * n_ops, available_memory()
+    if have is not None and need > have:
+        raise TooLargeError(
+            f"{method}: {n_ops} ops need about {need / 2**30:.1f} GiB for the learned encoder (attention over every "
+            f"pair of ops), more than the {have / 2**30:.1f} GiB available; use --method auto (it leaves the "
+            "encoder out above 3,000 ops) or a method without a network")
+
+
 @dataclass(frozen=True, eq=False)
 class EncoderInputs:
     """What the encoder consumes: ``x`` (n, k) float32 and ``rel`` (n, n) int8 codes."""

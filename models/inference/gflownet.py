@@ -36,7 +36,7 @@ import numpy as np
 
 from onnx_sched.cost import makespan as ms
 from onnx_sched.cost.makespan.chains import Chains
-from onnx_sched.models.inference.features import relation_matrix
+from onnx_sched.models.inference.features import check_encoder_memory, relation_matrix
 from onnx_sched.models.inference.gflownet_env import ScheduleEnv, env_arrays
 from onnx_sched.models.inference.topoformer_onnx import CheckpointMissingError
 
@@ -100,7 +100,8 @@ def uniform_logits(node: np.ndarray, pair: np.ndarray, mask: np.ndarray) -> np.n
 def sample_trajectories(problem: ms.MakespanProblem, step_fn: StepFn, count: int, *, batch: int = 100, seed: int = 0,
                         record: bool = False, deadline: Any = None, actions: str = "all") -> Rollouts:
     """Roll out up to ``count`` trajectories (see module docstring) with the action set ``actions`` of
-    :class:`~onnx_sched.models.inference.gflownet_env.ScheduleEnv`."""
+    :class:`~onnx_sched.models.inference.gflownet_env.ScheduleEnv`: fewer when ``deadline`` ends the sampling, and
+    none when the first step predicts that not even one trajectory would end before it."""
     rng = np.random.default_rng(seed)
     arrays = env_arrays(problem)
     parts, spd, lpf, lpb, steps = [], [], [], [], []
@@ -123,13 +124,18 @@ def sample_trajectories(problem: ms.MakespanProblem, step_fn: StepFn, count: int
             if record:
                 steps.append((node, pair, mask, action))
             log_pb += env.step(action)
-            if env.t == 1 and not done and b > 1 and deadline is not None:
-                fits = _batch_that_fits(b, (time.perf_counter() - t0) * problem.n_ops, deadline.left())
+            if env.t == 1 and not done and deadline is not None:
+                predicted = (time.perf_counter() - t0) * problem.n_ops
+                if predicted > deadline.left() and b == 1:
+                    break  # not even one trajectory ends in time: none (the caller falls back on its references)
+                fits = _batch_that_fits(b, predicted, deadline.left())
                 if fits < b:  # the first batch alone would overrun: start again with fewer trajectories
                     b, t0 = fits, time.perf_counter()
                     env = ScheduleEnv(problem, b, arrays, actions=actions)
                     log_pf, log_pb = np.zeros(b), np.zeros(b)
                     steps.clear()
+        if not env.done:
+            break
         parts.append(env.chains())
         spd.append(env.speedups())
         lpf.append(log_pf)
@@ -138,6 +144,9 @@ def sample_trajectories(problem: ms.MakespanProblem, step_fn: StepFn, count: int
         per_trajectory = (time.perf_counter() - t0) / b
         if deadline is not None and deadline.expired():
             break
+    if not parts:
+        empty = np.zeros((0, problem.n_ops), np.int64)
+        return Rollouts(Chains(empty, empty), np.zeros(0), np.zeros(0), np.zeros(0), [])
     return Rollouts(Chains.concat(parts), np.concatenate(spd), np.concatenate(lpf), np.concatenate(lpb), steps)
 
 
@@ -187,6 +196,7 @@ class GFlowNetModel:
 
     def step_fn(self, problem: ms.MakespanProblem, log_sigma: float) -> StepFn:
         """The policy on ``problem`` at temperature ``exp(log_sigma)`` for :func:`sample_trajectories`."""
+        check_encoder_memory(problem.n_ops, "gflownet")
         static = env_arrays(problem).static
         rel = relation_matrix(problem.graph)
         h, e = self.encoder.run(["h", "e"], {"x": static, "rel": rel,

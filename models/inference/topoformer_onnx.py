@@ -25,7 +25,7 @@ import numpy as np
 from onnx_sched.errors import OnnxSchedError
 from onnx_sched.graph import Graph
 from onnx_sched.models import CHECKPOINTS
-from onnx_sched.models.inference.features import encoder_inputs
+from onnx_sched.models.inference.features import check_encoder_memory, encoder_inputs
 
 __all__ = ["DEFAULT_CHECKPOINT", "MEM_BETA_KEY", "TEMPERATURE_KEY", "CheckpointMissingError", "PriorityModel", "set_sample_temperature"]
 
@@ -75,6 +75,7 @@ class PriorityModel:
     def priorities(self, g: Graph, timings: dict[str, float] | None = None) -> np.ndarray:
         """``(n_ops,)`` float64 priorities for ``g`` (higher = run earlier among ready ops)."""
         t0 = time.perf_counter()
+        check_encoder_memory(g.n_ops, "learned")
         needs_rel = "rel" in self.input_names
         inp = encoder_inputs(g, tuple(self.config["features"]), int(self.config["pe_dim"]), relations=needs_rel)
         t1 = time.perf_counter()

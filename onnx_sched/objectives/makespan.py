@@ -129,8 +129,9 @@ class Makespan:
         if "target" not in report:
             return ()
         t = report["target"]
+        proxy_best = t["proxy_best_speedup"]
         rows = [(f"Target speedup ({t['model']})", "-", f"{t['speedup']:.3f}"),
-                ("  of the proxy-best candidate", "-", f"{t['proxy_best_speedup']:.3f}")]
+                ("  of the proxy-best candidate", "-", "no candidate" if proxy_best is None else f"{proxy_best:.3f}")]
         if "diversity" in report:
             d = report["diversity"]
             rows.append(("Top-k diversity GED / d_inv / d_sen", "-", f"{d['ged']:.1f} / {d['d_inv']:.2f} / {d['d_sen']:.2f}"))

@@ -16,7 +16,9 @@ priority sampler, ...) hands its chain schedules to :func:`select`, which
    validated :class:`Schedule` whose ``info`` has the report's ``target``
    (``model``, ``speedup``, ``proxy_best_speedup``), ``diversity`` (GED, d_inv,
    d_sen over the top k, paper 002 E.2) and ``candidates`` (top k with proxy and
-   target speedups).
+   target speedups).  With no candidate (a sampler that could not finish one
+   trajectory in time, or a measured target that timed none) the better reference
+   is returned and ``proxy_best_speedup`` is ``None``.
 
 Single-schedule methods are evaluated on the target by the objective
 (:func:`target_report`), so ``--target`` works with every method.  Options:
@@ -156,11 +158,14 @@ def select(problem: ms.MakespanProblem, chains: Chains, ctx: PassContext, method
         timed = Chains.concat([top, *refs.values()])
         info["measured_candidates"] = len(top)
     k = len(top)
-    best = int(np.lexsort((-proxy, -target[:k]))[0])
     ref_best = k + int(np.argmax(target[k:]))
-    pick = ref_best if target[ref_best] > target[best] else best
+    pick = ref_best  # no candidate (none generated in time, or none measured): the better reference
+    if k:
+        best = int(np.lexsort((-proxy, -target[:k]))[0])
+        pick = ref_best if target[ref_best] > target[best] else best
     report = {
-        "target": {"model": opts.target, "speedup": float(target[pick]), "proxy_best_speedup": float(target[0]),
+        "target": {"model": opts.target, "speedup": float(target[pick]),
+                   "proxy_best_speedup": float(target[0]) if k else None,
                    **{f"{name}_speedup": float(t) for name, t in zip(refs, target[k:])}},
         "diversity": spread,
         "candidates": [{"proxy_speedup": float(p), "target_speedup": float(t)} for p, t in zip(proxy, target)],

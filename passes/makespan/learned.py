@@ -38,6 +38,7 @@ from onnx_sched.cost import makespan as ms
 from onnx_sched.cost.makespan.chains import Chains
 from onnx_sched.deadline import Deadline
 from onnx_sched.graph import Graph
+from onnx_sched.models.inference.features import check_encoder_memory
 from onnx_sched.models.inference.makespan_features import makespan_encoder_inputs, prior_logits
 from onnx_sched.models.inference.topoformer_onnx import PriorityModel
 from onnx_sched.passes import PassContext, register
@@ -59,6 +60,7 @@ def logits(problem: ms.MakespanProblem, model: PriorityModel) -> np.ndarray:
     """``(n,)`` float64 logits of ``model`` for ``problem`` (higher = earlier)."""
     if model.metadata.get("onnx_sched.objective") != "makespan":
         raise ValueError(f"{model.path!r} is not a makespan sampler (metadata onnx_sched.objective != 'makespan')")
+    check_encoder_memory(problem.n_ops, "learned")
     pe_dim = int(model.config.get("pe_dim", 20))
     inp = makespan_encoder_inputs(problem, pe_dim, relations="rel" in model.input_names)
     feeds = {"x": inp.x}

@@ -115,7 +115,7 @@ def _check(problem: MakespanProblem, chains: Chains, lanes: Lanes) -> None:
     n = problem.n_ops
     if chains.lane.shape[1] != n:
         raise ValueError(f"chains have {chains.lane.shape[1]} ops, the problem {n}")
-    if n == 0:
+    if n == 0 or len(chains) == 0:
         return
     if chains.lane.min() < 0 or chains.lane.max() >= lanes.n:
         raise ValueError(f"lane outside [0, {lanes.n})")
