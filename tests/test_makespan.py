@@ -16,7 +16,7 @@ import pytest
 
 from onnx_sched.cost import makespan as ms
 from onnx_sched.graph import Graph
-from onnx_sched.machines import load_machines, machine_types, machines_from_dict
+from onnx_sched.machines import identical_devices, load_machines, machine_types, machines_from_dict
 from onnx_sched.passes import PassContext, available, get_pass
 from onnx_sched.schedule import Schedule
 from onnx_sched.synth.attrs import MakespanAttrs, makespan_attrs
@@ -458,3 +458,15 @@ def test_auto_includes_the_learned_sampler_when_its_checkpoint_exists() -> None:
     missing = get_pass("auto", "makespan")(problem.graph, ctx_for(problem, time_limit=1.0, model="/nonexistent/m.onnx"))
     assert "learned" not in missing.info["candidates"]
     check_schedule(problem, missing.start, missing.placement)
+
+
+def test_cpsat_keeps_the_list_schedule_when_its_model_would_not_be_built_in_time(monkeypatch) -> None:
+    from onnx_sched.passes.makespan import cpsat
+
+    g = er_graph(40, 1)
+    problem = ms.makespan_problem(g, identical_devices(2), np.ones(g.n_ops))
+    monkeypatch.setattr(cpsat, "BUILD_SECONDS_PER_TERM", 1.0)  # every model "takes" longer than the limit
+    s = get_pass("cpsat", "makespan")(g, PassContext(problem=problem, time_limit=5.0))
+    listed = get_pass("list-cp", "makespan")(g, PassContext(problem=problem))
+    assert s.info["cpsat_status"].startswith("not built") and s.info["kept_hint"]
+    assert s.info["makespan"] == pytest.approx(listed.info["makespan"])
