@@ -495,3 +495,18 @@ def test_openvino_affinity_on_unnamed_and_duplicate_nodes() -> None:
     got = compiled.create_infer_request().infer(feed)[compiled.outputs[0]]
     ref = core.compile_model(core.read_model(imp.model.SerializeToString(), b""), "CPU").create_infer_request().infer(feed)[0]
     np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5)
+
+
+def test_cpsat_placement_keeps_the_best_single_device_when_its_model_would_not_be_built_in_time(monkeypatch) -> None:
+    from onnx_sched.passes.placement import _optimal
+
+    g = import_onnx(CORPUS / "onnx" / "light_squeezenet.onnx").graph
+    problem = lat.placement_problem(g, load_profiles(EXAMPLE_PROFILES))
+    assert problem.n_devices == 3
+    monkeypatch.setattr(_optimal, "BUILD_SECONDS_PER_TERM", 1.0)  # every model "takes" longer than the limit
+    singles = min(get_pass(m, "latency")(g, PassContext(problem=problem)).info["latency"] for m in ("cpu-only", "gpu-only"))
+    for method in ("cpsat-place", "mincut"):
+        s = get_pass(method, "latency")(g, PassContext(problem=problem, time_limit=5.0))
+        assert s.info["cpsat_status"].startswith("not built") and s.info["latency"] <= singles + 1e-12
+    s = get_pass("auto", "latency")(g, PassContext(problem=problem, time_limit=2.0))
+    assert "cpsat-place" not in s.info["portfolio"] and s.info["cpsat_skipped"].startswith("model too large")
