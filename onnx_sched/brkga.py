@@ -7,7 +7,8 @@ crossover of one elite and one non-elite parent (gene ``i`` from the elite with
 probability ``rho[i]``), and fills the rest with mutants drawn from the chromosome
 distribution (independent Beta(alpha_i, beta_i) per gene; standard BRKGA: uniform
 and one ``rho`` for all genes).  It stops when the next generation would exceed the
-evaluation budget, at the deadline, or (``settle``) once the best is as good as it
+evaluation budget, at the deadline (no generation starts that would end past it, by the last one's time),
+or (``settle``) once the best is as good as it
 can be on the main objective and has stopped improving on what breaks its ties.
 
 Per-gene distributions are what REGAL's policy predicts; :class:`GeneDistributions`
@@ -29,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from onnx_sched.deadline import Deadline
+from onnx_sched.jit import work_clock
 
 __all__ = ["BrkgaParams", "BrkgaResult", "GeneDistributions", "Settle", "brkga"]
 
@@ -151,9 +153,11 @@ def brkga(
     history = [(evaluations, float(fit[0]))]
     generations = flat = 0
     per_generation = params.population - params.elites
-    while evaluations + per_generation <= params.evaluations and not (deadline is not None and deadline.expired()):
+    last = 0.0  # seconds the last generation took: one that would end past the deadline does not start
+    while evaluations + per_generation <= params.evaluations and not (deadline is not None and deadline.left() <= last):
         if settle is not None and settle.done(float(fit[0]), flat):
             break
+        started = work_clock()
         elite_parents = rng.integers(0, params.elites, size=params.children)
         other_parents = rng.integers(params.elites, params.population, size=params.children)
         from_elite = rng.random((params.children, n_genes)) < dist.rho
@@ -168,5 +172,6 @@ def brkga(
         pop, fit = pop[order], fit[order]
         generations += 1
         history.append((evaluations, float(fit[0])))
+        last = work_clock() - started
     return BrkgaResult(best_keys=pop[0].copy(), best_fitness=float(fit[0]), evaluations=evaluations,
                        generations=generations, population=pop, fitness=fit, history=tuple(history))

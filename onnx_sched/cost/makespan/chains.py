@@ -119,10 +119,11 @@ def _check(problem: MakespanProblem, chains: Chains, lanes: Lanes) -> None:
         return
     if chains.lane.min() < 0 or chains.lane.max() >= lanes.n:
         raise ValueError(f"lane outside [0, {lanes.n})")
-    pos = np.empty_like(chains.order)
-    rows = np.arange(len(chains))[:, None]
-    pos[rows, chains.order] = np.arange(n)
-    if not (np.sort(chains.order, axis=1) == np.arange(n)).all():
+    if chains.order.min() < 0 or chains.order.max() >= n:
+        raise ValueError("chain order is not a permutation of the ops")
+    pos = np.full_like(chains.order, -1)
+    pos[np.arange(len(chains))[:, None], chains.order] = np.arange(n)
+    if (pos < 0).any():  # n ops written to n places: a repeated op leaves a place empty
         raise ValueError("chain order is not a permutation of the ops")
     preds = problem.graph.op_preds
     vs = np.repeat(np.arange(n), preds.lengths())
