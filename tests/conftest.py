@@ -2,7 +2,16 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
+
+# Each pytest-xdist worker compiles numba kernels into its own cache folder.  With one shared cache, two workers
+# compiling the same kernels from a cold cache at once can leave an index entry that points at the other's data
+# file; every worker that loads it then crashes in that kernel (seen once in a fresh-clone CI run: segfaults in
+# the makespan list kernel on five restarted workers, the same commit passing on the next run).
+if os.environ.get("PYTEST_XDIST_WORKER") and not os.environ.get("NUMBA_CACHE_DIR"):
+    os.environ["NUMBA_CACHE_DIR"] = str(Path(__file__).resolve().parents[1] / ".numba_cache" /
+                                        os.environ["PYTEST_XDIST_WORKER"])
 
 import numpy as np
 import onnx
