@@ -4,9 +4,9 @@ A network is edges in pairs: edge ``e`` and its reverse ``e ^ 1``; ``head[e]`` i
 ``e`` enters, ``cap[e]`` its (residual) capacity, and ``adj_edge[adj_ptr[u]:adj_ptr[u + 1]]``
 the edges leaving ``u``.  :func:`flow_arrays` builds them from (tail, head, capacity)
 triples; :func:`min_cut` returns a minimum s-t cut's value and the nodes on its source side
-(the smallest or the largest source side of any minimum cut).  Used by the min-cut memory bound (:mod:`onnx_sched.cost.memory_cut_bound`, probing
-and the pattern bound re-use its residual networks) and by the two-device latency optimum
-(:func:`onnx_sched.passes.placement._optimal.mincut_placement`).
+(the smallest or the largest source side of any minimum cut).  Used by the min-cut memory bound
+(:mod:`onnx_sched.cost.memory_cut_bound`; probing and the pattern bound re-use its residual networks)
+and by the two-device latency optimum (:func:`onnx_sched.passes.placement._optimal.mincut_placement`).
 
 Example:
     >>> value, side = min_cut(4, 0, 3, [0, 0, 1, 2, 1], [1, 2, 3, 3, 2], [3, 2, 2, 3, 1])
@@ -45,34 +45,14 @@ def min_cut(n_nodes: int, s: int, t: int, tails: Sequence[int] | np.ndarray, hea
     ``minimum_cut`` returns that one)."""
     adj_ptr, adj_edge, head, cap = flow_arrays(n_nodes, tails, heads, caps)
     value = max_flow(n_nodes, s, t, adj_ptr, adj_edge, head, cap)
-    queue = np.empty(n_nodes, np.int64)
+    level, queue = np.empty(n_nodes, np.int64), np.empty(n_nodes, np.int64)
     if largest:
-        reaches = np.empty(n_nodes, np.bool_)
-        _reaching(t, adj_ptr, adj_edge, head, cap, reaches, queue)
-        return int(value), ~reaches
-    level = np.empty(n_nodes, np.int64)
+        # what reaches t: breadth-first from t, edge e (leaving w for head[e]) usable when its reverse e ^ 1
+        # (head[e] -> w) has residual capacity
+        residual_levels(t, adj_ptr, adj_edge, head, cap[np.arange(len(cap)) ^ 1], level, queue)
+        return int(value), level < 0
     residual_levels(s, adj_ptr, adj_edge, head, cap, level, queue)
     return int(value), level >= 0
-
-
-@numba.njit(cache=True)
-def _reaching(t, adj_ptr, adj_edge, head, cap, reaches, queue):  # noqa: ANN001, ANN202
-    """``reaches[u]``: ``u`` reaches ``t`` over edges with residual capacity (breadth-first from ``t`` backwards:
-    edge ``e`` leaves ``w``, so ``e ^ 1`` enters it)."""
-    reaches[:] = False
-    reaches[t] = True
-    queue[0] = t
-    qh, qt = 0, 1
-    while qh < qt:
-        w = queue[qh]
-        qh += 1
-        for k in range(adj_ptr[w], adj_ptr[w + 1]):
-            e = adj_edge[k]
-            x = head[e]
-            if cap[e ^ 1] > 0 and not reaches[x]:
-                reaches[x] = True
-                queue[qt] = x
-                qt += 1
 
 
 @numba.njit(cache=True, inline="always")

@@ -132,8 +132,7 @@ def _fractal_dimension(n: int, edges: np.ndarray, max_radius: int = 12) -> np.nd
     pairs = np.unique(src * n + dst)
     src, dst = pairs // n, pairs % n  # both directions, once each, sorted by source
     ptr = np.zeros(n + 1, np.int64)
-    np.add.at(ptr, src + 1, 1)
-    ptr = np.cumsum(ptr)
+    np.cumsum(np.bincount(src, minlength=n), out=ptr[1:])
     counts = _ball_sizes(ptr, dst, max_radius)
     out = np.zeros(n)
     radii = np.arange(1, max_radius + 1)

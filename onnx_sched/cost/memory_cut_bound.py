@@ -221,7 +221,7 @@ def _run_cuts(g: Graph, inplace: bool, ops: np.ndarray, step_of: np.ndarray, sto
 
 def least_memory_at(g: Graph, inplace: bool = False, deadline: float | None = None) -> np.ndarray | None:
     """Per op, the least live bytes over all orders while it runs (int64 ``(n,)``); ``None`` when
-    ``deadline`` (a :func:`onnx_sched.jit.work_clock` value, checked every 64 ops) passes first."""
+    ``deadline`` (a :func:`onnx_sched.jit.work_clock` value, checked between :func:`chunks`) passes first."""
     least = np.empty(g.n_ops, np.int64)
     covered = 0
     for part in chunks(g.n_ops, deadline):
@@ -303,4 +303,6 @@ def chunks(n: int, deadline: float | None) -> Iterator[slice]:
         per_op = (work_clock() - t0) / (hi - lo)
         size = int(min(_CHUNK, max(1.0, _CHUNK_SECONDS / max(per_op, 1e-9))))
         lo = hi
+
+
 _complete: dict[tuple[Graph, bool], CutBound] = {}
