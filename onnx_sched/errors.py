@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 __all__ = [
-    "DeviceError", "ModelLoadError", "NothingToScheduleError", "OnnxSchedError", "TooLargeError", "UnknownOpError",
-    "UnknownShapeError",
+    "DeviceError", "ModelLoadError", "NothingToScheduleError", "OnnxSchedError", "TimeLimitError", "TooLargeError",
+    "UnknownOpError", "UnknownShapeError",
 ]
 
 
@@ -30,6 +30,11 @@ class DeviceError(OnnxSchedError):
 
 class TooLargeError(OnnxSchedError):
     """The graph is too large for the method asked for on this machine (a learned encoder's memory)."""
+
+
+class TimeLimitError(OnnxSchedError):
+    """The method asked for cannot give a result within ``--time-limit`` (a learned encoder's one forward pass
+    on a large graph); ``auto`` goes on without it."""
 
 
 class NothingToScheduleError(OnnxSchedError, ValueError):

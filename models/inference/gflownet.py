@@ -36,8 +36,11 @@ import numpy as np
 
 from onnx_sched.cost import makespan as ms
 from onnx_sched.cost.makespan.chains import Chains
+from onnx_sched.deadline import Deadline
 from onnx_sched.models.inference.features import check_encoder_memory, relation_matrix
 from onnx_sched.models.inference.gflownet_env import ScheduleEnv, env_arrays
+from onnx_sched.models.inference.mask_rewrite import arithmetic_where
+from onnx_sched.models.inference.timed_run import run_by
 from onnx_sched.models.inference.topoformer_onnx import CheckpointMissingError
 
 __all__ = ["DEFAULT_CHECKPOINT", "GFlowNetModel", "Rollouts", "StepFn", "head_path", "masked_log_softmax", "ready_rows",
@@ -194,13 +197,15 @@ class GFlowNetModel:
     def config(self) -> dict[str, Any]:
         return json.loads(self.metadata["onnx_sched.encoder_config"])
 
-    def step_fn(self, problem: ms.MakespanProblem, log_sigma: float) -> StepFn:
-        """The policy on ``problem`` at temperature ``exp(log_sigma)`` for :func:`sample_trajectories`."""
+    def step_fn(self, problem: ms.MakespanProblem, log_sigma: float, deadline: Deadline | None = None) -> StepFn:
+        """The policy on ``problem`` at temperature ``exp(log_sigma)`` for :func:`sample_trajectories`; its
+        encoder is stopped at ``deadline`` (:class:`~onnx_sched.errors.TimeLimitError`)."""
         check_encoder_memory(problem.n_ops, "gflownet")
         static = env_arrays(problem).static
         rel = relation_matrix(problem.graph)
-        h, e = self.encoder.run(["h", "e"], {"x": static, "rel": rel,
-                                             "log_sigma": np.full((1, 1), log_sigma, np.float32)})
+        h, e = run_by(self.encoder, ["h", "e"], {"x": static, "rel": rel,
+                                                 "log_sigma": np.full((1, 1), log_sigma, np.float32)},
+                      deadline, "gflownet", problem.n_ops)
 
         def run(node: np.ndarray, pair: np.ndarray, mask: np.ndarray) -> np.ndarray:
             rows = ready_rows(mask)
@@ -226,7 +231,7 @@ def _load(path: str, _mtime: int) -> GFlowNetModel:
     opts.intra_op_num_threads = 1
     opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
 
-    def session(p: str) -> Any:
-        return ort.InferenceSession(p, opts, providers=["CPUExecutionProvider"])
-
-    return GFlowNetModel(path=path, encoder=session(path), head=session(head_path(path)), metadata=meta)
+    fast = arithmetic_where(proto).SerializeToString()
+    encoder = ort.InferenceSession(fast, opts, providers=["CPUExecutionProvider"])
+    head = ort.InferenceSession(head_path(path), opts, providers=["CPUExecutionProvider"])
+    return GFlowNetModel(path=path, encoder=encoder, head=head, metadata=meta)

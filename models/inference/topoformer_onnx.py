@@ -22,10 +22,13 @@ from typing import Any
 
 import numpy as np
 
+from onnx_sched.deadline import Deadline
 from onnx_sched.errors import OnnxSchedError
 from onnx_sched.graph import Graph
 from onnx_sched.models import CHECKPOINTS
 from onnx_sched.models.inference.features import check_encoder_memory, encoder_inputs
+from onnx_sched.models.inference.mask_rewrite import arithmetic_where
+from onnx_sched.models.inference.timed_run import run_by
 
 __all__ = ["DEFAULT_CHECKPOINT", "MEM_BETA_KEY", "TEMPERATURE_KEY", "CheckpointMissingError", "PriorityModel", "set_sample_temperature"]
 
@@ -72,8 +75,10 @@ class PriorityModel:
     def input_names(self) -> tuple[str, ...]:
         return tuple(i.name for i in self.session.get_inputs())
 
-    def priorities(self, g: Graph, timings: dict[str, float] | None = None) -> np.ndarray:
-        """``(n_ops,)`` float64 priorities for ``g`` (higher = run earlier among ready ops)."""
+    def priorities(self, g: Graph, timings: dict[str, float] | None = None,
+                   deadline: Deadline | None = None) -> np.ndarray:
+        """``(n_ops,)`` float64 priorities for ``g`` (higher = run earlier among ready ops); the encoder is stopped
+        at ``deadline`` (:class:`~onnx_sched.errors.TimeLimitError`)."""
         t0 = time.perf_counter()
         check_encoder_memory(g.n_ops, "learned")
         needs_rel = "rel" in self.input_names
@@ -82,7 +87,7 @@ class PriorityModel:
         feeds = {"x": inp.x}
         if needs_rel:
             feeds["rel"] = inp.rel
-        (y,) = self.session.run(["priority"], feeds)
+        (y,) = run_by(self.session, ["priority"], feeds, deadline, "learned", g.n_ops)
         t2 = time.perf_counter()
         if timings is not None:
             timings["features_s"] = t1 - t0
@@ -106,7 +111,8 @@ def _load(path: str, _mtime: int) -> PriorityModel:
     opts.log_severity_level = 3
     # no busy-waiting worker threads: the pass often runs beside other work (and CI shares cores)
     opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    session = ort.InferenceSession(proto.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+    fast = arithmetic_where(proto).SerializeToString()  # the same outputs, the attention mask built faster
+    session = ort.InferenceSession(fast, opts, providers=["CPUExecutionProvider"])
     return PriorityModel(path=path, session=session, config=json.loads(meta["onnx_sched.encoder_config"]), metadata=meta)
 
 

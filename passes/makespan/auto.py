@@ -3,7 +3,8 @@
 Runs, in order, list scheduling in file order (the reference it never loses
 to), list-cp / list-mopnr / list-spt, HEFT and PEFT (unit demands only), the
 learned sampler S(64) (``learned``; graphs of up to ``learned_max_ops`` ops,
-default 3000; skipped when its checkpoint is missing or ``learned=0``), then
+default 3000; skipped when its checkpoint is missing or ``learned=0``, and
+dropped when its encoder does not finish within half of the time left), then
 spends the rest of the time limit (unless the best so far already meets the makespan lower bound) on
 
 * CP-SAT hinted with the best schedule so far for graphs up to
@@ -29,6 +30,9 @@ from onnx_sched.passes import PassContext, register
 from onnx_sched.passes.makespan import cpsat, ga, heft, list_rules, peft
 from onnx_sched.schedule import Schedule
 
+#: Share of the time left after which the learned sampler's encoder is stopped and ``auto`` goes on without it.
+ENCODER_SHARE = 0.5
+
 
 @register("auto", objective="makespan")
 def run(graph: Graph, ctx: PassContext) -> Schedule:
@@ -50,9 +54,11 @@ def run(graph: Graph, ctx: PassContext) -> Schedule:
 
         try:
             model = ctx.option("model", None)
-            sub = replace(ctx, options={"samples": 64, **({"model": model} if model else {})})
+            left = ctx.time_limit - (work_clock() - t0)
+            sub = replace(ctx, time_limit=max(ENCODER_SHARE * left, 1e-3),
+                          options={"samples": 64, **({"model": model} if model else {})})
             cands["learned"] = learned.run(graph, sub)
-        except OnnxSchedError:  # no checkpoint in this install
+        except OnnxSchedError:  # no checkpoint in this install, or its encoder stopped at its share of the time
             pass
 
     def best() -> Schedule:

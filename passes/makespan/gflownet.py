@@ -5,8 +5,10 @@ run by ONNX Runtime; no torch) samples ``candidates`` schedules at temperature
 ``temperature`` (default 0.005, the paper's inference value), one valid
 (op, lane) action at a time (:mod:`onnx_sched.models.inference.gflownet`); the
 proxy keeps the ``top_k`` and the target chooses (:mod:`._candidates`).  Sampling
-fits the time limit: batches shrink to what ends in time (at least one schedule is
-always sampled; ``info["candidates_generated"]`` says how many were).
+fits the time limit: the encoder is stopped at the limit (``info["encoder"]`` says so)
+and batches shrink to what ends in time (``info["candidates_generated"]`` says how many
+were); when not one schedule fits, the result is the better of :mod:`._candidates`'
+references (no split, list-cp).
 Options: ``candidates``, ``top_k``, ``target``, ``temperature``, ``model`` (ONNX path; the PPO
 baseline's export, ``onnx-sched train ppo-scheduler``, samples at the temperature it was trained at),
 ``actions``: ``all`` (paper 002: any ready op on any lane that can run it), ``local`` or ``list`` (a ready op
@@ -22,9 +24,12 @@ from __future__ import annotations
 import math
 import time
 
+import numpy as np
+
 from onnx_sched.cost import makespan as ms
 from onnx_sched.cost.makespan.chains import Chains
 from onnx_sched.deadline import Deadline
+from onnx_sched.errors import TimeLimitError
 from onnx_sched.graph import Graph
 from onnx_sched.models.inference.gflownet import GFlowNetModel, sample_trajectories
 from onnx_sched.models.inference.gflownet_env import check_actions
@@ -46,11 +51,16 @@ def candidates(problem: ms.MakespanProblem, ctx: PassContext,
     if ctx.options.get("temperature") is None and model.trained_sigma is not None:
         temperature = model.trained_sigma  # a fixed-temperature policy (PPO) samples at its own temperature
     actions = check_actions(str(ctx.option("actions", model.actions)))  # before the encoder runs
-    step = model.step_fn(problem, math.log(temperature))
+    deadline = deadline or Deadline(ctx.time_limit)
+    info = {"temperature": temperature, "model": model.path, "actions": actions}
+    try:
+        step = model.step_fn(problem, math.log(temperature), deadline)
+    except TimeLimitError as exc:  # no trajectory can start: select() falls back to its references
+        empty = np.zeros((0, problem.n_ops), np.int64)
+        return Chains(empty, empty), {**info, "sample_s": round(time.perf_counter() - t0, 4), "encoder": str(exc)}
     rollouts = sample_trajectories(problem, step, opts.count, batch=min(100, opts.count), seed=ctx.seed,
-                                   deadline=deadline or Deadline(ctx.time_limit), actions=actions)
-    return rollouts.chains, {"temperature": temperature, "sample_s": round(time.perf_counter() - t0, 4),
-                             "model": model.path, "actions": actions}
+                                   deadline=deadline, actions=actions)
+    return rollouts.chains, {**info, "sample_s": round(time.perf_counter() - t0, 4)}
 
 
 @register("gflownet", objective="makespan")

@@ -40,6 +40,7 @@ from onnx_sched.deadline import Deadline
 from onnx_sched.graph import Graph
 from onnx_sched.models.inference.features import check_encoder_memory
 from onnx_sched.models.inference.makespan_features import makespan_encoder_inputs, prior_logits
+from onnx_sched.models.inference.timed_run import run_by
 from onnx_sched.models.inference.topoformer_onnx import PriorityModel
 from onnx_sched.passes import PassContext, register
 from onnx_sched.passes.makespan._candidates import chains_from_priorities, select
@@ -56,8 +57,9 @@ def default_model() -> Path:
     return CHECKPOINTS / "sampler_makespan.onnx"
 
 
-def logits(problem: ms.MakespanProblem, model: PriorityModel) -> np.ndarray:
-    """``(n,)`` float64 logits of ``model`` for ``problem`` (higher = earlier)."""
+def logits(problem: ms.MakespanProblem, model: PriorityModel, deadline: Deadline | None = None) -> np.ndarray:
+    """``(n,)`` float64 logits of ``model`` for ``problem`` (higher = earlier); the encoder is stopped at
+    ``deadline`` (:class:`~onnx_sched.errors.TimeLimitError`)."""
     if model.metadata.get("onnx_sched.objective") != "makespan":
         raise ValueError(f"{model.path!r} is not a makespan sampler (metadata onnx_sched.objective != 'makespan')")
     check_encoder_memory(problem.n_ops, "learned")
@@ -66,7 +68,7 @@ def logits(problem: ms.MakespanProblem, model: PriorityModel) -> np.ndarray:
     feeds = {"x": inp.x}
     if "rel" in model.input_names:
         feeds["rel"] = inp.rel
-    (y,) = model.session.run(["priority"], feeds)
+    (y,) = run_by(model.session, ["priority"], feeds, deadline, "learned", problem.n_ops)
     y = np.asarray(y, np.float64).reshape(-1)
     if len(y) != problem.n_ops or not np.isfinite(y).all():
         raise ValueError(f"model {model.path!r} returned {len(y)} logits for {problem.n_ops} ops (or non-finite)")
@@ -95,7 +97,7 @@ def run(graph: Graph, ctx: PassContext) -> Schedule:
     with_cp = bool(int(ctx.option("list_cp", 1)))
     t0 = time.perf_counter()
     model = PriorityModel.load(ctx.option("model", default_model()))
-    y = logits(problem, model)
+    y = logits(problem, model, deadline)
     t1 = time.perf_counter()
     cands = [y[None, :], cp_priority(problem)[None, :]]
     if samples:

@@ -103,6 +103,9 @@ LEARNED_MAX_OPS = 3000
 LEARNED_SAMPLES = 16
 #: Share of the time left that the learned pass's repairs may use (they take 0.1-0.5 s at 800 ops).
 LEARNED_SHARE = 0.15
+#: Share of the time left after which the learned pass's encoder is stopped and ``auto`` goes on without it
+#: (its one forward pass is quadratic in ops: about 2.5 s at 3,000 ops on one core).
+ENCODER_SHARE = 0.5
 #: Share of the time left that repairing one offered order may use (a round costs milliseconds).
 REPAIR_SHARE = 0.05
 #: Share of the time left that probing may use before the final beams: a third each for the precedences
@@ -120,8 +123,10 @@ def _best_name(peaks: dict[str, int]) -> str:
     return min(peaks, key=lambda k: (peaks[k], k != "file"))
 
 
-def learned_order(graph: Graph, ctx: PassContext, seconds: float) -> tuple[np.ndarray | None, str]:
-    """The learned pass's sample-16 order (its repairs within ``seconds``), or ``(None, why not)``."""
+def learned_order(graph: Graph, ctx: PassContext, seconds: float,
+                  encoder_seconds: float) -> tuple[np.ndarray | None, str]:
+    """The learned pass's sample-16 order (its encoder stopped after ``encoder_seconds``, its repairs within
+    ``seconds``), or ``(None, why not)``."""
     from onnx_sched.errors import OnnxSchedError
     from onnx_sched.passes import get_pass
 
@@ -131,10 +136,11 @@ def learned_order(graph: Graph, ctx: PassContext, seconds: float) -> tuple[np.nd
         return None, f"skipped: {graph.n_ops} ops > learned_max_ops"
     model = ctx.option("model", None)
     sub = PassContext(time_limit=seconds, seed=ctx.seed, inplace=ctx.inplace,
-                      options={"samples": LEARNED_SAMPLES, **({"model": model} if model else {})})
+                      options={"samples": LEARNED_SAMPLES, "encoder_seconds": encoder_seconds,
+                               **({"model": model} if model else {})})
     try:
         return get_pass("learned", "peak-mem")(graph, sub).order, "ok"
-    except OnnxSchedError as exc:  # e.g. the checkpoint is missing from this install
+    except OnnxSchedError as exc:  # e.g. the checkpoint is missing from this install, or the encoder was stopped
         return None, f"unavailable: {exc}"
 
 
@@ -266,7 +272,7 @@ def run(graph: Graph, ctx: PassContext) -> Schedule:
         info["random_samples"] = drawn
 
     if best_peak() > graph_lb and clock.left() > 0:
-        order, status = learned_order(graph, ctx, LEARNED_SHARE * clock.left())
+        order, status = learned_order(graph, ctx, LEARNED_SHARE * clock.left(), ENCODER_SHARE * clock.left())
         if order is not None:
             offer("learned", order)
         info["learned"] = status

@@ -25,7 +25,10 @@ export; default the shipped ``models/checkpoints/topoformer_peakmem.onnx``), ``s
 eq. 8 only), ``temperature`` (default: the checkpoint's
 ``onnx_sched.sample_temperature`` metadata, chosen on validation graphs by
 ``benchmarks/learned_temperature.py``, else 1), ``mem_beta`` (default: the
-checkpoint's ``onnx_sched.mem_beta``, else 0 = eq. 8).
+checkpoint's ``onnx_sched.mem_beta``, else 0 = eq. 8), ``encoder_seconds`` (how long the encoder may run,
+default the time limit; ``auto`` gives it all the time it has left while the repairs keep to their share).
+An encoder that would end past that (quadratic in ops: about 20 s at 8,000 ops on one core) is stopped
+there with :class:`~onnx_sched.errors.TimeLimitError`.
 A missing checkpoint raises :class:`~onnx_sched.models.inference.topoformer_onnx.CheckpointMissingError`
 (an :class:`~onnx_sched.errors.OnnxSchedError`), which the CLI prints as one line.
 """
@@ -36,6 +39,7 @@ import time
 
 import numpy as np
 
+from onnx_sched.deadline import Deadline, positive_seconds
 from onnx_sched.graph import Graph
 from onnx_sched.jit import work_clock
 from onnx_sched.models.inference.decoders import beam_search, best_of, decode_graph, greedy, sample_orders
@@ -70,11 +74,12 @@ def run(graph: Graph, ctx: PassContext) -> Schedule:
     if int(samples) < 0 or int(beam) < 0:
         raise ValueError(f"learned: samples and beam must be >= 0, got samples={samples}, beam={beam}")
     model = PriorityModel.load(ctx.option("model", DEFAULT_CHECKPOINT))
+    encoder_clock = Deadline(positive_seconds(ctx.option("encoder_seconds", ctx.time_limit), "encoder_seconds"))
     t0 = time.perf_counter()
     timings: dict[str, float] = {}
     if graph.n_ops == 0:
         return make_schedule(graph, [], "learned", ctx.inplace, decoder="greedy")
-    y = model.priorities(graph, timings)
+    y = model.priorities(graph, timings, encoder_clock)
     temperature = float(ctx.option("temperature", model.sample_temperature))
     beta = float(ctx.option("mem_beta", model.mem_beta))
     if not temperature > 0 or not beta >= 0:
