@@ -1,7 +1,7 @@
 """Run an ONNX Runtime session that must end by a deadline.
 
 A learned encoder attends over every pair of ops, so its one forward pass grows
-with the square of the graph (about 20 s at 8,000 ops on one core) and cannot
+with the square of the graph (5-8 s at 8,400 ops on this 2-core machine) and cannot
 check a clock between layers the way the search loops do.  ONNX Runtime can be
 told to stop from outside: :func:`run_by` arms a timer that sets the run's
 ``RunOptions.terminate`` when the deadline passes, and turns the aborted run into

@@ -104,7 +104,7 @@ LEARNED_SAMPLES = 16
 #: Share of the time left that the learned pass's repairs may use (they take 0.1-0.5 s at 800 ops).
 LEARNED_SHARE = 0.15
 #: Share of the time left after which the learned pass's encoder is stopped and ``auto`` goes on without it
-#: (its one forward pass is quadratic in ops: about 2.5 s at 3,000 ops on one core).
+#: (its one forward pass is quadratic in ops: 0.5-0.9 s at 3,000 ops, 5-8 s at 8,400 on this 2-core machine).
 ENCODER_SHARE = 0.5
 #: Share of the time left that repairing one offered order may use (a round costs milliseconds).
 REPAIR_SHARE = 0.05

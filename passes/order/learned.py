@@ -27,7 +27,7 @@ eq. 8 only), ``temperature`` (default: the checkpoint's
 ``benchmarks/learned_temperature.py``, else 1), ``mem_beta`` (default: the
 checkpoint's ``onnx_sched.mem_beta``, else 0 = eq. 8), ``encoder_seconds`` (how long the encoder may run,
 default the time limit; ``auto`` gives it all the time it has left while the repairs keep to their share).
-An encoder that would end past that (quadratic in ops: about 20 s at 8,000 ops on one core) is stopped
+An encoder that would end past that (quadratic in ops: 5-8 s at 8,400 ops on this 2-core machine) is stopped
 there with :class:`~onnx_sched.errors.TimeLimitError`.
 A missing checkpoint raises :class:`~onnx_sched.models.inference.topoformer_onnx.CheckpointMissingError`
 (an :class:`~onnx_sched.errors.OnnxSchedError`), which the CLI prints as one line.
