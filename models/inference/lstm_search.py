@@ -39,14 +39,18 @@ class RnnPolicy:
 
     def sample(self, rng: np.random.Generator, greedy: bool = False,
                state_reward: Callable[[np.ndarray], float] | None = None,
-               stop: Callable[[], bool] | None = None) -> Episode:
+               stop: Callable[[], bool] | None = None) -> Episode | None:
         """Decode a device per co-location set; the gradient of the summed ``log pi`` unless ``greedy``
-        (every step shares the final reward: ``state_reward`` is not used; a decoded sequence is only a
-        placement when complete, so ``stop`` is not either)."""
-        cache = lp.forward(self.params, self.x, self.allowed, lambda t, logits: sample_device(logits, rng, greedy))
+        (every step shares the final reward: ``state_reward`` is not used).  A decoded sequence is only a
+        placement when complete, so a decode that ``stop()`` ends early returns ``None`` (on 8,000 ops
+        one decode takes seconds), and one that ends after it skips the gradient (``s1`` None)."""
+        cache = lp.forward(self.params, self.x, self.allowed, lambda t, logits: sample_device(logits, rng, greedy),
+                           stop=stop)
+        if cache is None:
+            return None
         place = np.empty(len(self.order), np.int64)
         place[self.order] = cache.actions
-        if greedy:
+        if greedy or (stop is not None and stop()):
             return Episode(place[self.member], None)
         _, dl = hn.log_prob_grad(cache.logits, cache.actions)
         return Episode(place[self.member], lp.backward(self.params, cache, dl))

@@ -86,9 +86,10 @@ class Policy(Protocol):
 
     def sample(self, rng: np.random.Generator, greedy: bool = False,
                state_reward: Callable[[np.ndarray], float] | None = None,
-               stop: Callable[[], bool] | None = None) -> Episode:
+               stop: Callable[[], bool] | None = None) -> Episode | None:
         """One episode (no gradients when ``greedy``); ``state_reward(placement)`` scores intermediate placements;
-        a policy whose partial episodes are placements may end the episode early once ``stop()`` is true."""
+        once ``stop()`` is true a policy whose partial episodes are placements may end the episode early, and
+        one whose are not may return ``None`` (no episode) or an episode without gradients (``s1`` None)."""
         ...
 
 
@@ -151,8 +152,12 @@ def reinforce(problem: lat.PlacementProblem, policy: Policy, settings: Reinforce
         if episodes and out_of_time():
             break
         ep = policy.sample(rng, state_reward=state_reward, stop=out_of_time_now)
+        if ep is None:  # stopped at the limit before it placed anything
+            break
         episodes += 1
         history.append(judge(ep.placement))
+        if ep.s1 is None:  # stopped at the limit after placing: judged, no gradient to learn from
+            break
         batch.append((1.0 / max(history[-1], 1e-12), ep))
         if len(batch) == settings.batch and settings.episodes > 0:
             r = np.array([b[0] for b in batch])
@@ -161,8 +166,6 @@ def reinforce(problem: lat.PlacementProblem, policy: Policy, settings: Reinforce
                 mean = float(r.mean())
                 grad = {n: np.zeros_like(v) for n, v in policy.params.items()}
                 for re, ep in batch:
-                    if ep.s1 is None:
-                        raise ValueError("reinforce: the policy returned no gradient for a sampled episode")
                     for n in grad:  # loss = -mean_e sum_t (R_e - ref_et) / sd * log pi(a_et)
                         ref = ep.s2[n] if ep.s2 is not None else mean * ep.s1[n]
                         grad[n] -= (re * ep.s1[n] - ref) / (sd * len(batch))

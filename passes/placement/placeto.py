@@ -56,11 +56,13 @@ def run_learned_placer(graph: Graph, ctx: PassContext, method: str, make_policy:
     policy = make_policy(problem)
     left = None if ctx.time_limit is None else max(0.0, ctx.time_limit - (work_clock() - t0))  # features, timed singles
     res = reinforce(problem, policy, settings, latency_of, np.random.default_rng(ctx.seed), time_limit=left)
+    first, last = res.history[:settings.batch], res.history[-settings.batch:]
     info: dict[str, Any] = {"reward": reward, "episodes_run": res.episodes_run, "weight_updates": res.updates,
                             "candidates": len(res.candidates) + len(singles), "seed": ctx.seed,
                             # mean judged latency of the first / last batch of sampled episodes: did it learn?
-                            "episode_latency_first": float(np.mean(res.history[:settings.batch])),
-                            "episode_latency_last": float(np.mean(res.history[-settings.batch:]))}
+                            # (None: not one episode fitted in the time limit)
+                            "episode_latency_first": float(np.mean(first)) if first else None,
+                            "episode_latency_last": float(np.mean(last)) if last else None}
     return choose_placement(problem, method, measured, list(res.candidates.values()), singles, info)
 
 
