@@ -45,6 +45,9 @@ def test_chain_times_reject_invalid_chains() -> None:
         chain_times(p, Chains([[0, 0, 0, 0]], [[1, 0, 2, 3]]))
     with pytest.raises(ValueError, match="lane outside"):
         chain_times(p, Chains([[0, 0, 5, 0]], [[0, 1, 2, 3]]))
+    for order in ([0, 1, 1, 3], [0, 1, 2, 7]):  # a repeated op, an op that is not there
+        with pytest.raises(ValueError, match="not a permutation"):
+            chain_times(p, Chains([[0, 0, 0, 0], [0, 0, 0, 0]], [[0, 1, 2, 3], order]))  # the second is bad
 
 
 def test_chains_of_a_list_schedule_time_the_same() -> None:

@@ -111,27 +111,50 @@ def _chain_times(lanes, orders, lane_unit, dur, pred_ptr, pred_idx, ebytes, lat,
     return out
 
 
+#: What :func:`_check_kernel`'s codes mean.
+_CHECK_ERRORS = {
+    1: "lane outside [0, {lanes})",
+    2: "chain order is not a permutation of the ops",
+    3: "chain order runs an op before one of its predecessors",
+    4: "a chain schedule places an op on a unit that cannot run it",
+}
+
+
+@numba.njit(cache=True)
+def _check_kernel(lanes, orders, lane_unit, dur, pred_ptr, pred_idx):  # noqa: ANN001, ANN202
+    """0 when every chain schedule is valid, else the first problem's code (:data:`_CHECK_ERRORS`)."""
+    k_count, n = orders.shape
+    pos = np.empty(n, np.int64)
+    for k in range(k_count):
+        pos[:] = -1
+        for i in range(n):
+            v = orders[k, i]
+            if v < 0 or v >= n or pos[v] >= 0:
+                return 2
+            pos[v] = i
+        for v in range(n):
+            ln = lanes[k, v]
+            if ln < 0 or ln >= len(lane_unit):
+                return 1
+            if not np.isfinite(dur[v, lane_unit[ln]]):
+                return 4
+            for e in range(pred_ptr[v], pred_ptr[v + 1]):
+                if pos[pred_idx[e]] > pos[v]:
+                    return 3
+    return 0
+
+
 def _check(problem: MakespanProblem, chains: Chains, lanes: Lanes) -> None:
     n = problem.n_ops
     if chains.lane.shape[1] != n:
         raise ValueError(f"chains have {chains.lane.shape[1]} ops, the problem {n}")
     if n == 0 or len(chains) == 0:
         return
-    if chains.lane.min() < 0 or chains.lane.max() >= lanes.n:
-        raise ValueError(f"lane outside [0, {lanes.n})")
-    if chains.order.min() < 0 or chains.order.max() >= n:
-        raise ValueError("chain order is not a permutation of the ops")
-    pos = np.full_like(chains.order, -1)
-    pos[np.arange(len(chains))[:, None], chains.order] = np.arange(n)
-    if (pos < 0).any():  # n ops written to n places: a repeated op leaves a place empty
-        raise ValueError("chain order is not a permutation of the ops")
     preds = problem.graph.op_preds
-    vs = np.repeat(np.arange(n), preds.lengths())
-    if len(vs) and (pos[:, preds.indices] > pos[:, vs]).any():
-        raise ValueError("chain order runs an op before one of its predecessors")
-    units = lanes.unit[chains.lane]
-    if not np.isfinite(problem.durations[np.arange(n)[None, :], units]).all():
-        raise ValueError("a chain schedule places an op on a unit that cannot run it")
+    code = _check_kernel(chains.lane, chains.order, lanes.unit, problem.durations, preds.indptr.astype(np.int64),
+                         preds.indices.astype(np.int64))
+    if code:
+        raise ValueError(_CHECK_ERRORS[code].format(lanes=lanes.n))
 
 
 def chain_times(problem: MakespanProblem, chains: Chains, check: bool = True) -> tuple[np.ndarray, np.ndarray]:
