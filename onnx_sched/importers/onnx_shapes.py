@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import onnx
@@ -88,10 +89,29 @@ def _infer_onnx(model: onnx.ModelProto) -> dict:
     return _collect_types(inferred)
 
 
-def _infer_ort_symbolic(model: onnx.ModelProto) -> dict:
+@functools.cache
+def _symbolic_shape_inference() -> Any:
+    """ONNX Runtime's ``SymbolicShapeInference``, loaded from its file, or ``None``.
+
+    Importing it as ``onnxruntime.tools.symbolic_shape_infer`` first runs ``onnxruntime/tools/__init__.py``,
+    which imports torch whenever torch is installed (1.8 s here) for helpers this module never uses; the file
+    itself needs only numpy, onnx and packaging."""
+    import importlib.util
+
     try:
-        from onnxruntime.tools.symbolic_shape_infer import SymbolicShapeInference
-    except Exception:  # noqa: BLE001
+        spec = importlib.util.find_spec("onnxruntime")
+        path = Path(next(iter(spec.submodule_search_locations))) / "tools" / "symbolic_shape_infer.py"
+        module_spec = importlib.util.spec_from_file_location("onnx_sched._ort_symbolic_shape_infer", path)
+        module = importlib.util.module_from_spec(module_spec)
+        module_spec.loader.exec_module(module)
+        return module.SymbolicShapeInference
+    except Exception:  # noqa: BLE001 -- no ONNX Runtime, or a layout without the file: the other engines remain
+        return None
+
+
+def _infer_ort_symbolic(model: onnx.ModelProto) -> dict:
+    SymbolicShapeInference = _symbolic_shape_inference()  # noqa: N806 -- ONNX Runtime's class
+    if SymbolicShapeInference is None:
         return {}
     import contextlib
     import tempfile

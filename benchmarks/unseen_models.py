@@ -1,0 +1,193 @@
+"""Models onnx-sched never saw: ``onnx-sched optimize`` on onnx's own backend test models, every objective.
+
+The ``onnx`` package ships ~150 small models for its backend tests (``onnx/backend/test/data``:
+pytorch-converted and pytorch-operator layers, "simple" graphs with sequences and expands, a few
+real networks, the ``light_*`` models), with opsets from 6 to 17, initializers listed as graph
+inputs and sequence types: inputs nobody tuned onnx-sched for.  Each model runs through the real
+command (a fresh process) for each objective, and the result is checked as the guide asks of every
+model we write:
+
+* exit 0, or a non-zero exit with exactly one line on stderr and no traceback;
+* the output passes ``onnx.checker`` (full check);
+* where the model has test inputs and ONNX Runtime loads the *input* model, the output gives the
+  same outputs (``allclose``, NaNs equal; both run with graph optimizations off).
+
+    python benchmarks/unseen_models.py --out docs/unseen_models.json --markdown docs/unseen_models.md
+
+``--objectives`` picks objectives (default all four; makespan / latency / peak-mem-devices use the
+files of ``benchmarks/time_limit.py``), ``--limit N`` the first N models.
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+from onnx import numpy_helper
+from rich.console import Console
+from rich.progress import track
+from rich.table import Table
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from time_limit import OBJECTIVE_ARGS  # noqa: E402
+
+DATA = Path(onnx.__file__).parent / "backend" / "test" / "data"
+
+
+def backend_models() -> list[Path]:
+    """Every ``model.onnx`` of the backend test data, then the ``light_*`` models."""
+    return sorted(Path(p) for p in glob.glob(str(DATA / "*" / "*" / "model.onnx"))) + sorted(DATA.glob("light/*.onnx"))
+
+
+def model_name(path: Path) -> str:
+    return path.parent.name if path.name == "model.onnx" else path.stem
+
+
+def test_inputs(path: Path) -> dict[str, np.ndarray]:
+    """The model's first test data set, by graph input (non-initializer inputs in order); empty if none."""
+    pbs = sorted(path.parent.glob("test_data_set_0/input_*.pb"), key=lambda p: int(p.stem.split("_")[-1]))
+    if path.name != "model.onnx" or not pbs:
+        return {}
+    graph = onnx.load(path, load_external_data=False).graph
+    inits = {i.name for i in graph.initializer}
+    names = [i.name for i in graph.input if i.name not in inits]
+    feeds = {}
+    for name, pb in zip(names, pbs):
+        tensor = onnx.TensorProto()
+        try:
+            tensor.ParseFromString(pb.read_bytes())
+        except Exception:  # noqa: BLE001 -- a sequence or map input: no comparison for this model
+            return {}
+        feeds[name] = numpy_helper.to_array(tensor)
+    return feeds
+
+
+def run_ort(path: Path, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+    opts = ort.SessionOptions()
+    opts.log_severity_level = 3
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    session = ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
+    wanted = {i.name for i in session.get_inputs()}
+    return session.run(None, {k: v for k, v in feeds.items() if k in wanted})
+
+
+def same(a: list[np.ndarray], b: list[np.ndarray]) -> bool:
+    if len(a) != len(b):
+        return False
+    for x, y in zip(a, b):
+        x, y = np.asarray(x), np.asarray(y)
+        if x.shape != y.shape:
+            return False
+        if x.dtype.kind in "fc" and not np.allclose(x, y, equal_nan=True):
+            return False
+        if x.dtype.kind not in "fc" and not np.array_equal(x, y):
+            return False
+    return True
+
+
+def check_one(model: Path, objective: str, time_limit: float, out_dir: Path,
+              reference: list[np.ndarray] | None, feeds: dict[str, np.ndarray]) -> dict:
+    """One ``optimize`` run and its checks (see module docstring)."""
+    out = out_dir / f"{model_name(model)}.{objective}.onnx"
+    t0 = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-m", "onnx_sched.cli", "optimize", str(model), "-o", str(out),
+                           "--objective", objective, "--time-limit", str(time_limit), *OBJECTIVE_ARGS[objective]],
+                          capture_output=True, text=True)
+    stderr = [line for line in proc.stderr.splitlines() if line.strip()]
+    row = {"model": model_name(model), "objective": objective, "rc": proc.returncode,
+           "seconds": round(time.perf_counter() - t0, 2), "traceback": "Traceback" in proc.stderr,
+           "stderr_last": stderr[-1] if stderr else ""}
+    if proc.returncode != 0:
+        row["clean_error"] = len(stderr) == 1 and not row["traceback"]
+        return row
+    try:
+        onnx.checker.check_model(onnx.load(out), full_check=True)
+        row["checker"] = True
+    except Exception as exc:  # noqa: BLE001 -- reported, not raised
+        row["checker"] = str(exc).splitlines()[0][:200]
+    if reference is not None:
+        try:
+            row["same_outputs"] = same(reference, run_ort(out, feeds))
+        except Exception as exc:  # noqa: BLE001
+            row["same_outputs"] = str(exc).splitlines()[0][:200]
+    return row
+
+
+def summary(rows: list[dict], objectives: list[str]) -> list[dict]:
+    out = []
+    for obj in objectives:
+        rs = [r for r in rows if r["objective"] == obj]
+        ok = [r for r in rs if r["rc"] == 0]
+        out.append({
+            "objective": obj, "runs": len(rs), "exit_0": len(ok),
+            "clean_errors": sum(1 for r in rs if r["rc"] != 0 and r.get("clean_error")),
+            "bad_errors": sum(1 for r in rs if r["rc"] != 0 and not r.get("clean_error")),
+            "checker_ok": sum(1 for r in ok if r.get("checker") is True),
+            "outputs_compared": sum(1 for r in ok if "same_outputs" in r),
+            "outputs_same": sum(1 for r in ok if r.get("same_outputs") is True),
+            "max_seconds": max((r["seconds"] for r in rs), default=0.0),
+        })
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--objectives", default=",".join(OBJECTIVE_ARGS))
+    ap.add_argument("--time-limit", type=float, default=1.0)
+    ap.add_argument("--limit", type=int, default=0, help="only the first N models")
+    ap.add_argument("--out", type=Path, default=None)
+    ap.add_argument("--markdown", type=Path, default=None)
+    args = ap.parse_args(argv)
+    objectives = [o for o in args.objectives.split(",") if o]
+    unknown = sorted(set(objectives) - set(OBJECTIVE_ARGS))
+    if unknown:
+        ap.error(f"unknown objective(s) {', '.join(unknown)}; choose from {', '.join(OBJECTIVE_ARGS)}")
+    models = backend_models()[: args.limit or None]
+    rows: list[dict] = []
+    t0 = time.perf_counter()
+    with tempfile.TemporaryDirectory() as tmp:
+        for model in track(models, description="models", console=Console(stderr=True)):
+            feeds = test_inputs(model)
+            try:
+                reference = run_ort(model, feeds) if feeds else None
+            except Exception:  # noqa: BLE001 -- ONNX Runtime cannot run the input model itself
+                reference = None
+            for obj in objectives:
+                rows.append(check_one(model, obj, args.time_limit, Path(tmp), reference, feeds))
+    table_rows = summary(rows, objectives)
+    problems = [r for r in rows if (r["rc"] != 0 and not r.get("clean_error")) or r.get("checker", True) is not True
+                or r.get("same_outputs", True) is not True]
+    table = Table(title=f"onnx-sched optimize on {len(models)} unseen models (--time-limit {args.time_limit:g})")
+    columns = ("objective", "runs", "exit_0", "clean_errors", "bad_errors", "checker_ok", "outputs_compared",
+               "outputs_same", "max_seconds")
+    for c in columns:
+        table.add_column(c, justify="left" if c == "objective" else "right")
+    for r in table_rows:
+        table.add_row(*(str(r[c]) for c in columns))
+    Console(width=150).print(table)
+    for r in problems:
+        print(f"PROBLEM {r['model']} {r['objective']}: rc {r['rc']}, {r.get('checker')}, {r.get('same_outputs')}, "
+              f"{r['stderr_last']}")
+    command = "python benchmarks/unseen_models.py " + " ".join(sys.argv[1:] if argv is None else argv)
+    if args.out:
+        args.out.write_text(json.dumps({"command": command, "models": len(models), "summary": table_rows,
+                                        "problems": problems, "rows": rows,
+                                        "seconds": round(time.perf_counter() - t0, 1)}, indent=1))
+    if args.markdown:
+        lines = [f"`{command}`", "", "| " + " | ".join(columns) + " |", "|---" * len(columns) + "|"]
+        lines += ["| " + " | ".join(str(r[c]) for c in columns) + " |" for r in table_rows]
+        args.markdown.write_text("\n".join(lines) + "\n")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
