@@ -281,3 +281,20 @@ def test_a_model_of_constants_passes_through_the_pipeline_api_unchanged():
         optimize_model(m)
     assert optimize(m) is m
     assert OnnxSchedPass()(ir.serde.deserialize_model(m)).modified is False
+
+
+def test_symbolic_shape_inference_loads_without_importing_torch():
+    """ONNX Runtime's symbolic shape inference is loaded from its file: importing it as
+    ``onnxruntime.tools.symbolic_shape_infer`` would import torch first (1.8 s) wherever torch is installed."""
+    import subprocess
+    import sys
+    import textwrap
+
+    code = textwrap.dedent("""
+        import sys
+        from onnx_sched.importers.onnx_shapes import _symbolic_shape_inference
+        cls = _symbolic_shape_inference()
+        print(cls.__name__, "torch" in sys.modules)
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["SymbolicShapeInference", "False"]
