@@ -15,7 +15,10 @@ model we write:
     python benchmarks/unseen_models.py --out docs/unseen_models.json --markdown docs/unseen_models.md
 
 ``--objectives`` picks objectives (default all four; makespan / latency / peak-mem-devices use the
-files of ``benchmarks/time_limit.py``), ``--limit N`` the first N models.
+files of ``benchmarks/time_limit.py``), ``--limit N`` the first N models.  ``--format openvino`` converts
+each model to an OpenVINO IR first (``ov.convert_model``; models it cannot convert are left out) and
+runs the command on the ``.xml``: the output IR must give OpenVINO's outputs of the input IR on seeded
+random inputs (the checker does not apply).
 """
 
 from __future__ import annotations
@@ -94,10 +97,38 @@ def same(a: list[np.ndarray], b: list[np.ndarray]) -> bool:
     return True
 
 
+def to_openvino(model: Path, out_dir: Path) -> tuple[Path, dict[str, np.ndarray]] | None:
+    """``model`` as an OpenVINO IR in ``out_dir`` and seeded inputs for it, or ``None`` if OpenVINO cannot
+    convert or compile it."""
+    import openvino as ov
+
+    xml = out_dir / f"{model_name(model)}.xml"
+    try:
+        ov.save_model(ov.convert_model(str(model)), str(xml))
+        compiled = ov.Core().compile_model(str(xml), "CPU")
+    except Exception:  # noqa: BLE001 -- not every backend test model converts
+        return None
+    rng = np.random.default_rng(0)
+    feeds = {}
+    for inp in compiled.inputs:
+        shape = [max(int(d), 1) for d in inp.get_partial_shape().get_min_shape()]
+        dtype = inp.get_element_type().to_dtype()
+        feeds[inp.any_name] = ((rng.random(shape) * 3).astype(dtype) if dtype.kind == "f"
+                               else rng.integers(0, 3, shape).astype(dtype))
+    return xml, feeds
+
+
+def run_openvino(xml: Path, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+    import openvino as ov
+
+    return [np.asarray(v) for v in ov.Core().compile_model(str(xml), "CPU")(feeds).values()]
+
+
 def check_one(model: Path, objective: str, time_limit: float, out_dir: Path,
               reference: list[np.ndarray] | None, feeds: dict[str, np.ndarray]) -> dict:
-    """One ``optimize`` run and its checks (see module docstring)."""
-    out = out_dir / f"{model_name(model)}.{objective}.onnx"
+    """One ``optimize`` run and its checks (see module docstring); ``model`` an ``.onnx`` or an IR ``.xml``."""
+    openvino = model.suffix == ".xml"
+    out = out_dir / f"{model_name(model) if not openvino else model.stem}.{objective}{model.suffix}"
     t0 = time.perf_counter()
     proc = subprocess.run([sys.executable, "-m", "onnx_sched.cli", "optimize", str(model), "-o", str(out),
                            "--objective", objective, "--time-limit", str(time_limit), *OBJECTIVE_ARGS[objective]],
@@ -109,14 +140,15 @@ def check_one(model: Path, objective: str, time_limit: float, out_dir: Path,
     if proc.returncode != 0:
         row["clean_error"] = len(stderr) == 1 and not row["traceback"]
         return row
-    try:
-        onnx.checker.check_model(onnx.load(out), full_check=True)
-        row["checker"] = True
-    except Exception as exc:  # noqa: BLE001 -- reported, not raised
-        row["checker"] = str(exc).splitlines()[0][:200]
+    if not openvino:
+        try:
+            onnx.checker.check_model(onnx.load(out), full_check=True)
+            row["checker"] = True
+        except Exception as exc:  # noqa: BLE001 -- reported, not raised
+            row["checker"] = str(exc).splitlines()[0][:200]
     if reference is not None:
         try:
-            row["same_outputs"] = same(reference, run_ort(out, feeds))
+            row["same_outputs"] = same(reference, run_openvino(out, feeds) if openvino else run_ort(out, feeds))
         except Exception as exc:  # noqa: BLE001
             row["same_outputs"] = str(exc).splitlines()[0][:200]
     return row
@@ -131,7 +163,7 @@ def summary(rows: list[dict], objectives: list[str]) -> list[dict]:
             "objective": obj, "runs": len(rs), "exit_0": len(ok),
             "clean_errors": sum(1 for r in rs if r["rc"] != 0 and r.get("clean_error")),
             "bad_errors": sum(1 for r in rs if r["rc"] != 0 and not r.get("clean_error")),
-            "checker_ok": sum(1 for r in ok if r.get("checker") is True),
+            "checker_ok": sum(1 for r in ok if r.get("checker") is True) if any("checker" in r for r in ok) else "-",
             "outputs_compared": sum(1 for r in ok if "same_outputs" in r),
             "outputs_same": sum(1 for r in ok if r.get("same_outputs") is True),
             "max_seconds": max((r["seconds"] for r in rs), default=0.0),
@@ -144,6 +176,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--objectives", default=",".join(OBJECTIVE_ARGS))
     ap.add_argument("--time-limit", type=float, default=1.0)
     ap.add_argument("--limit", type=int, default=0, help="only the first N models")
+    ap.add_argument("--format", choices=("onnx", "openvino"), default="onnx")
     ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("--markdown", type=Path, default=None)
     args = ap.parse_args(argv)
@@ -155,18 +188,31 @@ def main(argv: list[str] | None = None) -> int:
     rows: list[dict] = []
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
+        converted = 0
         for model in track(models, description="models", console=Console(stderr=True)):
-            feeds = test_inputs(model)
-            try:
-                reference = run_ort(model, feeds) if feeds else None
-            except Exception:  # noqa: BLE001 -- ONNX Runtime cannot run the input model itself
-                reference = None
+            if args.format == "openvino":
+                ir = to_openvino(model, Path(tmp))
+                if ir is None:
+                    continue
+                (model, feeds), converted = ir, converted + 1
+                try:
+                    reference = run_openvino(model, feeds)
+                except Exception:  # noqa: BLE001 -- seeded inputs at the smallest shapes do not fit every model
+                    reference = None
+            else:
+                feeds = test_inputs(model)
+                try:
+                    reference = run_ort(model, feeds) if feeds else None
+                except Exception:  # noqa: BLE001 -- ONNX Runtime cannot run the input model itself
+                    reference = None
             for obj in objectives:
                 rows.append(check_one(model, obj, args.time_limit, Path(tmp), reference, feeds))
     table_rows = summary(rows, objectives)
     problems = [r for r in rows if (r["rc"] != 0 and not r.get("clean_error")) or r.get("checker", True) is not True
                 or r.get("same_outputs", True) is not True]
-    table = Table(title=f"onnx-sched optimize on {len(models)} unseen models (--time-limit {args.time_limit:g})")
+    tested = converted if args.format == "openvino" else len(models)
+    table = Table(title=f"onnx-sched optimize on {tested} unseen {args.format} models "
+                        f"(--time-limit {args.time_limit:g})")
     columns = ("objective", "runs", "exit_0", "clean_errors", "bad_errors", "checker_ok", "outputs_compared",
                "outputs_same", "max_seconds")
     for c in columns:
@@ -179,8 +225,8 @@ def main(argv: list[str] | None = None) -> int:
               f"{r['stderr_last']}")
     command = "python benchmarks/unseen_models.py " + " ".join(sys.argv[1:] if argv is None else argv)
     if args.out:
-        args.out.write_text(json.dumps({"command": command, "models": len(models), "summary": table_rows,
-                                        "problems": problems, "rows": rows,
+        args.out.write_text(json.dumps({"command": command, "models": tested, "format": args.format,
+                                        "summary": table_rows, "problems": problems, "rows": rows,
                                         "seconds": round(time.perf_counter() - t0, 1)}, indent=1))
     if args.markdown:
         lines = [f"`{command}`", "", "| " + " | ".join(columns) + " |", "|---" * len(columns) + "|"]
