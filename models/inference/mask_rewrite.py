@@ -36,13 +36,11 @@ __all__ = ["arithmetic_where"]
 
 def _scalar_constants(graph: onnx.GraphProto) -> dict[str, np.ndarray]:
     """Scalar (or one-element) floating-point constants of ``graph`` by value name."""
-    out: dict[str, np.ndarray] = {}
-    for init in graph.initializer:
-        out[init.name] = numpy_helper.to_array(init)
-    for node in graph.node:
-        if node.op_type == "Constant" and len(node.attribute) == 1 and node.attribute[0].name == "value":
-            out[node.output[0]] = numpy_helper.to_array(node.attribute[0].t)
-    return {k: v for k, v in out.items() if v.size == 1 and np.issubdtype(v.dtype, np.floating)}
+    tensors = {init.name: init for init in graph.initializer}
+    tensors.update({node.output[0]: node.attribute[0].t for node in graph.node
+                    if node.op_type == "Constant" and len(node.attribute) == 1 and node.attribute[0].name == "value"})
+    out = {name: numpy_helper.to_array(t) for name, t in tensors.items() if int(np.prod(t.dims)) == 1}  # not weights
+    return {k: v for k, v in out.items() if np.issubdtype(v.dtype, np.floating)}
 
 
 def _exact(a: np.ndarray, b: np.ndarray) -> bool:

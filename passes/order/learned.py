@@ -26,7 +26,7 @@ eq. 8 only), ``temperature`` (default: the checkpoint's
 ``onnx_sched.sample_temperature`` metadata, chosen on validation graphs by
 ``benchmarks/learned_temperature.py``, else 1), ``mem_beta`` (default: the
 checkpoint's ``onnx_sched.mem_beta``, else 0 = eq. 8), ``encoder_seconds`` (how long the encoder may run,
-default the time limit; ``auto`` gives it all the time it has left while the repairs keep to their share).
+default the time limit; ``auto`` gives it half of the time it has left while the repairs keep to their share).
 An encoder that would end past that (quadratic in ops: 5-8 s at 8,400 ops on this 2-core machine) is stopped
 there with :class:`~onnx_sched.errors.TimeLimitError`.
 A missing checkpoint raises :class:`~onnx_sched.models.inference.topoformer_onnx.CheckpointMissingError`
