@@ -335,7 +335,7 @@ def import_onnx(
     g = model.graph
     pinned = _pin_inputs(model, input_shapes or {}, dims or {})
 
-    types, sources = infer_types(pinned, path if not (input_shapes or dims) else None)
+    types, sources = infer_types(pinned, path, changed=bool(input_shapes or dims))
 
     initializers = {i.name for i in g.initializer}
     graph_inputs = [i.name for i in g.input if i.name not in initializers]

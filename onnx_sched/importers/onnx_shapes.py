@@ -1,9 +1,10 @@
 """Element type and static shape of every tensor of an ONNX model, from a chain of inference engines.
 
 onnx's shape inference first, then ONNX Runtime's symbolic shape inference, then OpenVINO's ONNX
-frontend, each only for what the ones before left unknown; last, OpenVINO's upper bounds for
-data-dependent shapes (:mod:`onnx_sched.importers.bounded_shapes`) and the shapes an op's definition
-fixes where every engine leaves them out (``Dropout``'s mask).  ``sources`` counts what each engine
+frontend, each only for what the ones before left unknown; then OpenVINO's upper bounds for
+data-dependent shapes (:mod:`onnx_sched.importers.bounded_shapes`), the shapes two ONNX Runtime runs
+agree on (:mod:`onnx_sched.importers.observed_shapes`: contrib ops no engine infers), and last the
+shapes an op's definition fixes where every engine leaves them out (``Dropout``'s mask).  ``sources`` counts what each engine
 gave (``onnx-sched inspect`` shows it).
 """
 
@@ -17,30 +18,35 @@ import numpy as np
 import onnx
 
 from onnx_sched.importers.bounded_shapes import upper_bound_shape
+from onnx_sched.importers.observed_shapes import observed_shapes
 
 __all__ = ["infer_types"]
 
 TensorType = tuple[int, "tuple[int, ...] | None"]
 
 
-def infer_types(model: onnx.ModelProto, path: Path | None = None) -> tuple[dict[str, TensorType], dict[str, int]]:
+def infer_types(model: onnx.ModelProto, path: Path | None = None,
+                changed: bool = False) -> tuple[dict[str, TensorType], dict[str, int]]:
     """``(types, sources)``: ``types[name] = (elem_type, shape or None)`` for the graph's inputs, outputs
-    and node outputs; ``path`` (the file ``model`` was read from, unchanged) lets OpenVINO read the file
-    itself."""
+    and node outputs.  ``path``: the file ``model`` was read from, which OpenVINO reads itself, or, when
+    ``model`` was ``changed`` since (inputs pinned), where the external data of its copy is found."""
     g = model.graph
     types = _collect_types(model)
     sources: dict[str, int] = {}
+    produced = {o for n in g.node for o in n.output if o}
     needed = [o for n in g.node for o in n.output if o] + [i.name for i in g.input]
 
     def missing() -> list[str]:
         return [t for t in needed if t not in types or types[t][1] is None]
 
-    openvino_shapes = functools.cache(lambda: _infer_openvino(model, path))
+    openvino_shapes = functools.cache(lambda: _infer_openvino(model, path, changed))
     for engine, infer in (
         ("onnx", lambda: _infer_onnx(model)),
         ("ort-symbolic", lambda: _infer_ort_symbolic(model)),
         ("openvino", lambda: openvino_shapes()[0]),
         ("openvino-upper-bound", lambda: openvino_shapes()[1]),
+        ("ort-run", lambda: observed_shapes(model, [t for t in missing() if t in produced],
+                                            path.parent if path is not None else None)),
     ):
         if not missing():
             break
@@ -125,7 +131,7 @@ def _infer_ort_symbolic(model: onnx.ModelProto) -> dict:
     return _collect_types(inferred) if inferred is not None else {}
 
 
-def _infer_openvino(model: onnx.ModelProto, path: Path | None) -> tuple[dict, dict]:
+def _infer_openvino(model: onnx.ModelProto, path: Path | None, changed: bool) -> tuple[dict, dict]:
     """``(static, upper_bound)``: OpenVINO's static output shapes, and the data-dependent ones at their
     upper bound (:mod:`onnx_sched.importers.bounded_shapes`)."""
     try:
@@ -133,14 +139,14 @@ def _infer_openvino(model: onnx.ModelProto, path: Path | None) -> tuple[dict, di
     except Exception:  # noqa: BLE001
         return {}, {}
     try:
-        if path is not None and not model.graph.value_info:
+        if path is not None and not changed and not model.graph.value_info:
             ov_model = ov.Core().read_model(str(path))
         else:
             import tempfile
 
             with tempfile.TemporaryDirectory() as tmp:
                 f = Path(tmp) / "m.onnx"
-                onnx.save(model, str(f))
+                onnx.save(_self_contained(model, path.parent) if path is not None else model, str(f))
                 ov_model = ov.Core().read_model(str(f))
     except Exception:  # noqa: BLE001
         return {}, {}
@@ -161,6 +167,41 @@ def _infer_openvino(model: onnx.ModelProto, path: Path | None) -> tuple[dict, di
             for name in o.get_names():
                 (static if ps.is_static else bounded)[name] = (elem, shape)
     return static, bounded
+
+
+#: External tensors up to this size are read into the copy OpenVINO infers shapes on: shape-like constants.
+SMALL_EXTERNAL_BYTES = 1 << 16
+
+
+def _self_contained(model: onnx.ModelProto, data_dir: Path) -> onnx.ModelProto:
+    """A copy of ``model`` that needs no external data file: small external tensors (shape-like constants) are read
+    in from ``data_dir``, large ones (weights, whose values no output shape depends on) become graph inputs of the
+    same type and shape.  OpenVINO refuses data files outside the model's folder, so a copy saved elsewhere must not
+    refer to them; reading gigabytes of weights only to infer shapes is what the importer avoids."""
+    from onnx.external_data_helper import load_external_data_for_tensor, uses_external_data
+
+    if not any(uses_external_data(t) for t in model.graph.initializer):
+        return model
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)
+    kept, inputs = [], []
+    for t in copy.graph.initializer:
+        if not uses_external_data(t):
+            kept.append(t)
+            continue
+        size = int(np.prod(t.dims, dtype=np.int64)) * onnx.helper.tensor_dtype_to_np_dtype(t.data_type).itemsize
+        if size <= SMALL_EXTERNAL_BYTES:
+            load_external_data_for_tensor(t, str(data_dir))
+            t.data_location = onnx.TensorProto.DEFAULT
+            del t.external_data[:]
+            kept.append(t)
+        else:
+            inputs.append(onnx.helper.make_tensor_value_info(t.name, t.data_type, list(t.dims)))
+    listed = {i.name for i in copy.graph.input}
+    del copy.graph.initializer[:]
+    copy.graph.initializer.extend(kept)
+    copy.graph.input.extend(i for i in inputs if i.name not in listed)
+    return copy
 
 
 def _default_opset(model: onnx.ModelProto) -> int:
