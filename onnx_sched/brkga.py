@@ -7,7 +7,8 @@ crossover of one elite and one non-elite parent (gene ``i`` from the elite with
 probability ``rho[i]``), and fills the rest with mutants drawn from the chromosome
 distribution (independent Beta(alpha_i, beta_i) per gene; standard BRKGA: uniform
 and one ``rho`` for all genes).  It stops when the next generation would exceed the
-evaluation budget, at the deadline (no generation starts that would end past it, by the last one's time),
+evaluation budget, at the deadline (no generation starts that would end past it, by the last one's time; the
+first population stops being scored when it passes, after the known good chromosomes),
 or (``settle``) once the best is as good as it
 can be on the main objective and has stopped improving on what breaks its ties.
 
@@ -127,12 +128,14 @@ def brkga(
     initial: np.ndarray | None = None,
     deadline: Deadline | None = None,
     settle: Settle | None = None,
+    reserve: int = 0,
 ) -> BrkgaResult:
     """Minimise ``fitness`` (population x genes -> population) over random keys.
 
     ``initial``: known good chromosomes placed in the first population (paper 003:
     "known good solutions may also be used to initialize a population"); ``settle``: stop early
-    once the best is settled (:class:`Settle`, rounds are generations).
+    once the best is settled (:class:`Settle`, rounds are generations); ``reserve``: what the caller does with
+    the result before ``deadline``, in chromosome evaluations -- no generation starts that would leave less time.
     """
     if n_genes < 1:
         raise ValueError(f"BRKGA needs at least one gene, got {n_genes}")
@@ -146,15 +149,20 @@ def brkga(
         if seeds.shape[1] != n_genes:
             raise ValueError(f"initial chromosomes have {seeds.shape[1]} genes, expected {n_genes}")
         pop[: len(seeds)] = seeds
-    fit = np.asarray(fitness(pop), dtype=np.float64)
-    evaluations = params.population
+    started = work_clock()
+    fit = _first_fitness(fitness, pop, 0 if initial is None else len(seeds), deadline)
+    evaluations = len(fit)
+    pop = pop[:evaluations]
     order = np.argsort(fit, kind="stable")
     pop, fit = pop[order], fit[order]
     history = [(evaluations, float(fit[0]))]
     generations = flat = 0
     per_generation = params.population - params.elites
-    last = 0.0  # seconds the last generation took: one that would end past the deadline does not start
-    while evaluations + per_generation <= params.evaluations and not (deadline is not None and deadline.left() <= last):
+    # seconds the last generation took (before the first: the first population's time per chromosome): one that
+    # would end past the deadline does not start
+    last = (work_clock() - started) * per_generation / evaluations
+    while evaluations + per_generation <= params.evaluations \
+            and not (deadline is not None and deadline.left() <= last * (1 + reserve / per_generation)):
         if settle is not None and settle.done(float(fit[0]), flat):
             break
         started = work_clock()
@@ -175,3 +183,28 @@ def brkga(
         last = work_clock() - started
     return BrkgaResult(best_keys=pop[0].copy(), best_fitness=float(fit[0]), evaluations=evaluations,
                        generations=generations, population=pop, fitness=fit, history=tuple(history))
+
+
+#: Chromosomes of the first population scored before the first deadline check (the known good ones always).
+FIRST_CHUNK = 10
+
+
+def _first_fitness(fitness: Callable[[np.ndarray], np.ndarray], pop: np.ndarray, seeds: int,
+                   deadline: Deadline | None) -> np.ndarray:
+    """Fitness of the first population, or, when ``deadline`` passes while it is scored (a population of a huge
+    graph takes seconds), of its first members: the ``seeds`` known good ones and as many more as the time allowed.
+    Chunks are sized by the last chunk's speed, so a run with time to spare scores the rest in one call."""
+    if deadline is None:
+        return np.asarray(fitness(pop), dtype=np.float64)
+    fit = np.empty(len(pop))
+    done, chunk = 0, min(len(pop), max(FIRST_CHUNK, seeds))
+    while done < len(pop):
+        started = work_clock()
+        fit[done: done + chunk] = np.asarray(fitness(pop[done: done + chunk]), dtype=np.float64)
+        per_chromosome = (work_clock() - started) / chunk
+        done += chunk
+        left = deadline.left()
+        if left <= 0:
+            break
+        chunk = min(len(pop) - done, max(1, int(left / max(per_chromosome, 1e-9))))
+    return fit[:done]

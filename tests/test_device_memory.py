@@ -3,6 +3,8 @@ its agreement with the single-device model, decoding, BRKGA and the passes."""
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 from conftest import CORPUS
@@ -11,6 +13,7 @@ from onnx_sched.brkga import BrkgaParams, brkga
 from onnx_sched.cli.optimize import parse_memory_limits
 from onnx_sched.cost import device_memory as dm
 from onnx_sched.cost.memory import peak_memory
+from onnx_sched.deadline import Deadline
 from onnx_sched.graph import Graph
 from onnx_sched.objectives import build_problem, get_objective
 from onnx_sched.passes import PassContext, available, get_pass
@@ -101,19 +104,51 @@ def test_memory_limits_make_overflows_infeasible() -> None:
         parse_memory_limits(["GPU:4GiB"])
 
 
+def _er_fitness() -> tuple[dm.DeviceMemoryProblem, object]:
+    """A 40-op random graph on two devices and BRKGA's fitness of its chromosomes."""
+    p = dm.DeviceMemoryProblem.build(er_graph(40, 100_011), ("CPU", "GPU"))
+    return p, lambda keys: dm.fitness(p, dm.evaluate_keys(p, keys))
+
+
 def test_brkga_is_deterministic_by_seed_and_keeps_its_budget() -> None:
-    g = er_graph(40, 100_011)
-    p = dm.DeviceMemoryProblem.build(g, ("CPU", "GPU"))
-
-    def fit(keys):
-        return dm.fitness(p, dm.evaluate_keys(p, keys))
-
+    p, fit = _er_fitness()
     params = BrkgaParams(evaluations=1000)
     a = brkga(fit, dm.chromosome_size(p), params, seed=3)
     b = brkga(fit, dm.chromosome_size(p), params, seed=3)
     assert a.best_fitness == b.best_fitness and np.array_equal(a.best_keys, b.best_keys)
     assert a.evaluations <= 1000 and a.evaluations == 100 + 90 * a.generations
     assert [f for _, f in a.history] == sorted((f for _, f in a.history), reverse=True)  # elitism: never worse
+
+
+def test_brkga_stops_inside_its_first_population_at_the_deadline_and_keeps_the_known_good_keys() -> None:
+    n, target = 12, np.linspace(0, 1, 12)
+
+    def slow(keys):  # 20 ms per chromosome: a population takes 2 s, past the 0.3 s limit
+        time.sleep(0.02 * len(keys))
+        return np.abs(keys - target).sum(axis=1)
+
+    good = target.copy()
+    result = brkga(slow, n, BrkgaParams(), seed=0, initial=good, deadline=Deadline(0.3))
+    assert 10 <= result.evaluations < 100 and result.generations == 0
+    assert len(result.population) == result.evaluations == len(result.fitness)
+    assert result.best_fitness == 0.0 and np.array_equal(result.best_keys, good)
+
+
+def test_brkga_with_time_to_spare_is_the_run_without_a_deadline_and_reserve_ends_it_earlier() -> None:
+    p, fit = _er_fitness()
+    params = BrkgaParams(evaluations=1000)
+    free = brkga(fit, dm.chromosome_size(p), params, seed=3)
+    timed = brkga(fit, dm.chromosome_size(p), params, seed=3, deadline=Deadline(600))
+    assert np.array_equal(free.population, timed.population) and free.evaluations == timed.evaluations
+
+    def slow(keys):  # 2 ms per chromosome: 0.18 s per generation
+        time.sleep(0.002 * len(keys))
+        return fit(keys)
+
+    # 1.5 s: several generations; reserving 500 evaluations (about a second) after the run leaves room for fewer
+    plain = brkga(slow, dm.chromosome_size(p), params, seed=3, deadline=Deadline(1.5))
+    reserved = brkga(slow, dm.chromosome_size(p), params, seed=3, deadline=Deadline(1.5), reserve=500)
+    assert 0 < reserved.generations < plain.generations
 
 
 def test_a_search_at_the_lower_bound_stops_once_the_bytes_moved_settle() -> None:

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 
 from onnx_sched.cost import device_memory as dm
+from onnx_sched.deadline import Deadline
 from onnx_sched.graph import Graph
 from onnx_sched.models.inference import regal as rg
 from onnx_sched.models.inference.regal_features import n_node_features, position_column, prepare
@@ -121,6 +124,24 @@ def test_pass_tiny_budget_never_worse_than_host_only() -> None:
     assert got <= host and s.info["evaluations"] <= 500
     with pytest.raises(ValueError, match="at least 500 evaluations"):
         get_pass("regal", "peak-mem-devices")(g, PassContext(options={"evaluations": 450}, problem=p))
+
+
+def test_a_feature_run_that_takes_all_the_time_returns_its_best_without_the_policy(monkeypatch) -> None:
+    g, p = _problem(30, 5)
+    fitness = dm.fitness
+
+    def slow(problem, peaks, transferred=None):  # 2 ms per chromosome: a population takes 0.2 s
+        time.sleep(0.002 * len(peaks))
+        return fitness(problem, peaks, transferred)
+
+    monkeypatch.setattr(dm, "fitness", slow)
+    host = dm.walk(p, [dm.Step("op", j, 0) for j in range(g.n_ops)]).peak
+    spent = rg.run_regal(p, None, 5000, seed=0, deadline=Deadline(0.0))
+    assert spent.info["action"].startswith("none") and spent.info["generations"] == 0
+    assert spent.evaluations == 10  # the first chunk of the feature run's first population, the host-only keys in it
+    assert dm.walk(p, dm.decode_keys(p, spent.best_keys)[1]).peak <= host
+    short = rg.run_regal(p, None, 5000, seed=0, deadline=Deadline(0.1))  # without the cuts: 5,000 x 2 ms
+    assert 10 < short.evaluations < 200 and dm.walk(p, dm.decode_keys(p, short.best_keys)[1]).peak <= host
 
 
 def test_missing_checkpoint_is_one_clear_line(monkeypatch, tmp_path) -> None:

@@ -270,6 +270,10 @@ def _load_policy(path: str) -> RegalPolicy:
         raise ValueError(str(exc)) from None
 
 
+#: Of the time left to :func:`run_regal`, the most its feature run may take: the rest is for the policy's BRKGA.
+FEATURE_SHARE = 0.5
+
+
 @dataclass(frozen=True)
 class RegalRun:
     """REGAL's best chromosome and what it spent."""
@@ -289,7 +293,13 @@ def run_regal(problem: dm.DeviceMemoryProblem, policy: RegalPolicy | None, evalu
         raise ValueError(f"the REGAL checkpoint was trained for {policy.devices} devices, the problem has "
                          f"{problem.n_devices}")
     pin = (policy is not None and policy.pin) if pin is None else pin
-    inputs = prepare(problem, seed, deadline, pin)
+    inputs = prepare(problem, seed, None if deadline is None else Deadline(max(deadline.left(), 0.0) * FEATURE_SHARE),
+                     pin)
+    if deadline is not None and deadline.expired():  # a huge graph: the feature run was all the time allowed
+        warm = inputs.warm
+        return RegalRun(best_keys=warm.best_keys, best_fitness=warm.best_fitness, evaluations=warm.evaluations,
+                        info={"evaluations": warm.evaluations, "feature_evaluations": warm.evaluations,
+                              "generations": 0, "pinned": pin, "action": "none: no time left after the feature run"})
     if policy is None:
         actions = feature_prior(inputs, problem.n_devices)
     else:

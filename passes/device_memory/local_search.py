@@ -183,10 +183,10 @@ def tidy_transfers(problem: dm.DeviceMemoryProblem, keys: np.ndarray, ctx: PassC
     whose first population holds ``keys`` and the simple solutions of :func:`start_keys` (other splits can reach
     the same peak with far fewer crossings), the rest to hill climbing with the moves of :func:`peak_or_bytes`;
     last, :func:`prefer_one_device`.  Returns the keys and the evaluations
-    spent (option ``tidy``, default :data:`TIDY_EVALUATIONS`; 0: ``keys`` unchanged).
+    spent (option ``tidy``, default :data:`TIDY_EVALUATIONS`; 0, or no time left: ``keys`` unchanged).
     """
     budget = int(ctx.option("tidy", TIDY_EVALUATIONS))
-    if budget <= 0:
+    if budget <= 0 or (deadline is not None and deadline.expired()):
         return keys, 0
     used = 0
     params = BrkgaParams(evaluations=budget // 2)

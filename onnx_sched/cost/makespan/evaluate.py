@@ -39,15 +39,14 @@ def _transfers(problem: MakespanProblem, placement: np.ndarray) -> tuple[float, 
     if problem.n_units < 2 or not problem.has_transfers:
         return 0.0, 0
     g = problem.graph
-    moved: set[tuple[int, int]] = set()
-    total = 0.0
-    for v in range(g.n_ops):
-        for t in set(g.op_inputs.row(v).tolist()):
-            u = int(g.tensor_producer[t])
-            if u >= 0 and placement[u] != placement[v] and (t, int(placement[v])) not in moved:
-                moved.add((t, int(placement[v])))
-                total += float(g.tensor_bytes[t])
-    return total, len(moved)
+    placement = np.asarray(placement, np.int64)
+    consumer = np.repeat(np.arange(g.n_ops, dtype=np.int64), g.op_inputs.lengths())
+    tensor = np.asarray(g.op_inputs.indices, np.int64)
+    producer = np.asarray(g.tensor_producer, np.int64)[tensor]
+    dst = placement[consumer]
+    crossing = (producer >= 0) & (placement[np.maximum(producer, 0)] != dst)
+    moves = np.unique(tensor[crossing] * problem.n_units + dst[crossing])
+    return float(np.asarray(g.tensor_bytes, np.float64)[moves // problem.n_units].sum()), len(moves)
 
 
 def evaluate(problem: MakespanProblem, schedule: Schedule) -> MakespanResult:
