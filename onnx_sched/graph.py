@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from onnx_sched.dag import check_acyclic
+from onnx_sched.int_sets import unique_ints
 
 __all__ = ["Csr", "Graph", "TensorKind"]
 
@@ -63,7 +64,7 @@ class Csr:
         rows = np.asarray(rows, dtype=np.int64)
         cols = np.asarray(cols, dtype=np.int64)
         width = int(cols.max()) + 1 if len(cols) else 1
-        keys = np.unique(rows * width + cols)
+        keys = unique_ints(rows * width + cols)
         r, c = np.divmod(keys, width)
         indptr = np.zeros(n_rows + 1, dtype=np.int64)
         np.cumsum(np.bincount(r, minlength=n_rows), out=indptr[1:])

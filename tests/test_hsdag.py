@@ -98,6 +98,24 @@ def test_episodes_update_the_weights_and_never_lose_to_a_single_device(squeeze_p
     assert s.info["latency"] <= min(singles) + 1e-12 and s.info["weight_updates"] == 1
 
 
+def test_no_episode_starts_whose_first_step_would_end_past_the_limit(squeeze_problem, monkeypatch) -> None:
+    from onnx_sched.models.inference import hsdag_search
+
+    p = hn.load_params()
+    roomy = hsdag_search.run_episodes(squeeze_problem, p, EpisodeSettings(episodes=1, rounds=1),
+                                      lambda pl, pred: pred, np.random.default_rng(0), time_limit=60.0)
+    assert roomy.episodes_run == 1 and roomy.candidates
+    monkeypatch.setattr(hsdag_search, "FIRST_FORWARD_SECONDS_PER_EDGE", 1e3)  # as if every edge took 1000 s
+    late = hsdag_search.run_episodes(squeeze_problem, p, EpisodeSettings(episodes=1, rounds=1),
+                                     lambda pl, pred: pred, np.random.default_rng(0), time_limit=60.0)
+    assert late.episodes_run == 0 and late.steps == 0 and not late.candidates
+    g = squeeze_problem.graph
+    s = get_pass("hsdag", "latency")(g, PassContext(problem=squeeze_problem, time_limit=60.0))
+    singles = [get_pass(m, "latency")(g, PassContext(problem=squeeze_problem)).info["latency"]
+               for m in ("cpu-only", "gpu-only")]
+    assert s.info["episodes_run"] == 0 and s.info["latency"] == min(singles)
+
+
 def test_settings_and_reward_are_checked(squeeze_problem) -> None:
     with pytest.raises(ValueError, match="dropout"):
         EpisodeSettings(dropout=1.0)

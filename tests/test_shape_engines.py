@@ -53,7 +53,8 @@ def _qlinear_pool_model(n: int = 2, c: int = 8, hw: int = 5) -> onnx.ModelProto:
                               channels_last=0),
              helper.make_node("DequantizeLinear", ["pq", "s", "z"], ["y"])]
     g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [n, c, hw, hw])],
-                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [None] * 4)], initializer=[scale, zero])
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [None] * 4)],
+                          initializer=[scale, zero])
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)],
                              ir_version=10)
 
@@ -86,3 +87,19 @@ def test_observed_shapes_leave_out_sizes_that_follow_the_data():
     del model.graph.input[:]
     model.graph.input.append(dynamic)
     assert observed_shapes(model, ["mask"], None) == {}  # no static input shape, no run
+
+
+def test_a_run_does_not_size_a_standard_op_whose_shape_follows_the_data() -> None:
+    """``SequenceAt`` with an index fed at run time: both runs read element 0 (integer inputs are zeros), so only
+    the sequence bound may size it, never one observed element."""
+    from onnx_sched.importers.onnx_shapes import _after_custom_ops
+
+    contrib = _qlinear_pool_model()
+    assert _after_custom_ops(contrib.graph) == {"pq", "y"}
+    nodes = [helper.make_node("SequenceConstruct", ["a", "b"], ["seq"]),
+             helper.make_node("SequenceAt", ["seq", "i"], ["picked"])]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("a", TensorProto.FLOAT, [4]),
+                                       helper.make_tensor_value_info("b", TensorProto.FLOAT, [16]),
+                                       helper.make_tensor_value_info("i", TensorProto.INT64, [])],
+                          [helper.make_tensor_value_info("picked", TensorProto.FLOAT, [None])])
+    assert _after_custom_ops(g) == set()

@@ -31,6 +31,7 @@ import numpy as np
 from onnx_sched.dag import kahn_order
 from onnx_sched.dag_kernels import popcount
 from onnx_sched.graph import Graph
+from onnx_sched.int_sets import unique_ints, unique_pairs
 
 __all__ = ["OP_VOCAB", "Coarse", "colocate", "device_features", "fractal_dimension", "node_features",
            "N_NODE_FEATURES", "N_DEVICE_FEATURES", "feature_columns"]
@@ -96,7 +97,7 @@ def colocate(g: Graph) -> Coarse:
         member[v] = len(groups)
         groups.append([v])
     e = g.edges
-    ce = np.unique(np.stack([member[e[:, 0]], member[e[:, 1]]], 1), axis=0) if len(e) else np.zeros((0, 2), np.int64)
+    ce = unique_pairs(np.stack([member[e[:, 0]], member[e[:, 1]]], 1)) if len(e) else np.zeros((0, 2), np.int64)
     ce = ce[ce[:, 0] != ce[:, 1]]
     topo_first = np.array([grp[0] for grp in groups], np.int64)
     pos = np.empty(g.n_ops, np.int64)
@@ -129,23 +130,21 @@ def _fractal_dimension(n: int, edges: np.ndarray, max_radius: int = 12) -> np.nd
     e = np.asarray(edges, np.int64)
     e = e[e[:, 0] != e[:, 1]]
     src, dst = np.concatenate([e[:, 0], e[:, 1]]), np.concatenate([e[:, 1], e[:, 0]])
-    pairs = np.unique(src * n + dst)
+    pairs = unique_ints(src * n + dst)
     src, dst = pairs // n, pairs % n  # both directions, once each, sorted by source
     ptr = np.zeros(n + 1, np.int64)
     np.cumsum(np.bincount(src, minlength=n), out=ptr[1:])
-    counts = _ball_sizes(ptr, dst, max_radius)
-    out = np.zeros(n)
-    radii = np.arange(1, max_radius + 1)
-    for v in range(n):
-        c = counts[v].astype(np.float64)  # N(v, r): nodes within r hops, v included
-        keep = np.concatenate([[True], c[1:] > c[:-1]]) & (c > 1)
-        if keep.sum() < 2:
-            continue
-        x = np.log(radii[keep].astype(np.float64))
-        y = np.log(c[keep])
-        xm = x - x.mean()
-        out[v] = float((xm * (y - y.mean())).sum() / max((xm * xm).sum(), 1e-12))
-    return out
+    c = _ball_sizes(ptr, dst, max_radius).astype(np.float64)  # N(v, r): nodes within r hops, v included
+    keep = np.ones(c.shape, np.bool_)
+    keep[:, 1:] = c[:, 1:] > c[:, :-1]
+    keep &= c > 1
+    k = keep.sum(axis=1)
+    x = np.where(keep, np.log(np.arange(1, max_radius + 1, dtype=np.float64))[None, :], 0.0)
+    y = np.where(keep, np.log(c), 0.0)
+    xm = np.where(keep, x - x.sum(axis=1, keepdims=True) / np.maximum(k, 1)[:, None], 0.0)
+    ym = np.where(keep, y - y.sum(axis=1, keepdims=True) / np.maximum(k, 1)[:, None], 0.0)
+    slope = (xm * ym).sum(axis=1) / np.maximum((xm * xm).sum(axis=1), 1e-12)
+    return np.where(k >= 2, slope, 0.0)
 
 
 @numba.njit(cache=True)

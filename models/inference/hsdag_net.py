@@ -42,6 +42,7 @@ from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import connected_components
 
 from onnx_sched.cost import latency as lat
+from onnx_sched.int_sets import unique_pairs
 from onnx_sched.models import CHECKPOINTS
 from onnx_sched.models.inference.hsdag_features import device_features
 
@@ -142,7 +143,7 @@ def pooled_graph(problem: lat.PlacementProblem, rg: RoundGraph, gid: np.ndarray)
         else csr_matrix((n, n))
     ap = (x.T @ a @ x).tocoo()
     keep = ap.row != ap.col
-    edges = np.unique(np.stack([ap.row[keep], ap.col[keep]], 1).astype(np.int64), axis=0) if keep.any() \
+    edges = unique_pairs(np.stack([ap.row[keep], ap.col[keep]], 1)) if keep.any() \
         else np.zeros((0, 2), np.int64)
     return round_graph(problem, gid[rg.member], G, edges)
 

@@ -34,6 +34,7 @@ import numba
 import numpy as np
 
 from onnx_sched.graph import Graph, TensorKind
+from onnx_sched.int_sets import unique_ints
 
 __all__ = [
     "INPLACE_OP_TYPES",
@@ -91,7 +92,7 @@ def _memory_arrays_cached(g: Graph, inplace: bool) -> MemoryArrays:
     tensors = g.op_inputs.indices.astype(np.int64)
     real = kind[tensors] != TensorKind.WEIGHT
     ops, tensors = ops[real], tensors[real]
-    _, first = np.unique(ops * max(g.n_tensors, 1) + tensors, return_index=True)
+    _, first = unique_ints(ops * max(g.n_tensors, 1) + tensors, return_index=True)
     first.sort()
     ops, tensors = ops[first], tensors[first]
     in_ptr = np.zeros(g.n_ops + 1, dtype=np.int64)

@@ -2,10 +2,11 @@
 
 onnx's shape inference first, then ONNX Runtime's symbolic shape inference, then OpenVINO's ONNX
 frontend, each only for what the ones before left unknown; then OpenVINO's upper bounds for
-data-dependent shapes (:mod:`onnx_sched.importers.bounded_shapes`), the shapes two ONNX Runtime runs
-agree on (:mod:`onnx_sched.importers.observed_shapes`: contrib ops no engine infers), and last the
-shapes an op's definition fixes where every engine leaves them out (``Dropout``'s mask).  ``sources`` counts what each engine
-gave (``onnx-sched inspect`` shows it).
+data-dependent shapes (:mod:`onnx_sched.importers.bounded_shapes`), the shapes two ONNX Runtime
+runs agree on for contrib ops no engine infers and the ops that read them
+(:mod:`onnx_sched.importers.observed_shapes`), and last the shapes an op's definition fixes where
+every engine leaves them out (``Dropout``'s mask).  ``sources`` counts what each engine gave
+(``onnx-sched inspect`` shows it).
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ def infer_types(model: onnx.ModelProto, path: Path | None = None,
     g = model.graph
     types = _collect_types(model)
     sources: dict[str, int] = {}
-    produced = {o for n in g.node for o in n.output if o}
+    after_custom = _after_custom_ops(g)
     needed = [o for n in g.node for o in n.output if o] + [i.name for i in g.input]
 
     def missing() -> list[str]:
@@ -45,7 +46,7 @@ def infer_types(model: onnx.ModelProto, path: Path | None = None,
         ("ort-symbolic", lambda: _infer_ort_symbolic(model)),
         ("openvino", lambda: openvino_shapes()[0]),
         ("openvino-upper-bound", lambda: openvino_shapes()[1]),
-        ("ort-run", lambda: observed_shapes(model, [t for t in missing() if t in produced],
+        ("ort-run", lambda: observed_shapes(model, [t for t in missing() if t in after_custom],
                                             path.parent if path is not None else None)),
     ):
         if not missing():
@@ -60,6 +61,18 @@ def infer_types(model: onnx.ModelProto, path: Path | None = None,
 
     _fill_known_rules(g, types, opset=_default_opset(model))
     return types, sources
+
+
+def _after_custom_ops(g: onnx.GraphProto) -> set[str]:
+    """The outputs of ops outside the standard domains (``com.microsoft``'s contrib ops, custom ops) and of the ops
+    that read them, transitively: the tensors whose shapes may be unknown only because no engine knows such an op,
+    which a run may observe.  A standard op's unknown shape is data-dependent (an index read at run time): a run
+    would show one input's size, not a bound, so those stay with the bounds."""
+    found: set[str] = set()
+    for node in g.node:
+        if node.domain not in ("", "ai.onnx") or any(x in found for x in node.input):
+            found.update(o for o in node.output if o)
+    return found
 
 
 def _shape_of(t: onnx.TypeProto) -> tuple[int, ...] | None:

@@ -30,6 +30,7 @@ from __future__ import annotations
 import numpy as np
 
 from onnx_sched.cost.makespan.chains import Chains
+from onnx_sched.int_sets import unique_ints
 
 __all__ = ["chain_edges", "diversity", "time_unit"]
 
@@ -79,7 +80,7 @@ def _pairwise_ged(edges: list[np.ndarray]) -> np.ndarray:
     from scipy.sparse import csr_matrix
 
     sizes = np.array([len(e) for e in edges], np.int64)
-    codes, column = np.unique(np.concatenate(edges), return_inverse=True)
+    codes, column = unique_ints(np.concatenate(edges), return_inverse=True)
     rows = np.repeat(np.arange(len(edges)), sizes)
     incidence = csr_matrix((np.ones(len(rows), np.int64), (rows, column)), shape=(len(edges), len(codes)))
     common = (incidence @ incidence.T).toarray()

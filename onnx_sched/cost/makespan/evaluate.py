@@ -16,6 +16,7 @@ from onnx_sched.cost.makespan.list_kernels import run_list
 from onnx_sched.cost.makespan.paths import lower_bound
 from onnx_sched.cost.makespan.problem import MakespanProblem
 from onnx_sched.cost.makespan.validate import validate
+from onnx_sched.int_sets import unique_ints
 from onnx_sched.schedule import Schedule
 
 __all__ = ["MakespanResult", "evaluate"]
@@ -45,7 +46,7 @@ def _transfers(problem: MakespanProblem, placement: np.ndarray) -> tuple[float, 
     producer = np.asarray(g.tensor_producer, np.int64)[tensor]
     dst = placement[consumer]
     crossing = (producer >= 0) & (placement[np.maximum(producer, 0)] != dst)
-    moves = np.unique(tensor[crossing] * problem.n_units + dst[crossing])
+    moves = unique_ints(tensor[crossing] * problem.n_units + dst[crossing])
     return float(np.asarray(g.tensor_bytes, np.float64)[moves // problem.n_units].sum()), len(moves)
 
 
