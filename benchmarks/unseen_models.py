@@ -18,7 +18,9 @@ model we write:
 files of ``benchmarks/time_limit.py``), ``--limit N`` the first N models.  ``--format openvino`` converts
 each model to an OpenVINO IR first (``ov.convert_model``; models it cannot convert are left out) and
 runs the command on the ``.xml``: the output IR must give OpenVINO's outputs of the input IR on seeded
-random inputs (the checker does not apply).
+random inputs (the checker does not apply).  ``--source kinds`` runs the model kinds of
+``benchmarks/model_kinds.py`` instead (quantized, ONNX Runtime-fused, recurrent, control flow, float16,
+external data, dynamic dims; built with torch, compared on their seeded inputs).
 """
 
 from __future__ import annotations
@@ -97,17 +99,21 @@ def same(a: list[np.ndarray], b: list[np.ndarray]) -> bool:
     return True
 
 
-def to_openvino(model: Path, out_dir: Path) -> tuple[Path, dict[str, np.ndarray]] | None:
-    """``model`` as an OpenVINO IR in ``out_dir`` and seeded inputs for it, or ``None`` if OpenVINO cannot
-    convert or compile it."""
+def to_openvino(model: Path, out_dir: Path,
+                feeds: dict[str, np.ndarray] | None = None) -> tuple[Path, dict[str, np.ndarray]] | None:
+    """``model`` as an OpenVINO IR in ``out_dir`` and seeded inputs for it (``feeds``' shapes, if given, fix the
+    IR's input shapes and are its inputs), or ``None`` if OpenVINO cannot convert or compile it."""
     import openvino as ov
 
     xml = out_dir / f"{model_name(model)}.xml"
     try:
-        ov.save_model(ov.convert_model(str(model)), str(xml))
+        shapes = {"input": [(k, list(v.shape)) for k, v in feeds.items()]} if feeds else {}
+        ov.save_model(ov.convert_model(str(model), **shapes), str(xml))
         compiled = ov.Core().compile_model(str(xml), "CPU")
     except Exception:  # noqa: BLE001 -- not every backend test model converts
         return None
+    if feeds:
+        return xml, feeds
     rng = np.random.default_rng(0)
     feeds = {}
     for inp in compiled.inputs:
@@ -125,13 +131,15 @@ def run_openvino(xml: Path, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
 
 
 def check_one(model: Path, objective: str, time_limit: float, out_dir: Path,
-              reference: list[np.ndarray] | None, feeds: dict[str, np.ndarray]) -> dict:
-    """One ``optimize`` run and its checks (see module docstring); ``model`` an ``.onnx`` or an IR ``.xml``."""
+              reference: list[np.ndarray] | None, feeds: dict[str, np.ndarray], extra: list[str] = ()) -> dict:
+    """One ``optimize`` run and its checks (see module docstring); ``model`` an ``.onnx`` or an IR ``.xml``;
+    ``extra``: more command arguments (``--dim``)."""
     openvino = model.suffix == ".xml"
     out = out_dir / f"{model_name(model) if not openvino else model.stem}.{objective}{model.suffix}"
     t0 = time.perf_counter()
     proc = subprocess.run([sys.executable, "-m", "onnx_sched.cli", "optimize", str(model), "-o", str(out),
-                           "--objective", objective, "--time-limit", str(time_limit), *OBJECTIVE_ARGS[objective]],
+                           "--objective", objective, "--time-limit", str(time_limit), *OBJECTIVE_ARGS[objective],
+                           *extra],
                           capture_output=True, text=True)
     stderr = [line for line in proc.stderr.splitlines() if line.strip()]
     row = {"model": model_name(model), "objective": objective, "rc": proc.returncode,
@@ -177,6 +185,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--time-limit", type=float, default=1.0)
     ap.add_argument("--limit", type=int, default=0, help="only the first N models")
     ap.add_argument("--format", choices=("onnx", "openvino"), default="onnx")
+    ap.add_argument("--source", choices=("backend", "kinds"), default="backend",
+                    help="onnx's backend test models, or the model kinds of benchmarks/model_kinds.py (needs torch)")
     ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("--markdown", type=Path, default=None)
     args = ap.parse_args(argv)
@@ -184,29 +194,34 @@ def main(argv: list[str] | None = None) -> int:
     unknown = sorted(set(objectives) - set(OBJECTIVE_ARGS))
     if unknown:
         ap.error(f"unknown objective(s) {', '.join(unknown)}; choose from {', '.join(OBJECTIVE_ARGS)}")
-    models = backend_models()[: args.limit or None]
     rows: list[dict] = []
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
+        if args.source == "kinds":
+            from model_kinds import build
+
+            models = build(Path(tmp) / "kinds")[: args.limit or None]
+        else:
+            models = [(m, None, []) for m in backend_models()[: args.limit or None]]
         converted = 0
-        for model in track(models, description="models", console=Console(stderr=True)):
+        for model, given, extra in track(models, description="models", console=Console(stderr=True)):
             if args.format == "openvino":
-                ir = to_openvino(model, Path(tmp))
+                ir = to_openvino(model, Path(tmp), given)
                 if ir is None:
                     continue
-                (model, feeds), converted = ir, converted + 1
+                (model, feeds), converted, extra = ir, converted + 1, []  # the IR's shapes are static
                 try:
                     reference = run_openvino(model, feeds)
                 except Exception:  # noqa: BLE001 -- seeded inputs at the smallest shapes do not fit every model
                     reference = None
             else:
-                feeds = test_inputs(model)
+                feeds = given if given is not None else test_inputs(model)
                 try:
                     reference = run_ort(model, feeds) if feeds else None
                 except Exception:  # noqa: BLE001 -- ONNX Runtime cannot run the input model itself
                     reference = None
             for obj in objectives:
-                rows.append(check_one(model, obj, args.time_limit, Path(tmp), reference, feeds))
+                rows.append(check_one(model, obj, args.time_limit, Path(tmp), reference, feeds, extra))
     table_rows = summary(rows, objectives)
     problems = [r for r in rows if (r["rc"] != 0 and not r.get("clean_error")) or r.get("checker", True) is not True
                 or r.get("same_outputs", True) is not True]
