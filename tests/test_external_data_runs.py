@@ -12,7 +12,8 @@ import sys
 from pathlib import Path
 
 import onnx
-from conftest import assert_bitwise_equal, branchy_model, external_data_model, local_function_model, run_ort
+import pytest
+from conftest import CORPUS, assert_bitwise_equal, branchy_model, external_data_model, local_function_model, run_ort
 from onnx import helper
 
 from onnx_sched.importers.onnx import import_onnx
@@ -92,3 +93,17 @@ def test_onnx_ir_pass_schedules_a_model_whose_weights_stay_beside_its_file(tmp_p
     out.parent.mkdir()
     ir.save(result.model, str(out), external_data="m.weights")
     assert_bitwise_equal(run_ort(str(src)), run_ort(str(out)))
+
+
+def test_the_export_time_kept_back_grows_with_the_bytes_the_output_writes(tmp_path):
+    from onnx_sched.api import export_seconds, source_bytes
+    from onnx_sched.importers.openvino import import_openvino
+
+    src = external_data_model(tmp_path / "in")
+    imported = import_onnx(src)
+    assert source_bytes(imported) == src.stat().st_size + (src.parent / "m.weights").stat().st_size
+    assert source_bytes(import_onnx(branchy_model())) == 0  # given in memory: nothing read from files
+    ir = CORPUS / "openvino" / "resnet50.xml"
+    assert source_bytes(import_openvino(ir)) == ir.stat().st_size + ir.with_suffix(".bin").stat().st_size
+    g = imported.graph
+    assert export_seconds(g, 10**9) - export_seconds(g) == pytest.approx(2.0)  # 2 ns per byte
