@@ -8,6 +8,7 @@ import sys
 
 import numpy as np
 import onnx
+import pytest
 from conftest import run_ort
 from onnx import TensorProto, helper, numpy_helper
 
@@ -103,3 +104,17 @@ def test_a_run_does_not_size_a_standard_op_whose_shape_follows_the_data() -> Non
                                        helper.make_tensor_value_info("i", TensorProto.INT64, [])],
                           [helper.make_tensor_value_info("picked", TensorProto.FLOAT, [None])])
     assert _after_custom_ops(g) == set()
+
+
+def test_an_op_nothing_knows_is_named_with_what_to_do(tmp_path):
+    from onnx_sched.errors import UnknownShapeError
+
+    nodes = [helper.make_node("Foo", ["x"], ["y"], domain="my.domain"), helper.make_node("Relu", ["y"], ["z"])]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+                          [helper.make_tensor_value_info("z", TensorProto.FLOAT, [2, 3])])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("my.domain", 1)],
+                              ir_version=10)
+    with pytest.raises(UnknownShapeError, match=r"my\.domain\.Foo is an op no shape inference knows.*value_info"):
+        import_onnx(model)
+    model.graph.value_info.append(helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3]))
+    assert import_onnx(model).graph.tensor_bytes.tolist() == [24, 24, 24]

@@ -434,6 +434,10 @@ def import_onnx(
                     "only where the op that builds it fixes its elements (SplitToSequence, SequenceConstruct, "
                     "SequenceInsert, SequenceEmpty)")
         made_by = {o: n.op_type for n in g.node for o in n.output}
+        custom = [n for n in g.node if n.domain not in ("", "ai.onnx", "ai.onnx.ml") and set(n.output) & set(unknown)]
+        if custom and not dyn:
+            hint = (f"; {custom[0].domain}.{custom[0].op_type} is an op no shape inference knows and ONNX Runtime "
+                    "could not run here: give its outputs' shapes in the model's value_info")
         maps = [u for u in unknown if made_by.get(u) == "ZipMap"]
         if maps:
             hint = (f"; {maps[0]!r} is ZipMap's sequence of maps, which onnx-sched cannot size (it sizes tensors and "
