@@ -204,18 +204,20 @@ def import_openvino(source: Any, input_shapes: Mapping[str, tuple[int, ...]] | N
         out = inp.get_source_output()
         return node_key[out.get_node().get_name()], int(out.get_index())
 
+    # each node's inputs as (producer node, output index), read once: graphs reach 10^5 edges
+    sources = [[src_of(inp) for inp in n.inputs()] for n in nodes]
     # classify: constant (weight-computing) nodes, ops, parameters, results
     constant = np.zeros(len(nodes), dtype=bool)
     for i, n in enumerate(nodes):
         t = n.get_type_name()
         if t == "Constant":
             constant[i] = True
-        elif t not in _NOT_FOLDABLE and n.get_input_size() > 0:
-            constant[i] = all(constant[src_of(inp)[0]] for inp in n.inputs())
+        elif t not in _NOT_FOLDABLE and sources[i]:
+            constant[i] = all(constant[src[0]] for src in sources[i])
     is_op = [
         not constant[i] and n.get_type_name() not in ("Parameter", "Result") for i, n in enumerate(nodes)
     ]
-    output_srcs = {src_of(n.inputs()[0]) for n in nodes if n.get_type_name() == "Result"}
+    output_srcs = {sources[i][0] for i, n in enumerate(nodes) if n.get_type_name() == "Result"}
 
     tensor_id: dict[tuple[int, int], int] = {}
     names: list[str] = []
@@ -243,9 +245,8 @@ def import_openvino(source: Any, input_shapes: Mapping[str, tuple[int, ...]] | N
             continue
         op = len(op_nodes)
         op_nodes.append(i)
-        row: list[int] = []
-        for inp in n.inputs():
-            key = src_of(inp)
+        row: dict[int, None] = {}  # distinct inputs in slot order
+        for key in sources[i]:
             if key not in tensor_id:
                 if not constant[key[0]]:
                     raise ModelLoadError(
@@ -253,9 +254,8 @@ def import_openvino(source: Any, input_shapes: Mapping[str, tuple[int, ...]] | N
                         "before it is produced"
                     )
                 add_tensor(key, TensorKind.WEIGHT, -1)
-            if tensor_id[key] not in row:
-                row.append(tensor_id[key])
-        op_in.append(row)
+            row[tensor_id[key]] = None
+        op_in.append(list(row))
         op_out.append(
             [
                 add_tensor((i, k), TensorKind.OUTPUT if (i, k) in output_srcs else TensorKind.ACTIVATION, op)
