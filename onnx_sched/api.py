@@ -26,6 +26,7 @@ from onnx_sched.deadline import Deadline, positive_seconds
 from onnx_sched.devices import device_names
 from onnx_sched.errors import NothingToScheduleError
 from onnx_sched.exporters.dispatch import export_model
+from onnx_sched.exporters.paths import external_data_files, model_files
 from onnx_sched.graph import Graph
 from onnx_sched.importers.dispatch import Imported, import_model
 from onnx_sched.importers.onnx import STRING_ELEMENT_BYTES
@@ -136,10 +137,8 @@ def source_bytes(imported: Imported) -> int:
     path = imported.path
     if path is None:
         return 0
-    files = [path, path.with_suffix(".bin")] if path.suffix.lower() == ".xml" else [path]
+    files = model_files(path, external=False)  # an IR's .xml and .bin; external data from the model in hand
     if isinstance(imported.model, onnx.ModelProto):
-        from onnx_sched.exporters.paths import external_data_files
-
         files += external_data_files(imported.model, path)
     return sum(f.stat().st_size for f in files if f.is_file())
 

@@ -295,19 +295,19 @@ def run_regal(problem: dm.DeviceMemoryProblem, policy: RegalPolicy | None, evalu
     pin = (policy is not None and policy.pin) if pin is None else pin
     inputs = prepare(problem, seed, None if deadline is None else Deadline(max(deadline.left(), 0.0) * FEATURE_SHARE),
                      pin)
+    warm = inputs.warm
     if deadline is not None and deadline.expired():  # a huge graph: the feature run was all the time allowed
-        warm = inputs.warm
-        return RegalRun(best_keys=warm.best_keys, best_fitness=warm.best_fitness, evaluations=warm.evaluations,
-                        info={"evaluations": warm.evaluations, "feature_evaluations": warm.evaluations,
-                              "generations": 0, "pinned": pin, "action": "none: no time left after the feature run"})
-    if policy is None:
-        actions = feature_prior(inputs, problem.n_devices)
+        best, spent, generations, action = warm, 0, 0, "none: no time left after the feature run"
     else:
-        actions = policy.actions(inputs, np.random.default_rng(seed) if sample else None)
-    result = solve_with_actions(problem, inputs, actions, evaluations, seed, deadline)
-    best = result if result.best_fitness <= inputs.warm.best_fitness else inputs.warm
-    used = inputs.warm.evaluations + result.evaluations
+        if policy is None:
+            actions = feature_prior(inputs, problem.n_devices)
+        else:
+            actions = policy.actions(inputs, np.random.default_rng(seed) if sample else None)
+        result = solve_with_actions(problem, inputs, actions, evaluations, seed, deadline)
+        best = result if result.best_fitness <= warm.best_fitness else warm
+        spent, generations = result.evaluations, result.generations
+        action = "feature-prior" if policy is None else "sample" if sample else "mode"
+    used = warm.evaluations + spent
     return RegalRun(best_keys=best.best_keys, best_fitness=best.best_fitness, evaluations=used,
-                    info={"evaluations": used, "feature_evaluations": inputs.warm.evaluations,
-                          "generations": result.generations, "pinned": pin,
-                          "action": "feature-prior" if policy is None else "sample" if sample else "mode"})
+                    info={"evaluations": used, "feature_evaluations": warm.evaluations, "generations": generations,
+                          "pinned": pin, "action": action})
