@@ -170,3 +170,15 @@ def test_distributed_helpers_are_no_ops_in_one_process() -> None:
 
 if __name__ == "__main__":
     _worker(Path(sys.argv[1]))
+
+
+@pytest.mark.parametrize(("gpus", "local", "expected"),
+                         [(0, 2, "gloo"), (1, 2, "gloo"), (2, 2, "nccl"), (1, 1, "nccl")])
+def test_default_backend_gives_each_nccl_rank_a_gpu(monkeypatch, gpus: int, local: int, expected: str) -> None:
+    """NCCL only when every local process has a GPU of its own: two ranks on a one-GPU machine reduce with gloo."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: gpus > 0)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: gpus)
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", str(local))
+    from onnx_sched.models.training import distributed
+
+    assert distributed.default_backend() == expected

@@ -122,6 +122,21 @@ def test_concurrent_latency_overlaps_independent_branches() -> None:
     assert lat.sequential_latency(problem, np.array([0, 0, 1, 1])) == pytest.approx(4.0)
 
 
+def test_concurrent_latency_charges_a_boundary_to_the_receiving_device() -> None:
+    """A transfer's fixed latency is work of the receiving device (the split executor's worker), once per tensor and
+    device; its bytes delay the consumer like a link.  op0 (d0) feeds op1 and op3 on d1, where op2 (2 s) runs first:
+    d1 is busy with op2 until 2, then receives op0's tensor (0.5) and runs op1 (1): 3.5, then op3: 4.5.  As a link
+    delay (1 + 0.5 + 0.1 = 1.6 < 2) the latency would have hidden behind op2, predicting 4.0."""
+    g = Graph.from_edges(4, [(0, 1), (0, 3)], output_bytes=[100, 1, 1, 1])
+    t = np.array([[1.0, 1.0], [1.0, 1.0], [2.0, 2.0], [1.0, 1.0]])
+    problem = lat.PlacementProblem(g, ("d0", "d1"), t, np.array([[0, 0.5], [0.5, 0]]),
+                                   np.array([[0, 1e-3], [1e-3, 0]]), mode="concurrent")
+    p = np.array([0, 1, 1, 1])
+    assert lat.receive_seconds(problem, p).tolist() == [0.0, 0.5, 0.0, 0.0]  # once, on the first reader
+    assert lat.concurrent_latency(problem, p) == pytest.approx(4.5)
+    assert lat.concurrent_latency(problem, np.zeros(4, np.int64)) == pytest.approx(5.0)  # no boundary, no charge
+
+
 @pytest.mark.parametrize("seed", range(12))
 def test_mincut_equals_brute_force(seed: int) -> None:
     rng = np.random.default_rng(seed)

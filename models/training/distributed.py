@@ -7,8 +7,8 @@ processes that each train on their shard of the graphs::
     torchrun --nproc_per_node 2 -m onnx_sched.cli train peak-mem --out-dir runs/peakmem
 
 :func:`setup` reads torchrun's ``RANK``, ``WORLD_SIZE`` and ``LOCAL_RANK`` and joins the
-process group (gloo on CPU, NCCL when CUDA is available; the models stay on the CPU, so
-with NCCL each collective goes through ``cuda:LOCAL_RANK`` and back).  Then a trainer:
+process group (NCCL when every local process has a GPU of its own, else gloo: :func:`default_backend`;
+the models stay on the CPU, so with NCCL each collective goes through ``cuda:LOCAL_RANK`` and back).  Then a trainer:
 
 * starts every rank from rank 0's weights (:func:`broadcast_modules`; the seeds already
   agree, this makes it certain, e.g. after a resume);
@@ -45,8 +45,8 @@ import torch
 import torch.distributed as dist
 
 __all__ = [
-    "World", "any_rank", "average_gradients", "barrier", "broadcast_modules", "is_main", "main_echo", "rank_rng", "setup", "shard",
-    "shard_count", "sum_gradients", "sum_values", "world",
+    "World", "any_rank", "average_gradients", "barrier", "broadcast_modules", "default_backend", "is_main", "main_echo",
+    "rank_rng", "setup", "shard", "shard_count", "sum_gradients", "sum_values", "world",
 ]
 
 T = TypeVar("T")
@@ -77,11 +77,21 @@ def world() -> World:
     return World(dist.get_rank(), dist.get_world_size(), int(os.environ.get("LOCAL_RANK", "0")), backend)
 
 
+def default_backend() -> str:
+    """NCCL when every process on this machine has a GPU of its own, else gloo.
+
+    NCCL puts one rank on one GPU (``cuda:LOCAL_RANK``); with more local processes than GPUs
+    (``torchrun --nproc_per_node 2`` on a one-GPU workstation) a rank would name a GPU that does
+    not exist, and two ranks on one GPU are refused by NCCL, so those runs reduce on the CPU."""
+    local = int(os.environ.get("LOCAL_WORLD_SIZE", os.environ.get("WORLD_SIZE", "1")))
+    return "nccl" if torch.cuda.is_available() and torch.cuda.device_count() >= local else "gloo"
+
+
 def setup(backend: str | None = None) -> World:
     """Join torchrun's process group when launched by it with ``WORLD_SIZE > 1`` (idempotent)."""
     size = int(os.environ.get("WORLD_SIZE", "1"))
     if size > 1 and not dist.is_initialized():
-        backend = backend or ("nccl" if torch.cuda.is_available() else "gloo")
+        backend = backend or default_backend()
         if backend == "nccl":
             torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
         dist.init_process_group(backend, timeout=TIMEOUT)

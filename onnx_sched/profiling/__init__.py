@@ -15,10 +15,12 @@ callers use it.
 * :mod:`~onnx_sched.profiling.runtimes`: measuring profiles with OpenVINO
   ``PERF_COUNT`` or ONNX Runtime profiling (:func:`profile_model`);
 * :mod:`~onnx_sched.profiling.transfer`: calibrating transfer models by timing
-  real copies (:func:`measure_transfer`, :func:`measure_split_transfer`, the fit :func:`fit_transfer`);
+  real copies (:func:`measure_transfer`, :func:`measure_split_transfer`, :func:`measure_split_boundary`, the fit
+  :func:`fit_transfer`);
 * :mod:`~onnx_sched.profiling.cuda`: torch devices (``cuda:N``, ``torch:cpu``): per-op
-  latency with CUDA events (:func:`profile_torch`) and pinned host <-> device copies
-  (:func:`measure_torch_transfer`); imports torch only when called;
+  latency with CUDA events (:func:`profile_torch`), pinned host <-> device copies
+  (:func:`measure_torch_transfer`) and the split-executor boundary a profile records
+  (:func:`measure_torch_boundary`); imports torch only when called;
 * :mod:`~onnx_sched.profiling.durations`: duration files of the makespan model
   (:func:`load_profile`, :func:`profile_set_durations`).
 
@@ -28,7 +30,7 @@ Submodules import each other directly, never this ``__init__``, and none imports
 
 from __future__ import annotations
 
-from onnx_sched.profiling.cuda import measure_torch_transfer, profile_torch, profile_torch_set
+from onnx_sched.profiling.cuda import measure_torch_boundary, measure_torch_transfer, profile_torch, profile_torch_set
 from onnx_sched.profiling.durations import is_profile_set, load_profile, profile_set_durations
 from onnx_sched.profiling.profiles import (
     CLASSES,
@@ -44,7 +46,7 @@ from onnx_sched.profiling.profiles import (
 from onnx_sched.profiling.rates import fit_rates, op_seconds_matrix, op_seconds_vector
 from onnx_sched.profiling.runtimes import profile_model, profile_openvino, profile_ort
 from onnx_sched.profiling.simulated import SIMULATED_PRESETS, add_simulated, derive_profile, scaled_to
-from onnx_sched.profiling.transfer import fit_transfer, measure_split_transfer, measure_transfer
+from onnx_sched.profiling.transfer import fit_transfer, measure_split_boundary, measure_split_transfer, measure_transfer
 
 __all__ = [
     "CLASSES",
@@ -61,7 +63,9 @@ __all__ = [
     "is_profile_set",
     "load_profile",
     "load_profiles",
+    "measure_split_boundary",
     "measure_split_transfer",
+    "measure_torch_boundary",
     "measure_torch_transfer",
     "measure_transfer",
     "op_class",

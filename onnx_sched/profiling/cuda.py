@@ -7,15 +7,21 @@ on the device's own stream on CUDA and ``perf_counter`` on the CPU (median over
 repeats; :func:`~onnx_sched.bench.runtimes.torch_parts.time_ops`).  Weight nodes
 are folded into constants first and get 0 s, as ORT's profile gives them nothing.
 
-:func:`measure_torch_transfer` calibrates host <-> device copies as the split
-executor makes them: pinned host memory and ``non_blocking`` copies on the
+:func:`measure_torch_transfer` calibrates host <-> device copies alone as the
+split executor makes them: pinned host memory and ``non_blocking`` copies on the
 worker's stream, timed with CUDA events, one ``latency + bytes / bandwidth`` fit
 per direction; on torch's CPU device, the hand-over (``torch.from_numpy`` in,
-``.numpy()`` out).  :func:`profile_torch_set` is both in one profile file
-(``onnx-sched profile --device cuda:0``): the transfers are written for each host
+``.numpy()`` out).  A placement pays more than the copy at each boundary: the
+producing part ends (its stream is synchronised), its worker thread hands the
+tensor over and the consumer's part starts.  On an H200 beside one CPU core the
+copies fit 8-21 us + 53-57 GB/s, while planned splits ran 0.2-0.6 ms per part
+slower than predicted with them (docs/results.md, section 17.3), so what a profile
+records is :func:`measure_torch_boundary`, a boundary timed through the split
+executor itself.  :func:`profile_torch_set` is the per-op times and that boundary
+in one profile file (``onnx-sched profile --device cuda:0``), written for each host
 device name given (default ``CPU`` and ``CPUExecutionProvider``, the OpenVINO and
-ORT CPU profiles' names), so a CPU profile file merged with this one plans GPU
-copies with measured numbers.  torch is imported when called.
+ORT CPU profiles' names), so a CPU profile file merged with this one plans splits
+with measured boundaries.  torch is imported when called.
 """
 
 from __future__ import annotations
@@ -31,9 +37,9 @@ from onnx_sched.onnx_inline import inline_calls
 from onnx_sched.profiling.profiled_model import profiled_model
 from onnx_sched.profiling.profiles import DeviceProfile, ProfileSet, TransferModel
 from onnx_sched.profiling.rates import fit_rates
-from onnx_sched.profiling.transfer import fit_transfer
+from onnx_sched.profiling.transfer import fit_transfer, measure_split_boundary
 
-__all__ = ["measure_torch_transfer", "profile_torch", "profile_torch_set"]
+__all__ = ["measure_torch_boundary", "measure_torch_transfer", "profile_torch", "profile_torch_set"]
 
 
 def _device_name(device: str) -> tuple[str, str, str]:
@@ -138,16 +144,30 @@ def measure_torch_transfer(device: str = "cpu", sizes: Sequence[int] = (1 << 12,
 
 def profile_torch_set(imported: Any, device: str, repeats: int = 10, threads: int = 1, transfer: bool = True,
                       hosts: Sequence[str] = ("CPU", "CPUExecutionProvider")) -> ProfileSet:
-    """A one-device profile set of ``device`` (``cuda:N`` / ``cpu``) with its measured transfers
-    to and from each of ``hosts`` (module docstring); the default transfer is the slower direction."""
+    """A one-device profile set of ``device`` (``cuda:N`` / ``cpu``) with the measured cost of a split-executor
+    boundary between it and an ONNX Runtime CPU core, written for each of ``hosts`` in both directions (module
+    docstring)."""
     prof = profile_torch(imported, device, repeats=repeats, threads=threads)
     if not transfer:
         return ProfileSet((prof,))
-    h2d, d2h = measure_torch_transfer(device)
+    boundary = measure_torch_boundary(device)
     pairs = {}
     for h in hosts:
         if h != prof.name:
-            pairs[(h, prof.name)] = h2d
-            pairs[(prof.name, h)] = d2h
-    slow = TransferModel(max(h2d.latency_s, d2h.latency_s), min(h2d.bandwidth_Bps, d2h.bandwidth_Bps))
-    return ProfileSet((prof,), pairs, slow)
+            pairs[(h, prof.name)] = boundary
+            pairs[(prof.name, h)] = boundary
+    return ProfileSet((prof,), pairs, boundary)
+
+
+def measure_torch_boundary(device: str, threads: int = 1) -> TransferModel:
+    """One split-executor boundary between an ONNX Runtime CPU device (``threads`` threads from core 0) and the torch
+    ``device``'s worker (the next core): :func:`~onnx_sched.profiling.transfer.measure_split_boundary`."""
+    import os
+
+    from onnx_sched.bench.split_executor import device_spec
+
+    ncpu = os.cpu_count() or 1
+    label = "torch:cpu" if device == "cpu" else device
+    specs = [device_spec("CPU", threads=threads, cores=tuple(range(min(threads, ncpu)))),
+             device_spec(label, threads=threads, cores=(threads % ncpu,))]
+    return measure_split_boundary(specs)

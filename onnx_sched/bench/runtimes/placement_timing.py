@@ -42,7 +42,7 @@ def interleaved_seconds(imported: Any, placements: np.ndarray, device_names: Seq
     import onnx
 
     from onnx_sched.bench.inputs import import_feed
-    from onnx_sched.bench.outputs import compare_outputs, output_tolerance
+    from onnx_sched.bench.outputs import compare_outputs
     from onnx_sched.bench.split_executor import SplitExecutor, device_spec, split_model
 
     if imported is None or not isinstance(getattr(imported, "model", None), onnx.ModelProto):
@@ -56,7 +56,7 @@ def interleaved_seconds(imported: Any, placements: np.ndarray, device_names: Seq
     specs = [device_spec(name, threads=1, cores=(i % ncpu,)) for i, name in enumerate(device_names)]
     outputs = [o.name for o in imported.model.graph.output]
     feed = import_feed(imported, seed)
-    tol = output_tolerance(imported.model)
+    tol = _tolerance(imported.model, device_names)
     kept: list[tuple[int, Any]] = []
     run_seconds, setup_seconds = 0.0, 0.0  # one run of every kept row; the slowest setup + check run
     times = np.full((len(placements), repeats), np.nan)
@@ -93,6 +93,22 @@ def interleaved_seconds(imported: Any, placements: np.ndarray, device_names: Seq
         for _, ex in kept:
             ex.close()
     return times
+
+
+def _tolerance(model: Any, device_names: Sequence[str]) -> float:
+    """``rtol = atol`` between two placements' outputs: the model's own (:func:`output_tolerance`), loosened to the
+    torch tolerance when a device is a torch device (its kernels are not ONNX Runtime's).
+
+    >>> from onnx import helper
+    >>> model = helper.make_model(helper.make_graph([], "g", [], []))
+    >>> _tolerance(model, ["CPU", "CPUB"]), _tolerance(model, ["CPU", "cuda:0"])
+    (1e-05, 0.001)
+    """
+    from onnx_sched.bench.outputs import output_tolerance
+    from onnx_sched.bench.runtimes.torch_parts import TOLERANCE, torch_device
+
+    kinds = {d.split(":")[0] for d in map(torch_device, device_names) if d}
+    return max([output_tolerance(model), *(max(TOLERANCE[k]) for k in kinds if k in TOLERANCE)])
 
 
 _LOADS: weakref.WeakSet[Any] = weakref.WeakSet()  # imports ONNX Runtime has loaded once
