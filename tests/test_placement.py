@@ -525,3 +525,28 @@ def test_cpsat_placement_keeps_the_best_single_device_when_its_model_would_not_b
         assert s.info["cpsat_status"].startswith("not built") and s.info["latency"] <= singles + 1e-12
     s = get_pass("auto", "latency")(g, PassContext(problem=problem, time_limit=2.0))
     assert "cpsat-place" not in s.info["portfolio"] and s.info["cpsat_skipped"].startswith("model too large")
+
+
+def test_auto_with_measured_target_chooses_the_fastest_candidate_run(tmp_path) -> None:
+    """``--target measured``: ``auto`` runs its distinct candidates (both single devices always) in one interleaved
+    run and keeps the fastest; the host-only placement is the reference (speedup 1 exactly), and the chosen model
+    computes what the input computes."""
+    from pathlib import Path
+
+    from conftest import assert_bitwise_equal, branchy_model, run_ort
+
+    from onnx_sched.cli import main
+
+    root = Path(__file__).resolve().parents[1]
+    src, out, report = tmp_path / "m.onnx", tmp_path / "o.onnx", tmp_path / "r.json"
+    onnx.save(branchy_model(branches=4, n=256), str(src))
+    res = CliRunner().invoke(main, ["optimize", str(src), "-o", str(out), "--objective", "latency", "--profiles",
+                                    str(root / "examples" / "profiles_cpu_igpu_dgpu.json"), "--devices", "CPU,GPU.1",
+                                    "--target", "measured", "--report", str(report)])
+    assert res.exit_code == 0, (res.output, res.exception)
+    r = json.loads(report.read_text())
+    speed = {c["method"]: c["target_speedup"] for c in r["candidates"]}
+    assert {"single:CPU", "single:GPU.1"} <= set(speed) and speed["single:CPU"] == 1.0
+    assert r["target"]["speedup"] == max(speed.values()) == speed[r["method_used"]] >= speed["single:GPU.1"]
+    assert r["target"]["proxy_best_speedup"] in speed.values()
+    assert_bitwise_equal(run_ort(onnx.load(str(src))), run_ort(onnx.load(str(out))))

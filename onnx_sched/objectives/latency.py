@@ -102,6 +102,10 @@ class Latency:
             return {}
         if target == "measured":
             speedup = _measured_speedup(ctx, chosen)
+            if "target_candidates" in chosen.info:  # a pass that chose on the target (auto's portfolio)
+                return {"target": {"model": target, "speedup": speedup,
+                                   "proxy_best_speedup": chosen.info["proxy_best_speedup"]},
+                        "candidates": chosen.info["target_candidates"]}
         else:
             problem = _target_problem(ctx)
             host_only = np.full(ctx.problem.graph.n_ops, ctx.problem.host, np.int64)
@@ -153,22 +157,40 @@ def _target_problem(ctx: PassContext) -> lat.PlacementProblem:
 
 
 def _measured_speedup(ctx: PassContext, schedule: Schedule) -> float:
-    """Host-only seconds / placed seconds, interleaved runs on pinned cores (memoised per placement of the
-    model being optimized, so the pass, the baseline check and the report share one measurement)."""
+    """Host-only seconds / placed seconds of ``schedule`` (:func:`measured_speedups`, memoised)."""
+    return float(measured_speedups(ctx, np.asarray(schedule.placement, np.int64)[None, :])[0])
+
+
+def measured_speedups(ctx: PassContext, placements: np.ndarray, required: int | None = None,
+                      deadline: Any = None) -> np.ndarray:
+    """Host-only seconds / placed seconds of each row of ``placements``: interleaved split-executor runs on pinned
+    cores, the rows not yet measured in one run beside the host-only placement.  Memoised per placement of the model
+    being optimized, so a pass choosing on the target, the baseline check and the report share one measurement.
+    With a ``deadline``, the rows after the first ``required`` are run only while they fit (NaN otherwise); on the
+    objective's warm-up instance (no model to run) every speedup is 1."""
+    placements = np.atleast_2d(np.asarray(placements, np.int64))
     if _MEASURED.get("source") is not ctx.source:
         _MEASURED.clear()
         _MEASURED["source"] = ctx.source
-    key = np.asarray(schedule.placement, np.int64).tobytes()
-    if key not in _MEASURED:
-        if ctx.options.get("warm_up"):
-            return 1.0
+    keys = [p.tobytes() for p in placements]
+    if ctx.options.get("warm_up"):
+        return np.ones(len(placements))
+    host_only = np.full(ctx.problem.graph.n_ops, ctx.problem.host, np.int64)
+    _MEASURED[host_only.tobytes()] = 1.0  # the reference itself: not timed against itself
+    new = list(dict.fromkeys(k for k in keys if k not in _MEASURED))
+    if new:
         from onnx_sched.bench.runtimes.placement_timing import speedups_over
 
-        host_only = np.full(ctx.problem.graph.n_ops, ctx.problem.host, np.int64)
-        _MEASURED[key] = float(speedups_over(ctx.source, host_only, schedule.placement[None, :],
-                                             ctx.problem.device_names, int(ctx.option("repeats", 10)),
-                                             seed=ctx.seed)[0])
-    return float(_MEASURED[key])  # type: ignore[arg-type]
+        rows = {k: i for i, k in reversed(list(enumerate(keys)))}  # first row of each placement
+        must = len({k for k in keys[:len(keys) if required is None else required] if k in new})
+        new.sort(key=lambda k: rows[k])
+        got = speedups_over(ctx.source, host_only, placements[[rows[k] for k in new]], ctx.problem.device_names,
+                            int(ctx.option("repeats", 10)), seed=ctx.seed, deadline=deadline,
+                            required=None if deadline is None else max(must, 1))
+        for k, v in zip(new, got):
+            if np.isfinite(v):
+                _MEASURED[k] = float(v)
+    return np.array([_MEASURED.get(k, np.nan) for k in keys], dtype=float)  # type: ignore[arg-type]
 
 
 _MEASURED: dict[object, object] = {}

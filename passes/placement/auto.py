@@ -17,12 +17,15 @@ checkpoint is missing), then the sequential-latency optimum: min-cut for two dev
 otherwise CP-SAT on the time that remains, hinted with the best placement so far (skipped,
 ``info["cpsat_skipped"]``, when its model alone would take longer to build than the time left).
 Everything is scored under the problem's latency mode and the best wins, so it is
-never worse than CPU-only.
+never worse than CPU-only.  With ``--target measured`` the candidates are run for real and the fastest wins
+(:func:`measured_choice`; ``info["portfolio_measured_speedup"]``).
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
+
+import numpy as np
 
 from onnx_sched.deadline import Deadline
 from onnx_sched.graph import Graph
@@ -82,7 +85,38 @@ def portfolio(graph: Graph, ctx: PassContext) -> Schedule:
                                                   sequential_latency=value, proven_sequential_optimum=optimal))
     best = min(candidates, key=lambda s: (s.info["latency"], not s.optimal))  # ties: the proven one
     tried = {s.method: s.info["latency"] for s in candidates}
-    return best.with_(info={**best.info, "portfolio": tried, **({"cpsat_skipped": skipped} if skipped else {})})
+    measured = {}
+    if str(ctx.option("target", "proxy")) == "measured" and not ctx.option("warm_up", False):
+        best, measured = measured_choice(ctx, candidates, best, clock)
+    return best.with_(info={**best.info, "portfolio": tried, **({"cpsat_skipped": skipped} if skipped else {}),
+                            **measured})
 
 
-__all__ = ["auto_cpu_first", "auto_gpu_first", "portfolio"]
+def measured_choice(ctx: PassContext, candidates: list[Schedule], proxy_best: Schedule,
+                    clock: Deadline) -> tuple[Schedule, dict]:
+    """With ``--target measured``: the candidate that ran fastest, and for the report ``target_candidates`` (each
+    timed candidate's method, predicted latency and measured speedup over host-only) and ``proxy_best_speedup``.
+    The single-device placements and the model's choice are always timed, in one interleaved run, so the choice is
+    never slower than any of them there; the others in predicted order while time is left.  The latency model
+    misses costs a real split pays (docs/results.md 17.3: on an H200, splits it planned ran 2-4x slower than the
+    whole model on the GPU before its boundaries were measured), and measuring is the check."""
+    from onnx_sched.objectives.latency import measured_speedups
+
+    singles = [s for s in candidates if s.method.startswith("single:")]
+    rows: dict[bytes, Schedule] = {}
+    for s in [*singles, proxy_best, *sorted(candidates, key=lambda s: s.info["latency"])]:
+        rows.setdefault(np.asarray(s.placement, np.int64).tobytes(), s)
+    required = len({np.asarray(s.placement, np.int64).tobytes() for s in [*singles, proxy_best]})
+    kept = list(rows.values())
+    speed = measured_speedups(ctx, np.stack([s.placement for s in kept]), required=required, deadline=clock)
+    timed = [i for i in range(len(kept)) if np.isfinite(speed[i])]
+    if not timed:
+        return proxy_best, {}
+    i = max(timed, key=lambda i: (speed[i], -kept[i].info["latency"]))
+    table = [{"method": kept[j].method, "proxy_latency_s": float(kept[j].info["latency"]),
+              "target_speedup": float(speed[j])} for j in timed]
+    return kept[i], {"target_candidates": table, "proxy_best_speedup": float(speed[kept.index(rows[
+        np.asarray(proxy_best.placement, np.int64).tobytes()])])}
+
+
+__all__ = ["auto_cpu_first", "auto_gpu_first", "measured_choice", "portfolio"]
