@@ -241,14 +241,18 @@ def single_thread_latency(imp, repeats: int = 10) -> float:  # noqa: ANN001
     return float(np.median(times))
 
 
-def concurrency_rows(paths: list[Path], repeats: int, boundaries: tuple[float, ...] = (1e-4, 3e-4, 1e-3)) -> list[dict]:
+def concurrency_rows(paths: list[Path], repeats: int, boundaries: tuple[float, ...] = (1e-4, 3e-4, 1e-3),
+                     methods: tuple[str, ...] = ("heft-place", "auto"), time_limit: float = 3.0) -> list[dict]:
     """Two one-core CPU devices (worker threads pinned to cores 0 and 1) running a
-    HEFT placement concurrently versus one one-core session, interleaved runs.
-    HEFT plans with several boundary costs (about the measured cost of one extra part,
-    0.1 ms, and coarser): small ones give fine placements with many parts, larger ones
-    branch-level splits.  Op times: the model's 1-thread ORT profile (optimizations off,
-    one event per node) scaled to the measured latency of the optimized model, so the
-    planner weighs them against boundary costs at the scale that runs."""
+    placement concurrently versus one one-core session, interleaved runs.  Placements:
+    HEFT, and the ``auto`` portfolio (single devices, HEFT, HSDAG, min cut, scored by
+    the concurrent model; ``time_limit`` seconds), each planned with several boundary
+    costs (about the measured cost of one extra part, 0.1 ms, and coarser): small ones
+    give fine placements with many parts, larger ones branch-level splits.  A
+    placement ``auto`` shares with HEFT is not run twice.  Op times: the model's
+    1-thread ORT profile (optimizations off, one event per node) scaled to the measured
+    latency of the optimized model, so the planner weighs them against boundary costs
+    at the scale that runs."""
     from dataclasses import replace
 
     from onnx_sched.bench.runtimes.ort import bench_ort_interleaved
@@ -265,15 +269,21 @@ def concurrency_rows(paths: list[Path], repeats: int, boundaries: tuple[float, .
             tm = TransferModel(boundary, 10e9)
             ps = ProfileSet((cpu, replace(cpu, name="CPUB")), {("CPU", "CPUB"): tm, ("CPUB", "CPU"): tm}, tm, "CPU")
             problem = lat.placement_problem(g, ps, mode="concurrent")
-            sched = get_pass("heft-place", "latency")(g, PassContext(problem=problem))
-            rep = bench_ort_interleaved(imp, sched.placement, devs, repeats=repeats)
-            row = {"model": path.stem, "boundary_s": boundary, "predicted_s": float(sched.info["latency"]),
-                   "predicted_single_s": float(problem.op_time[:, 0].sum()),
-                   "ops_dev1": int((sched.placement == 1).sum()), **rep}
-            rows.append(row)
-            print(f"{path.stem:<20} boundary {boundary * 1e3:5.2f} ms parts {rep['sub_models']:3d} single "
-                  f"{rep['single_device']['median_s'] * 1e3:8.2f} split {rep['split']['median_s'] * 1e3:8.2f} "
-                  f"speedup {rep['speedup']:.2f} (load {rep['load_average']:.1f})", flush=True)
+            runs: dict[bytes, dict] = {}
+            for method in methods:
+                sched = get_pass(method, "latency")(g, PassContext(problem=problem, time_limit=time_limit))
+                key = np.asarray(sched.placement, np.int64).tobytes()
+                if key not in runs:
+                    runs[key] = bench_ort_interleaved(imp, sched.placement, devs, repeats=repeats)
+                rep = runs[key]
+                row = {"model": path.stem, "boundary_s": boundary, "method": method,
+                       "predicted_s": float(lat.evaluate(problem, sched.placement)),
+                       "predicted_single_s": float(problem.op_time[:, 0].sum()),
+                       "ops_dev1": int((sched.placement == 1).sum()), **rep}
+                rows.append(row)
+                print(f"{path.stem:<20} {method:<10} boundary {boundary * 1e3:5.2f} ms parts {rep['sub_models']:3d} "
+                      f"single {rep['single_device']['median_s'] * 1e3:8.2f} split {rep['split']['median_s'] * 1e3:8.2f}"
+                      f" speedup {rep['speedup']:.2f} (load {rep['load_average']:.1f})", flush=True)
     return rows
 
 
@@ -282,20 +292,23 @@ def concurrency_markdown(rows: list[dict], repeats: int) -> str:
         "## Concurrent split execution: two one-core CPU devices vs one",
         "",
         f"`python benchmarks/placement_corpus.py --concurrency --repeats {repeats}`.  ORT split executor, device i = "
-        "a worker thread pinned to core i running single-thread sessions; HEFT placement (concurrent model, op "
-        "times from a 1-thread ORT profile of the model scaled to its measured optimized latency) planned with the "
-        "given boundary cost; parts cut so cross-device tensors leave a part at its end and enter at its start; "
+        "a worker thread pinned to core i running single-thread sessions; HEFT or `auto` placement (concurrent "
+        "model, op times from a 1-thread ORT profile of the model scaled to its measured optimized latency; a "
+        "boundary's fixed cost charged to the receiving device) planned with the given boundary cost; `auto`'s "
+        "placement, when it is HEFT's, is the same run; parts cut so cross-device tensors leave a part at its end "
+        "and enter at its start; "
         "runs interleaved "
         f"with a 1-thread whole-model session pinned to core 0; median of {repeats} runs (ms).  load = 1-minute "
         "load average at the end.  'split faster in' = share of the interleaved (single, split) pairs where the "
         "split run was faster (50% = no difference).",
         "",
-        "| model | boundary cost (ms) | parts | ops on core 1 | predicted single | predicted split | single | split | speedup "
-        "| split faster in | load |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| model | boundary cost (ms) | method | parts | ops on core 1 | predicted single | predicted split | single "
+        "| split | speedup | split faster in | load |",
+        "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
-        lines.append(f"| {r['model']} | {r['boundary_s'] * 1e3:.3f} | {r['sub_models']} | {r['ops_dev1']} | "
+        lines.append(f"| {r['model']} | {r['boundary_s'] * 1e3:.3f} | {r.get('method', 'heft-place')} | "
+                     f"{r['sub_models']} | {r['ops_dev1']} | "
                      f"{r['predicted_single_s'] * 1e3:.2f} | {r['predicted_s'] * 1e3:.2f} | "
                      f"{r['single_device']['median_s'] * 1e3:.2f} | {r['split']['median_s'] * 1e3:.2f} | "
                      f"{r['speedup']:.2f}x | {100 * r['split_faster_share']:.0f}% | {r['load_average']:.1f} |")
