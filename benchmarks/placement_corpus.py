@@ -281,9 +281,10 @@ def concurrency_rows(paths: list[Path], repeats: int, boundaries: tuple[float, .
                        "predicted_single_s": float(problem.op_time[:, 0].sum()),
                        "ops_dev1": int((sched.placement == 1).sum()), **rep}
                 rows.append(row)
+                single_ms, split_ms = rep["single_device"]["median_s"] * 1e3, rep["split"]["median_s"] * 1e3
                 print(f"{path.stem:<20} {method:<10} boundary {boundary * 1e3:5.2f} ms parts {rep['sub_models']:3d} "
-                      f"single {rep['single_device']['median_s'] * 1e3:8.2f} split {rep['split']['median_s'] * 1e3:8.2f}"
-                      f" speedup {rep['speedup']:.2f} (load {rep['load_average']:.1f})", flush=True)
+                      f"single {single_ms:8.2f} split {split_ms:8.2f} speedup {rep['speedup']:.2f} "
+                      f"(load {rep['load_average']:.1f})", flush=True)
     return rows
 
 
