@@ -550,3 +550,20 @@ def test_auto_with_measured_target_chooses_the_fastest_candidate_run(tmp_path) -
     assert r["target"]["speedup"] == max(speed.values()) == speed[r["method_used"]] >= speed["single:GPU.1"]
     assert r["target"]["proxy_best_speedup"] in speed.values()
     assert_bitwise_equal(run_ort(onnx.load(str(src))), run_ort(onnx.load(str(out))))
+
+
+def test_split_boundary_is_timed_through_the_executor() -> None:
+    """A boundary between two executor devices costs more than nothing and is fitted as latency + bytes / bandwidth;
+    the chain it is timed on runs the same placed or not (what the subtraction assumes)."""
+    from onnx_sched.bench.split_executor import DeviceSpec, SplitExecutor, split_model
+    from onnx_sched.profiling.transfer import measure_split_boundary, relu_chain
+
+    devices = [DeviceSpec("a", cores=(0,)), DeviceSpec("b", cores=(1,))]
+    boundary = measure_split_boundary(devices, sizes=(1 << 10, 1 << 16), repeats=5)
+    assert boundary.latency_s > 0 and 0 < boundary.bandwidth_Bps < float("inf")
+    chain = relu_chain(8, 3)
+    assert chain.graph.n_ops == 3
+    x = np.linspace(-1, 1, 8, dtype=np.float32)
+    for placement in ([0, 0, 0], [0, 1, 0]):
+        with SplitExecutor(split_model(chain, np.array(placement)), devices, ["y3"]) as ex:
+            assert np.array_equal(ex.run({"x": x})["y3"], np.maximum(x, 0))
