@@ -32,6 +32,7 @@ import sys
 import time
 import traceback
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from rich.console import Console
@@ -41,6 +42,7 @@ from onnx_sched.bench.runtimes.placement_timing import interleaved_seconds
 from onnx_sched.bench.runtimes.torch_parts import torch_device
 from onnx_sched.bench.weights import with_random_weights
 from onnx_sched.cost import latency as lat
+from onnx_sched.graph import Graph
 from onnx_sched.importers.onnx import import_onnx
 from onnx_sched.passes import PassContext, get_pass
 from onnx_sched.profiling import profile_ort, profile_torch_set, save_profiles, scaled_to
@@ -54,23 +56,25 @@ MODELS = ["randwire_ws", "mobilenet_v2", "whisper_tiny_encoder", "segformer_b0",
 PLANS = ["sequential:auto", "concurrent:heft-place", "concurrent:hsdag", "concurrent:auto"]
 
 
-def plan(graph, profiles: ProfileSet, plans: list[str], time_limit: float):  # noqa: ANN001, ANN201
+def plan(graph: Graph, profiles: ProfileSet, plans: list[str],
+         time_limit: float) -> tuple[dict[str, np.ndarray], dict[str, float]]:
     """Placements by name (the single devices, then each ``mode:pass`` of ``plans``) and, per name, its predicted
     seconds under its own mode (the single devices: sequential)."""
     problems = {mode: lat.placement_problem(graph, profiles, mode=mode) for mode in lat.MODES}
     names = problems["sequential"].device_names
     out = {f"all:{name}": np.full(graph.n_ops, d, dtype=np.int64) for d, name in enumerate(names)}
-    predicted = {k: lat.evaluate(problems["sequential"], p) for k, p in out.items()}
+    predicted = {k: float(lat.evaluate(problems["sequential"], p)) for k, p in out.items()}
     for item in plans:
         mode, method = item.split(":", 1)
         problem = problems[mode]
         p = get_pass(method, "latency")(graph, PassContext(time_limit=time_limit, problem=problem)).placement
         out[item] = np.asarray(p, dtype=np.int64)
-        predicted[item] = lat.evaluate(problem, out[item])
+        predicted[item] = float(lat.evaluate(problem, out[item]))
     return out, predicted
 
 
-def calibrated(imported, profiles: ProfileSet, device: str, repeats: int, warmup: int) -> tuple[ProfileSet, dict]:  # noqa: ANN001
+def calibrated(imported: Any, profiles: ProfileSet, device: str, repeats: int,
+               warmup: int) -> tuple[ProfileSet, dict]:
     """``profiles`` with each device's op times scaled to sum to the whole model's median time on that device in the
     split executor (:func:`~onnx_sched.profiling.scaled_to`), and those times.  Per-op profiles are taken op by op
     (ONNX Runtime with optimizations off; CUDA events around each op, launch gaps included) while a part runs
@@ -134,6 +138,7 @@ def bench_model(path: Path, device: str, plans: list[str], repeats: int, warmup:
 
 
 def table(results: list[dict]) -> tuple[Table, str]:
+    """The results as a rich table and as markdown."""
     t = Table(title="CPU (ORT, 1 core) + GPU (torch) placements: predicted vs measured")
     cols = ["model", "ops", "placement", "GPU ops", "parts", "predicted ms", "measured ms (IQR)", "x best single"]
     for c in cols:
