@@ -165,13 +165,15 @@ def measured_speedups(ctx: PassContext, placements: np.ndarray, required: int | 
                       deadline: Any = None) -> np.ndarray:
     """Host-only seconds / placed seconds of each row of ``placements``: interleaved split-executor runs on pinned
     cores, the rows not yet measured in one run beside the host-only placement.  Memoised per placement of the model
-    being optimized, so a pass choosing on the target, the baseline check and the report share one measurement.
+    being optimized and measuring setting (devices, host, repeats, seed), so a pass choosing on the target, the
+    baseline check and the report share one measurement.
     With a ``deadline``, the rows after the first ``required`` are run only while they fit (NaN otherwise); on the
     objective's warm-up instance (no model to run) every speedup is 1."""
     placements = np.atleast_2d(np.asarray(placements, np.int64))
-    if _MEASURED.get("source") is not ctx.source:
+    setting = (ctx.problem.device_names, ctx.problem.host, int(ctx.option("repeats", 10)), ctx.seed)
+    if _MEASURED.get("source") is not ctx.source or _MEASURED.get("setting") != setting:
         _MEASURED.clear()
-        _MEASURED["source"] = ctx.source
+        _MEASURED["source"], _MEASURED["setting"] = ctx.source, setting
     keys = [p.tobytes() for p in placements]
     if ctx.options.get("warm_up"):
         return np.ones(len(placements))
