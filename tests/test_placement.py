@@ -567,3 +567,24 @@ def test_split_boundary_is_timed_through_the_executor() -> None:
     for placement in ([0, 0, 0], [0, 1, 0]):
         with SplitExecutor(split_model(chain, np.array(placement)), devices, ["y3"]) as ex:
             assert np.array_equal(ex.run({"x": x})["y3"], np.maximum(x, 0))
+
+
+def test_profile_scale_to_run_sums_op_times_to_the_split_executor_run(tmp_path) -> None:
+    """``profile --scale-to-run``: ONNX Runtime op times (optimizations off, one event per node) are scaled to sum to
+    the whole model run as one split-executor part; OpenVINO's profile (already the compiled model) refuses it."""
+    from conftest import branchy_model
+
+    from onnx_sched.cli import main
+
+    src = tmp_path / "m.onnx"
+    onnx.save(branchy_model(branches=3, n=128), str(src))
+    runner = CliRunner()
+    res = runner.invoke(main, ["profile", str(src), "--runtime", "ort", "--repeats", "3", "--scale-to-run",
+                               "-o", str(tmp_path / "p.json")])
+    assert res.exit_code == 0, (res.output, res.exception)
+    dev = load_profiles(tmp_path / "p.json").devices[0]
+    assert sum(dev.op_seconds.values()) == pytest.approx(dev.total_seconds) and dev.total_seconds > 0
+    assert "split-executor part" in dev.notes and all(v > 0 for v in dev.op_seconds.values())
+    bad = runner.invoke(main, ["profile", str(src), "--runtime", "openvino", "--scale-to-run",
+                               "-o", str(tmp_path / "q.json")])
+    assert bad.exit_code != 0 and "PERF_COUNT" in bad.output and not (tmp_path / "q.json").exists()

@@ -7,11 +7,13 @@ derived from the measured one by the documented factors in
 
 ``--device cuda:N`` (or ``torch:cpu``, the same path on torch's CPU device) runs
 the model through PyTorch (onnx2torch; the ``[gpu]`` extra), times every op with
-CUDA events and calibrates pinned host <-> device copies per direction, written as
+CUDA events and one split-executor boundary between it and a CPU core, written as
 transfers between the device and each ``--hosts`` name, so a CPU profile merged
 with this one (``--profiles cpu.json gpu.json``, CPU first: the first file's host
 and default transfer win) plans with measured GPU costs
-(:mod:`onnx_sched.profiling.cuda`).
+(:mod:`onnx_sched.profiling.cuda`).  ``--scale-to-run`` scales an ONNX Runtime or
+torch profile's op times to the whole model as the split executor runs it
+(:func:`onnx_sched.profiling.runtimes.split_run_seconds`).
 """
 
 from __future__ import annotations
@@ -37,10 +39,14 @@ __all__ = ["command"]
 @click.option("--threads", type=click.IntRange(1, 1024), default=1, show_default=True, help="ORT intra-op threads.")
 @click.option("--simulate", default="", metavar="KINDS", help="Add simulated devices, e.g. igpu,dgpu.")
 @click.option("--no-transfer", is_flag=True, help="Skip measuring copies (default transfer model).")
+@click.option("--scale-to-run", is_flag=True,
+              help="ONNX Runtime / torch devices: scale the per-op times to sum to the whole model's time as the "
+                   "split executor runs it on this device (optimized, pipelined), the scale placements run at.")
 @click.option("-o", "--output", required=True, type=OutputFile(), help="Profile JSON to write.")
 @import_options
 def command(model: str, device: str, runtime: str, hosts: str, repeats: int, threads: int, simulate: str,
-            no_transfer: bool, output: Path, input_shapes: tuple[str, ...], dims: tuple[str, ...]) -> None:
+            no_transfer: bool, scale_to_run: bool, output: Path, input_shapes: tuple[str, ...],
+            dims: tuple[str, ...]) -> None:
     """Measure per-op latency of MODEL (ONNX, or OpenVINO IR .xml with --runtime openvino) on a device
     and write a profile file."""
     from onnx_sched.bench.runtimes.torch_parts import torch_device
@@ -56,7 +62,7 @@ def command(model: str, device: str, runtime: str, hosts: str, repeats: int, thr
     if torch_device(device):
         runtime = "torch"
     ps = profile_model(imported, device, runtime, repeats=repeats, threads=threads, transfer=not no_transfer,
-                       hosts=tuple(h.strip() for h in hosts.split(",") if h.strip()))
+                       hosts=tuple(h.strip() for h in hosts.split(",") if h.strip()), scale_to_run=scale_to_run)
     kinds = [k.strip() for k in simulate.split(",") if k.strip()]
     if kinds:
         ps = add_simulated(ps, kinds)

@@ -27,7 +27,7 @@ from onnx_sched.profiling.profiles import DeviceProfile, ProfileSet
 from onnx_sched.profiling.rates import fit_rates
 from onnx_sched.profiling.transfer import measure_transfer
 
-__all__ = ["profile_model", "profile_openvino", "profile_ort"]
+__all__ = ["profile_model", "profile_openvino", "profile_ort", "split_run_seconds"]
 
 
 def _median_times(samples: list[dict[str, float]]) -> dict[str, float]:
@@ -160,14 +160,19 @@ def profile_ort(imported: Any, provider: str = "CPUExecutionProvider", threads: 
 
 
 def profile_model(imported: Any, device: str, runtime: str = "openvino", repeats: int = 10, threads: int = 1,
-                  transfer: bool = True, hosts: tuple[str, ...] = ("CPU", "CPUExecutionProvider")) -> ProfileSet:
+                  transfer: bool = True, hosts: tuple[str, ...] = ("CPU", "CPUExecutionProvider"),
+                  scale_to_run: bool = False) -> ProfileSet:
     """Profile one device and (optionally) calibrate its host transfer; a one-device set.
-    ``runtime="torch"``: ``device`` is ``cuda:N`` or ``torch:cpu``, transfers to and from ``hosts``."""
+    ``runtime="torch"``: ``device`` is ``cuda:N`` or ``torch:cpu``, transfers to and from ``hosts``.
+    ``scale_to_run`` (ONNX Runtime and torch devices): op times scaled to sum to :func:`split_run_seconds`."""
     from onnx_sched.bench.runtimes.openvino_inputs import is_openvino_import
 
     if runtime in ("ort", "onnxruntime", "torch") and is_openvino_import(imported):
         engine = "PyTorch" if runtime == "torch" else "ONNX Runtime"
         raise ValueError(f"{engine} cannot run an OpenVINO IR; profile it with --runtime openvino")
+    if scale_to_run and runtime == "openvino":
+        raise ValueError("scaling to a split-executor run is for ONNX Runtime and torch profiles (OpenVINO's "
+                         "PERF_COUNT already times the compiled model)")
     if runtime == "torch":
         from onnx_sched.bench.runtimes.torch_parts import torch_device
         from onnx_sched.profiling.cuda import profile_torch_set
@@ -175,14 +180,48 @@ def profile_model(imported: Any, device: str, runtime: str = "openvino", repeats
         tdev = torch_device(device)
         if tdev is None:
             raise ValueError(f"runtime torch needs a device cuda:N or torch:cpu, got {device!r}")
-        return profile_torch_set(imported, tdev, repeats=repeats, threads=threads, transfer=transfer, hosts=hosts)
+        ps = profile_torch_set(imported, tdev, repeats=repeats, threads=threads, transfer=transfer, hosts=hosts)
+        if scale_to_run:
+            ps = replace(ps, devices=(_scaled_to_run(imported, ps.devices[0], device, threads, repeats),))
+        return ps
     if runtime == "openvino":
         prof = profile_openvino(imported, device, repeats=repeats)
     elif runtime in ("ort", "onnxruntime"):
         prof = profile_ort(imported, device, threads=threads, repeats=repeats)
+        if scale_to_run:
+            prof = _scaled_to_run(imported, prof, device, threads, repeats)
     else:
         raise ValueError(f"runtime must be openvino, ort or torch, got {runtime!r}")
     if not transfer:
         return ProfileSet((prof,))
     tm = measure_transfer(backend="openvino" if runtime == "openvino" else "onnxruntime")
     return ProfileSet((prof,), {}, tm)
+
+
+def split_run_seconds(imported: Any, device: str, threads: int = 1, repeats: int = 10, warmup: int = 2) -> float:
+    """Median seconds of the whole model run as one split-executor part on ``device`` (an ONNX Runtime provider, all
+    graph optimizations on, or a torch device ``cuda:N`` / ``torch:cpu``): what a placement's parts are run by.
+
+    Per-op profiles are taken op by op -- ONNX Runtime with optimizations off (one event per node), CUDA events
+    around each op with its launch gap -- so their sum misses what the device really spends on the model (on an
+    H200 beside one CPU core: ORT sums 1.2-2.9x its optimized run, CUDA events 1.2-1.6x the run on the GPU;
+    docs/results.md 17.3), and a planner would trade ops between devices at the wrong rate."""
+    from onnx_sched.bench.inputs import import_feed
+    from onnx_sched.bench.runtimes.torch_parts import torch_device
+    from onnx_sched.bench.split_executor import DeviceSpec, SplitExecutor, device_spec, split_model
+    from onnx_sched.bench.timing import time_calls
+
+    spec = device_spec(device, threads=threads) if torch_device(device) else DeviceSpec("d0", provider=device,
+                                                                                         threads=threads)
+    outputs = [o.name for o in imported.model.graph.output]
+    feed = import_feed(imported, 0)
+    with SplitExecutor(split_model(imported, np.zeros(imported.graph.n_ops, np.int64)), [spec], outputs) as ex:
+        times, _ = time_calls(lambda: ex.run(feed), warmup, repeats)
+    return float(np.median(times))
+
+
+def _scaled_to_run(imported: Any, prof: DeviceProfile, device: str, threads: int, repeats: int) -> DeviceProfile:
+    from onnx_sched.profiling.simulated import scaled_to
+
+    return scaled_to(prof, split_run_seconds(imported, device, threads, repeats), "(the whole model run as one "
+                     "split-executor part)")
