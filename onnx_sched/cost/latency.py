@@ -22,7 +22,7 @@ Two models, matching how runtimes execute a split model:
   Charged as a link delay it overlapped with compute, and on an H200 beside one
   CPU core HEFT's 114-part split of randwire_ws was predicted 21.4 ms and ran
   46.5 ms, against 14.1 ms for the whole model on the GPU (the receiving rule
-  predicts 36.9 vs 33.2: docs/results.md, section 17.3).  Host input/output
+  predicts 36.8 vs 33.0: docs/results.md, section 17.3).  Host input/output
   copies are not part of this model.
 
 A :class:`PlacementProblem` (the ``ctx.problem`` of every ``latency`` pass) holds

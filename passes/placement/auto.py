@@ -18,7 +18,7 @@ otherwise CP-SAT on the time that remains, hinted with the best placement so far
 ``info["cpsat_skipped"]``, when its model alone would take longer to build than the time left).
 Everything is scored under the problem's latency mode and the best wins, so it is
 never worse than CPU-only.  With ``--target measured`` the candidates are run for real and the fastest wins
-(:func:`measured_choice`; ``info["portfolio_measured_speedup"]``).
+(:func:`measured_choice`; ``info["target_candidates"]``, ``info["proxy_best_speedup"]``).
 """
 
 from __future__ import annotations
@@ -107,7 +107,7 @@ def measured_choice(ctx: PassContext, candidates: list[Schedule], proxy_best: Sc
     for s in [*singles, proxy_best, *sorted(candidates, key=lambda s: s.info["latency"])]:
         rows.setdefault(np.asarray(s.placement, np.int64).tobytes(), s)
     required = len({np.asarray(s.placement, np.int64).tobytes() for s in [*singles, proxy_best]})
-    kept = list(rows.values())
+    keys, kept = list(rows), list(rows.values())
     speed = measured_speedups(ctx, np.stack([s.placement for s in kept]), required=required, deadline=clock)
     timed = [i for i in range(len(kept)) if np.isfinite(speed[i])]
     if not timed:
@@ -115,8 +115,8 @@ def measured_choice(ctx: PassContext, candidates: list[Schedule], proxy_best: Sc
     i = max(timed, key=lambda i: (speed[i], -kept[i].info["latency"]))
     table = [{"method": kept[j].method, "proxy_latency_s": float(kept[j].info["latency"]),
               "target_speedup": float(speed[j])} for j in timed]
-    return kept[i], {"target_candidates": table, "proxy_best_speedup": float(speed[kept.index(rows[
-        np.asarray(proxy_best.placement, np.int64).tobytes()])])}
+    proxy_row = keys.index(np.asarray(proxy_best.placement, np.int64).tobytes())
+    return kept[i], {"target_candidates": table, "proxy_best_speedup": float(speed[proxy_row])}
 
 
 __all__ = ["auto_cpu_first", "auto_gpu_first", "measured_choice", "portfolio"]
