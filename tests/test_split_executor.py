@@ -299,3 +299,31 @@ def test_runs_for_a_plan_feed_the_shapes_the_plan_pinned() -> None:
     assert import_feed(import_onnx(model, dims={"batch": 6}))["x"].shape == (6, *declared)
     assert import_feed(import_onnx(model, input_shapes={"x": (2, *declared)}))["x"].shape == (2, *declared)
     assert random_inputs(model)["x"].shape == (1, *declared)  # the model alone knows no pin
+
+
+def test_ort_gpu_provider_devices_are_read_and_refused_in_one_line_when_missing(tmp_path) -> None:
+    """``--devices CPU,CUDAExecutionProvider``: the part would run in ONNX Runtime's CUDA provider (TF32 off, the CPU
+    provider behind it); on a build without it, one line says what to install or use instead, and no output is
+    written."""
+    from click.testing import CliRunner
+    from conftest import branchy_model
+
+    from onnx_sched.bench.split_executor import device_spec
+    from onnx_sched.cli import main
+
+    spec = device_spec("CUDAExecutionProvider:1")
+    assert spec.provider == "CUDAExecutionProvider"
+    assert dict(spec.provider_options) == {"device_id": "1", "use_tf32": "0"}
+    assert spec.providers[-1] == "CPUExecutionProvider" and not spec.torch_device
+    if "CUDAExecutionProvider" in ort.get_available_providers():
+        pytest.skip("this ONNX Runtime build has the CUDA provider")
+    model = tmp_path / "m.onnx"
+    onnx.save(branchy_model(), model)
+    graph = import_onnx(model).graph
+    save_placement(tmp_path / "p.json", graph, np.arange(graph.n_ops) % 2, ["CPU", "GPU"])
+    res = CliRunner().invoke(main, ["bench-placement", str(model), "--placement", str(tmp_path / "p.json"),
+                                    "--runtime", "ort", "--devices", "CPU,CUDAExecutionProvider",
+                                    "--report", str(tmp_path / "r.json")])
+    assert res.exit_code != 0 and not (tmp_path / "r.json").exists()
+    assert "CUDAExecutionProvider is not available" in res.output and "onnxruntime-gpu" in res.output
+    assert "Traceback" not in res.output

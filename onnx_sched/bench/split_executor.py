@@ -23,8 +23,11 @@ A device can also be a torch device (``DeviceSpec.torch_device``: ``cuda:N``, or
 inside :func:`~onnx_sched.bench.runtimes.torch_parts.worker_context` (one CUDA
 stream per device worker).  Tensors stay on their torch device while only that
 device reads them; the ones another device or the caller reads are copied to the
-host.  :func:`device_spec` reads a runtime device label (``CPU``, ``cuda:0``,
-``torch:cpu``) into a :class:`DeviceSpec`.
+host.  A device can also be an ONNX Runtime execution provider other than the
+CPU's (``CUDAExecutionProvider``, with onnxruntime-gpu): its parts run in sessions
+of that provider, with the CPU provider behind it for ops it has no kernel for.
+:func:`device_spec` reads a runtime device label (``CPU``, ``cuda:0``,
+``torch:cpu``, ``CUDAExecutionProvider:1``) into a :class:`DeviceSpec`.
 
 A tensor of a type numpy has no array for (bfloat16, float8, int4) crosses parts as an ONNX Runtime
 ``OrtValue``, as it came out of the producing session; graph outputs must be of plain types.
@@ -35,6 +38,7 @@ from __future__ import annotations
 import contextlib
 import os
 import queue
+import re
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -48,7 +52,8 @@ from onnx import helper
 from onnx_sched.bench.part_merge import merge_parts
 from onnx_sched.importers.onnx_weights import with_weights
 
-__all__ = ["DeviceSpec", "SplitExecutor", "SubModel", "device_spec", "node_devices", "split_model"]
+__all__ = ["CPU_PROVIDER", "DeviceSpec", "SplitExecutor", "SubModel", "check_providers", "device_spec", "node_devices",
+           "split_model"]
 
 
 #: element types ONNX Runtime's Python API returns only as ``OrtValue`` (no numpy array type)
@@ -63,7 +68,7 @@ def _ort_value_only(vi: onnx.ValueInfoProto) -> bool:
 
 @dataclass(frozen=True)
 class DeviceSpec:
-    """A "device": an ONNX Runtime provider, intra-op threads and optional CPU cores to pin its
+    """A "device": an ONNX Runtime provider (with its options), intra-op threads and optional CPU cores to pin its
     worker to; with ``torch_device`` (``cuda:N``, ``cpu``) its parts run through PyTorch instead."""
 
     name: str
@@ -71,14 +76,59 @@ class DeviceSpec:
     threads: int = 1
     cores: tuple[int, ...] = ()
     torch_device: str = ""
+    provider_options: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def providers(self) -> list[Any]:
+        """The ``providers`` of this device's ONNX Runtime sessions: its provider with its options, then the CPU
+        provider for the ops it has no kernel for (as ONNX Runtime's own GPU examples do)."""
+        if self.provider == CPU_PROVIDER:
+            return [CPU_PROVIDER]
+        return [(self.provider, dict(self.provider_options)), CPU_PROVIDER]
+
+
+CPU_PROVIDER = "CPUExecutionProvider"
+#: an ONNX Runtime provider as a device label, with an optional device id: ``CUDAExecutionProvider:1``
+_PROVIDER_LABEL = re.compile(r"^([A-Za-z0-9]+ExecutionProvider)(?::(\d+))?$")
 
 
 def device_spec(label: str, threads: int = 1, cores: tuple[int, ...] = ()) -> DeviceSpec:
-    """The device of a runtime label: ``cuda:N`` / ``torch:cuda:N`` / ``torch:cpu`` are torch
-    devices, any other label an ONNX Runtime CPU device of that name.  Imports no torch."""
+    """The device of a runtime label: ``cuda:N`` / ``torch:cuda:N`` / ``torch:cpu`` are torch devices, an ONNX
+    Runtime provider name (``CUDAExecutionProvider``, ``CUDAExecutionProvider:1`` for device id 1) runs in that
+    provider (CUDA with TF32 off, like the torch runner), any other label is an ONNX Runtime CPU device of that
+    name.  Imports no torch.
+
+    >>> device_spec("CUDAExecutionProvider:1").providers
+    [('CUDAExecutionProvider', {'device_id': '1', 'use_tf32': '0'}), 'CPUExecutionProvider']
+    >>> device_spec("CPUB").providers, device_spec("cuda:0").torch_device
+    (['CPUExecutionProvider'], 'cuda:0')
+    """
     from onnx_sched.bench.runtimes.torch_parts import torch_device
 
-    return DeviceSpec(label, threads=threads, cores=cores, torch_device=torch_device(label) or "")
+    tdev = torch_device(label)
+    m = _PROVIDER_LABEL.match(label.strip())
+    if tdev or not m or m.group(1) == CPU_PROVIDER:
+        return DeviceSpec(label, threads=threads, cores=cores, torch_device=tdev or "")
+    options = {"device_id": m.group(2)} if m.group(2) is not None else {}
+    if m.group(1) == "CUDAExecutionProvider":
+        options["use_tf32"] = "0"
+    return DeviceSpec(label, provider=m.group(1), threads=threads, cores=cores,
+                      provider_options=tuple(sorted(options.items())))
+
+
+def check_providers(devices: Sequence[DeviceSpec]) -> None:
+    """``DeviceError`` (one line) when a device's ONNX Runtime provider is not in this ONNX Runtime build."""
+    import onnxruntime as ort
+
+    from onnx_sched.errors import DeviceError
+
+    have = ort.get_available_providers()
+    for d in devices:
+        if not d.torch_device and d.provider not in have:
+            hint = " (install onnxruntime-gpu, or give cuda:N to run those parts through PyTorch)" \
+                if d.provider == "CUDAExecutionProvider" else ""
+            raise DeviceError(f"device {d.name}: ONNX Runtime provider {d.provider} is not available here "
+                              f"(this build has {', '.join(have)}){hint}")
 
 
 @dataclass(frozen=True, eq=False)
@@ -283,6 +333,7 @@ class SplitExecutor:
         used = {p.device for p in parts}
         if max(used) >= len(devices):
             raise ValueError(f"parts use device {max(used)}, only {len(devices)} device specs given")
+        check_providers([devices[d] for d in sorted(used)])
         self.parts = list(parts)
         self.devices = list(devices)
         self.output_names = list(output_names)
@@ -312,7 +363,7 @@ class SplitExecutor:
                 continue
             so = make_session_options(arena=True, opt_level=opt_level, threads=spec.threads)
             so.inter_op_num_threads = 1
-            self.sessions.append(ort.InferenceSession(p.model.SerializeToString(), so, providers=[spec.provider]))
+            self.sessions.append(ort.InferenceSession(p.model.SerializeToString(), so, providers=spec.providers))
         self._workers = {d: _Worker(self.devices[d].cores, self._context(self.devices[d])) for d in sorted(used)}
         for w in self._workers.values():
             w.start()

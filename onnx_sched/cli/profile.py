@@ -11,7 +11,9 @@ CUDA events and one split-executor boundary between it and a CPU core, written a
 transfers between the device and each ``--hosts`` name, so a CPU profile merged
 with this one (``--profiles cpu.json gpu.json``, CPU first: the first file's host
 and default transfer win) plans with measured GPU costs
-(:mod:`onnx_sched.profiling.cuda`).  ``--scale-to-run`` scales an ONNX Runtime or
+(:mod:`onnx_sched.profiling.cuda`).  An ONNX Runtime GPU provider (``--runtime ort
+--device CUDAExecutionProvider``, with onnxruntime-gpu) gets the same boundary,
+timed between a CPU core and that provider.  ``--scale-to-run`` scales an ONNX Runtime or
 torch profile's op times to the whole model as the split executor runs it
 (:func:`onnx_sched.profiling.runtimes.split_run_seconds`).
 """
@@ -34,7 +36,8 @@ __all__ = ["command"]
                    "device: cuda:N (a CUDA GPU) or torch:cpu (implies --runtime torch).")
 @click.option("--runtime", type=click.Choice(["openvino", "ort", "torch"]), default="openvino", show_default=True)
 @click.option("--hosts", default="CPU,CPUExecutionProvider", show_default=True,
-              help="torch devices: host device names the measured transfers are written for.")
+              help="torch devices and ONNX Runtime GPU providers: host device names the measured boundary is "
+                   "written for.")
 @click.option("--repeats", type=click.IntRange(1, 10_000), default=10, show_default=True)
 @click.option("--threads", type=click.IntRange(1, 1024), default=1, show_default=True, help="ORT intra-op threads.")
 @click.option("--simulate", default="", metavar="KINDS", help="Add simulated devices, e.g. igpu,dgpu.")

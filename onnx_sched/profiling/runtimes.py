@@ -194,25 +194,31 @@ def profile_model(imported: Any, device: str, runtime: str = "openvino", repeats
         raise ValueError(f"runtime must be openvino, ort or torch, got {runtime!r}")
     if not transfer:
         return ProfileSet((prof,))
+    if runtime != "openvino" and device != "CPUExecutionProvider":  # an ORT GPU provider: a boundary to a CPU core
+        from onnx_sched.bench.split_executor import device_spec
+        from onnx_sched.profiling.transfer import measure_split_boundary
+
+        boundary = measure_split_boundary([device_spec("CPU", threads, (0,)),
+                                           device_spec(device, threads, (threads % (os.cpu_count() or 1),))])
+        pairs = {pair: boundary for h in hosts if h != prof.name for pair in ((h, prof.name), (prof.name, h))}
+        return ProfileSet((prof,), pairs, boundary)
     tm = measure_transfer(backend="openvino" if runtime == "openvino" else "onnxruntime")
     return ProfileSet((prof,), {}, tm)
 
 
 def split_run_seconds(imported: Any, device: str, threads: int = 1, repeats: int = 10, warmup: int = 2) -> float:
-    """Median seconds of the whole model run as one split-executor part on ``device`` (an ONNX Runtime provider, all
-    graph optimizations on, or a torch device ``cuda:N`` / ``torch:cpu``): what a placement's parts are run by.
+    """Median seconds of the whole model run as one split-executor part on ``device`` (an ONNX Runtime provider name,
+    all graph optimizations on, or a torch device ``cuda:N`` / ``torch:cpu``): what a placement's parts are run by.
 
     Per-op profiles are taken op by op -- ONNX Runtime with optimizations off (one event per node), CUDA events
     around each op with its launch gap -- so their sum misses what the device really spends on the model (on an
     H200 beside one CPU core: ORT sums 1.2-2.9x its optimized run, CUDA events 1.2-1.6x the run on the GPU;
     docs/results.md 17.3), and a planner would trade ops between devices at the wrong rate."""
     from onnx_sched.bench.inputs import import_feed
-    from onnx_sched.bench.runtimes.torch_parts import torch_device
-    from onnx_sched.bench.split_executor import DeviceSpec, SplitExecutor, device_spec, split_model
+    from onnx_sched.bench.split_executor import SplitExecutor, device_spec, split_model
     from onnx_sched.bench.timing import time_calls
 
-    spec = device_spec(device, threads=threads) if torch_device(device) else DeviceSpec("d0", provider=device,
-                                                                                         threads=threads)
+    spec = device_spec(device, threads=threads)
     outputs = [o.name for o in imported.model.graph.output]
     feed = import_feed(imported, 0)
     with SplitExecutor(split_model(imported, np.zeros(imported.graph.n_ops, np.int64)), [spec], outputs) as ex:

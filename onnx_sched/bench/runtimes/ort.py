@@ -39,8 +39,9 @@ def bench_ort(imported: Any, placement: np.ndarray, devices: Sequence[Any], *, w
 
     from onnx_sched.bench.inputs import import_feed
     from onnx_sched.bench.ort_runner import make_session_options
-    from onnx_sched.bench.split_executor import SplitExecutor, split_model
+    from onnx_sched.bench.split_executor import CPU_PROVIDER, SplitExecutor, check_providers, split_model
 
+    check_providers(devices)
     feed = import_feed(imported, seed)
     outputs = [o.name for o in imported.model.graph.output]
     parts = split_model(imported, placement)
@@ -49,11 +50,13 @@ def bench_ort(imported: Any, placement: np.ndarray, devices: Sequence[Any], *, w
     torch_devices = [d.torch_device for d in devices if getattr(d, "torch_device", "")]
     if torch_devices:
         report["torch_devices"] = torch_devices
+    # devices whose kernels are not ORT's CPU ones: torch devices, and ORT GPU providers (compared like CUDA)
+    gpu_kinds = [*torch_devices, *("cuda" for d in devices if not d.torch_device and d.provider != CPU_PROVIDER)]
     ref_out = None
     if reference:
         spec = devices[0]
         so = make_session_options(arena=True, opt_level=opt_level, threads=spec.threads)
-        sess = ort.InferenceSession(with_weights(imported).SerializeToString(), so, providers=[spec.provider])
+        sess = ort.InferenceSession(with_weights(imported).SerializeToString(), so, providers=spec.providers)
 
         def run_ref() -> dict[str, np.ndarray]:
             return dict(zip(outputs, sess.run(outputs, feed)))
@@ -94,10 +97,10 @@ def bench_ort(imported: Any, placement: np.ndarray, devices: Sequence[Any], *, w
     report["device_seconds"] = {k: float(np.median([d.get(k, 0.0) for d in per_dev])) for k in per_dev[0]}
     if ref_out is not None:
         ok, err = compare_outputs(ref_out, out, output_tolerance(imported.model))
-        if torch_devices:  # other kernels than ORT's: the torch tolerance
+        if gpu_kinds:  # other kernels than ORT's CPU ones: the torch / CUDA tolerance
             from onnx_sched.bench.runtimes.torch_parts import outputs_close, tolerance
 
-            rtol, atol = tolerance(torch_devices)
+            rtol, atol = tolerance(gpu_kinds)
             ok = outputs_close(ref_out, out, rtol, atol)
             report["tolerance"] = {"rtol": rtol, "atol": atol}
         report["outputs_equal"] = ok
@@ -119,14 +122,15 @@ def bench_ort_interleaved(imported: Any, placement: np.ndarray, devices: Sequenc
 
     from onnx_sched.bench.inputs import import_feed
     from onnx_sched.bench.ort_runner import make_session_options
-    from onnx_sched.bench.split_executor import SplitExecutor, _Worker, split_model
+    from onnx_sched.bench.split_executor import SplitExecutor, _Worker, check_providers, split_model
 
+    check_providers(devices)
     feed = import_feed(imported, seed)
     outputs = [o.name for o in imported.model.graph.output]
     parts = split_model(imported, placement)
     spec = devices[0]
     so = make_session_options(arena=True, opt_level=opt_level, threads=spec.threads)
-    sess = ort.InferenceSession(with_weights(imported).SerializeToString(), so, providers=[spec.provider])
+    sess = ort.InferenceSession(with_weights(imported).SerializeToString(), so, providers=spec.providers)
     worker = _Worker(spec.cores)
     worker.start()
 

@@ -97,17 +97,21 @@ def interleaved_seconds(imported: Any, placements: np.ndarray, device_names: Seq
 
 def _tolerance(model: Any, device_names: Sequence[str]) -> float:
     """``rtol = atol`` between two placements' outputs: the model's own (:func:`output_tolerance`), loosened to the
-    torch tolerance when a device is a torch device (its kernels are not ONNX Runtime's).
+    torch tolerance when a device is a torch device, and to the CUDA one for an ONNX Runtime GPU provider (their
+    kernels are not ONNX Runtime's CPU ones).
 
     >>> from onnx import helper
     >>> model = helper.make_model(helper.make_graph([], "g", [], []))
-    >>> _tolerance(model, ["CPU", "CPUB"]), _tolerance(model, ["CPU", "cuda:0"])
-    (1e-05, 0.001)
+    >>> [_tolerance(model, ["CPU", d]) for d in ("CPUB", "cuda:0", "torch:cpu", "CUDAExecutionProvider")]
+    [1e-05, 0.001, 0.0001, 0.001]
     """
     from onnx_sched.bench.outputs import output_tolerance
-    from onnx_sched.bench.runtimes.torch_parts import TOLERANCE, torch_device
+    from onnx_sched.bench.runtimes.torch_parts import TOLERANCE
+    from onnx_sched.bench.split_executor import CPU_PROVIDER, device_spec
 
-    kinds = {d.split(":")[0] for d in map(torch_device, device_names) if d}
+    specs = [device_spec(d) for d in device_names]
+    kinds = {s.torch_device.split(":")[0] if s.torch_device else "cuda" for s in specs
+             if s.torch_device or s.provider != CPU_PROVIDER}
     return max([output_tolerance(model), *(max(TOLERANCE[k]) for k in kinds if k in TOLERANCE)])
 
 
