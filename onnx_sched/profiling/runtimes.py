@@ -212,8 +212,8 @@ def split_run_seconds(imported: Any, device: str, threads: int = 1, repeats: int
 
     Per-op profiles are taken op by op -- ONNX Runtime with optimizations off (one event per node), CUDA events
     around each op with its launch gap -- so their sum misses what the device really spends on the model (on an
-    H200 beside one CPU core: ORT sums 1.2-2.9x its optimized run, CUDA events 1.2-1.6x the run on the GPU;
-    docs/results.md 17.3), and a planner would trade ops between devices at the wrong rate."""
+    H200 machine, four corpus models: ORT's sums 0.85-2.9x its optimized run on one core, CUDA events' 1.2-1.65x
+    the run on the GPU; docs/results.md 17.3), and a planner would trade ops between devices at the wrong rate."""
     from onnx_sched.bench.inputs import import_feed
     from onnx_sched.bench.split_executor import SplitExecutor, device_spec, split_model
     from onnx_sched.bench.timing import time_calls
