@@ -2,16 +2,17 @@
 
 For each model (corpus weights replaced by seeded random ones, so outputs are informative):
 
-* profiles: ONNX Runtime on the CPU (one thread, optimizations off, per-op profiling events) and PyTorch on the
-  GPU (``profile_torch_set``: CUDA events per op, pinned host <-> device copies measured and fitted);
+* profiles: ONNX Runtime on the CPU (one thread, optimizations off, per-op profiling events) and the GPU: PyTorch
+  (``profile_torch_set``: CUDA events per op) or an ONNX Runtime GPU provider (``--device CUDAExecutionProvider``),
+  each with a CPU-core <-> GPU boundary timed through the split executor;
 * calibration (unless ``--no-calibrate``): each device's op times scaled to sum to the whole model's median time on
   it in the split executor (:func:`calibrated`);
 * placements: the latency objective over these two profiles, solved by each ``mode:pass`` of ``--plans``
   (default: ``auto`` in the default sequential mode, HEFT / HSDAG / ``auto`` in the concurrent one), next to the two
   single-device placements;
 * runs: every distinct placement through the split executor (device 0 = ONNX Runtime, one thread pinned to core 0;
-  device 1 = the part-runner on the GPU, parts converted with onnx2torch), interleaved, outputs of every placement
-  checked against the all-CPU run within the torch tolerance (``interleaved_seconds``);
+  device 1 = the torch part-runner on the GPU, parts converted with onnx2torch, or the ORT provider), interleaved,
+  outputs of every placement checked against the all-CPU run within the GPU tolerance (``interleaved_seconds``);
 * reported: per placement, the ops on the GPU, the split's parts, predicted and measured median milliseconds, and
   the speedup of each placement over the faster single device, as measured.
 
@@ -45,7 +46,7 @@ from onnx_sched.cost import latency as lat
 from onnx_sched.graph import Graph
 from onnx_sched.importers.onnx import import_onnx
 from onnx_sched.passes import PassContext, get_pass
-from onnx_sched.profiling import profile_ort, profile_torch_set, save_profiles, scaled_to
+from onnx_sched.profiling import profile_model, profile_ort, profile_torch_set, save_profiles, scaled_to
 from onnx_sched.profiling.profiles import ProfileSet
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -99,7 +100,12 @@ def bench_model(path: Path, device: str, plans: list[str], repeats: int, warmup:
     imported = with_random_weights(import_onnx(path))
     graph = imported.graph
     cpu = ProfileSet((profile_ort(imported, threads=1, repeats=profile_repeats),))
-    gpu = profile_torch_set(imported, torch_device(device), repeats=profile_repeats, hosts=cpu.names)
+    if torch_device(device):
+        gpu = profile_torch_set(imported, torch_device(device), repeats=profile_repeats, hosts=cpu.names)
+    else:  # an ONNX Runtime GPU provider (onnxruntime-gpu)
+        gpu = profile_model(imported, device, "ort", repeats=profile_repeats, hosts=cpu.names)
+    if gpu.names[0] in cpu.names:
+        raise ValueError(f"device 1 ({device}) must be another device than the CPU one ({cpu.names[0]})")
     profiles = cpu.merged(gpu)
     if profiles_dir is not None:
         profiles_dir.mkdir(parents=True, exist_ok=True)
@@ -163,7 +169,9 @@ def table(results: list[dict]) -> tuple[Table, str]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--models", nargs="*", default=MODELS)
-    ap.add_argument("--device", default="cuda:0", help="torch device of device 1: cuda:N, or torch:cpu")
+    ap.add_argument("--device", default="cuda:0",
+                    help="device 1: a torch device (cuda:N, torch:cpu) or an ONNX Runtime GPU provider "
+                         "(CUDAExecutionProvider, with onnxruntime-gpu)")
     ap.add_argument("--plans", nargs="*", default=PLANS, help="MODE:PASS, MODE sequential or concurrent")
     ap.add_argument("--repeats", type=int, default=20)
     ap.add_argument("--warmup", type=int, default=3)
