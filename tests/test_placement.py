@@ -559,7 +559,7 @@ def test_split_boundary_is_timed_through_the_executor() -> None:
     from onnx_sched.profiling.transfer import measure_split_boundary, relu_chain
 
     devices = [DeviceSpec("a", cores=(0,)), DeviceSpec("b", cores=(1,))]
-    boundary = measure_split_boundary(devices, sizes=(1 << 10, 1 << 16), repeats=5)
+    boundary = measure_split_boundary(devices, sizes=(1 << 10, 1 << 16), repeats=9)
     assert boundary.latency_s > 0 and 0 < boundary.bandwidth_Bps < float("inf")
     chain = relu_chain(8, 3)
     assert chain.graph.n_ops == 3
