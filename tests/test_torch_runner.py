@@ -288,3 +288,28 @@ def test_torch_runner_profiles_an_ir3_model_whose_initializers_are_graph_inputs(
     profile = profile_torch(imp, "cpu", repeats=1, warmup=0)
     assert set(profile.op_seconds) == set(imp.graph.op_names)
     assert sum(s > 0 for s in profile.op_seconds.values()) == imp.graph.n_ops
+
+
+def test_torch_devices_this_machine_cannot_run_are_one_line(tmp_path) -> None:
+    """A CUDA device torch does not see, and any torch device without PyTorch installed: one line, exit 2."""
+    from onnx_sched.bench.placement_file import save_placement
+    from onnx_sched.cli import main
+    from onnx_sched.importers.onnx import import_onnx
+
+    model = tmp_path / "m.onnx"
+    onnx.save(branchy_model(), model)
+    graph = import_onnx(model).graph
+    save_placement(tmp_path / "p.json", graph, np.arange(graph.n_ops) % 2, ["CPU", "GPU"])
+    args = ["bench-placement", str(model), "--placement", str(tmp_path / "p.json"), "--runtime", "ort", "--devices"]
+    if torch.cuda.device_count() < 8:
+        res = CliRunner().invoke(main, [*args, "CPU,cuda:7"])
+        assert res.exit_code == 2 and "torch sees" in res.output and "Traceback" not in res.output
+    code = BLOCK_TORCH + textwrap.dedent(f"""
+        from click.testing import CliRunner
+        from onnx_sched.cli import main
+        r = CliRunner().invoke(main, {[*args, "CPU,torch:cpu"]!r})
+        assert r.exit_code == 2 and "onnx-sched[gpu]" in r.output, (r.exit_code, r.output)
+        print("ok")
+        """)
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert res.returncode == 0 and res.stdout.strip().endswith("ok"), (res.stdout[-1000:], res.stderr[-2000:])

@@ -52,7 +52,7 @@ from onnx import helper
 from onnx_sched.bench.part_merge import merge_parts
 from onnx_sched.importers.onnx_weights import with_weights
 
-__all__ = ["CPU_PROVIDER", "DeviceSpec", "SplitExecutor", "SubModel", "check_providers", "device_spec", "node_devices",
+__all__ = ["CPU_PROVIDER", "DeviceSpec", "SplitExecutor", "SubModel", "check_devices", "device_spec", "node_devices",
            "split_model"]
 
 
@@ -116,8 +116,9 @@ def device_spec(label: str, threads: int = 1, cores: tuple[int, ...] = ()) -> De
                       provider_options=tuple(sorted(options.items())))
 
 
-def check_providers(devices: Sequence[DeviceSpec]) -> None:
-    """``DeviceError`` (one line) when a device's ONNX Runtime provider is not in this ONNX Runtime build."""
+def check_devices(devices: Sequence[DeviceSpec]) -> None:
+    """``DeviceError`` (one line) for a device this machine cannot run: an ONNX Runtime provider missing from this
+    build, a torch device without PyTorch and onnx2torch installed, or a CUDA device torch does not see."""
     import onnxruntime as ort
 
     from onnx_sched.errors import DeviceError
@@ -129,6 +130,19 @@ def check_providers(devices: Sequence[DeviceSpec]) -> None:
                 if d.provider == "CUDAExecutionProvider" else ""
             raise DeviceError(f"device {d.name}: ONNX Runtime provider {d.provider} is not available here "
                               f"(this build has {', '.join(have)}){hint}")
+    cuda = [d for d in devices if d.torch_device.startswith("cuda")]
+    if not any(d.torch_device for d in devices):
+        return
+    try:
+        import torch
+    except ImportError:
+        raise DeviceError(f"device {next(d.name for d in devices if d.torch_device)}: torch devices need PyTorch and "
+                          "onnx2torch (pip install 'onnx-sched[gpu]')") from None
+    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    for d in cuda:
+        index = int(d.torch_device.partition(":")[2] or 0)
+        if index >= count:
+            raise DeviceError(f"device {d.name}: torch sees {count} CUDA device(s) on this machine")
 
 
 @dataclass(frozen=True, eq=False)
@@ -333,7 +347,7 @@ class SplitExecutor:
         used = {p.device for p in parts}
         if max(used) >= len(devices):
             raise ValueError(f"parts use device {max(used)}, only {len(devices)} device specs given")
-        check_providers([devices[d] for d in sorted(used)])
+        check_devices([devices[d] for d in sorted(used)])
         self.parts = list(parts)
         self.devices = list(devices)
         self.output_names = list(output_names)

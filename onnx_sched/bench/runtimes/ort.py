@@ -39,9 +39,9 @@ def bench_ort(imported: Any, placement: np.ndarray, devices: Sequence[Any], *, w
 
     from onnx_sched.bench.inputs import import_feed
     from onnx_sched.bench.ort_runner import make_session_options
-    from onnx_sched.bench.split_executor import CPU_PROVIDER, SplitExecutor, check_providers, split_model
+    from onnx_sched.bench.split_executor import CPU_PROVIDER, SplitExecutor, check_devices, split_model
 
-    check_providers(devices)
+    check_devices(devices)
     feed = import_feed(imported, seed)
     outputs = [o.name for o in imported.model.graph.output]
     parts = split_model(imported, placement)
@@ -122,9 +122,9 @@ def bench_ort_interleaved(imported: Any, placement: np.ndarray, devices: Sequenc
 
     from onnx_sched.bench.inputs import import_feed
     from onnx_sched.bench.ort_runner import make_session_options
-    from onnx_sched.bench.split_executor import SplitExecutor, _Worker, check_providers, split_model
+    from onnx_sched.bench.split_executor import SplitExecutor, _Worker, check_devices, split_model
 
-    check_providers(devices)
+    check_devices(devices)
     feed = import_feed(imported, seed)
     outputs = [o.name for o in imported.model.graph.output]
     parts = split_model(imported, placement)

@@ -287,7 +287,9 @@ class TorchPart:
         self._dev = torch.device(device)
         self._cuda = self._dev.type == "cuda"
         if self._cuda and not torch.cuda.is_available():
-            raise RuntimeError(f"{device}: torch sees no CUDA device")
+            from onnx_sched.errors import DeviceError
+
+            raise DeviceError(f"{device}: torch sees no CUDA device")
         module, _ = convert_part(model)
         self.module = module.to(self._dev)
         if self._cuda:
