@@ -291,7 +291,8 @@ def test_torch_runner_profiles_an_ir3_model_whose_initializers_are_graph_inputs(
 
 
 def test_torch_devices_this_machine_cannot_run_are_one_line(tmp_path) -> None:
-    """A CUDA device torch does not see, and any torch device without PyTorch installed: one line, exit 2."""
+    """A CUDA device torch does not see, and any torch device without PyTorch installed (bench-placement, profile):
+    one line, exit 2."""
     from onnx_sched.bench.placement_file import save_placement
     from onnx_sched.cli import main
     from onnx_sched.importers.onnx import import_onnx
@@ -308,6 +309,8 @@ def test_torch_devices_this_machine_cannot_run_are_one_line(tmp_path) -> None:
         from click.testing import CliRunner
         from onnx_sched.cli import main
         r = CliRunner().invoke(main, {[*args, "CPU,torch:cpu"]!r})
+        assert r.exit_code == 2 and "onnx-sched[gpu]" in r.output, (r.exit_code, r.output)
+        r = CliRunner().invoke(main, ["profile", {str(model)!r}, "--device", "torch:cpu", "-o", {str(tmp_path / "t.json")!r}])
         assert r.exit_code == 2 and "onnx-sched[gpu]" in r.output, (r.exit_code, r.output)
         print("ok")
         """)

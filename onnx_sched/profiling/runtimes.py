@@ -180,6 +180,9 @@ def profile_model(imported: Any, device: str, runtime: str = "openvino", repeats
         tdev = torch_device(device)
         if tdev is None:
             raise ValueError(f"runtime torch needs a device cuda:N or torch:cpu, got {device!r}")
+        from onnx_sched.bench.split_executor import check_devices, device_spec
+
+        check_devices([device_spec(device)])  # torch installed, the CUDA device seen: else one line
         ps = profile_torch_set(imported, tdev, repeats=repeats, threads=threads, transfer=transfer, hosts=hosts)
         if scale_to_run:
             ps = replace(ps, devices=(_scaled_to_run(imported, ps.devices[0], device, threads, repeats),))
