@@ -310,7 +310,8 @@ def test_torch_devices_this_machine_cannot_run_are_one_line(tmp_path) -> None:
         from onnx_sched.cli import main
         r = CliRunner().invoke(main, {[*args, "CPU,torch:cpu"]!r})
         assert r.exit_code == 2 and "onnx-sched[gpu]" in r.output, (r.exit_code, r.output)
-        r = CliRunner().invoke(main, ["profile", {str(model)!r}, "--device", "torch:cpu", "-o", {str(tmp_path / "t.json")!r}])
+        r = CliRunner().invoke(main, ["profile", {str(model)!r}, "--device", "torch:cpu",
+                                      "-o", {str(tmp_path / "t.json")!r}])
         assert r.exit_code == 2 and "onnx-sched[gpu]" in r.output, (r.exit_code, r.output)
         print("ok")
         """)
