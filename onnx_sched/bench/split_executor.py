@@ -133,11 +133,15 @@ def check_devices(devices: Sequence[DeviceSpec]) -> None:
     cuda = [d for d in devices if d.torch_device.startswith("cuda")]
     if not any(d.torch_device for d in devices):
         return
+    import importlib.util
+
     try:
         import torch
     except ImportError:
+        torch = None
+    if torch is None or importlib.util.find_spec("onnx2torch") is None:
         raise DeviceError(f"device {next(d.name for d in devices if d.torch_device)}: torch devices need PyTorch and "
-                          "onnx2torch (pip install 'onnx-sched[gpu]')") from None
+                          "onnx2torch (pip install 'onnx-sched[gpu]')")
     count = torch.cuda.device_count() if torch.cuda.is_available() else 0
     for d in cuda:
         index = int(d.torch_device.partition(":")[2] or 0)
