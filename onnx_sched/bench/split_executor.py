@@ -79,6 +79,15 @@ class DeviceSpec:
     provider_options: tuple[tuple[str, str], ...] = ()
 
     @property
+    def kernels(self) -> str:
+        """Whose kernels compute this device's parts, as a key of the torch part-runner's ``TOLERANCE``: the torch
+        device type (``cuda``, ``cpu``), ``cuda`` for an ONNX Runtime GPU provider, ``""`` for ORT's CPU kernels
+        (the reference every other device is compared with)."""
+        if self.torch_device:
+            return self.torch_device.split(":")[0]
+        return "" if self.provider == CPU_PROVIDER else "cuda"
+
+    @property
     def providers(self) -> list[Any]:
         """The ``providers`` of this device's ONNX Runtime sessions: its provider with its options, then the CPU
         provider for the ops it has no kernel for (as ONNX Runtime's own GPU examples do)."""

@@ -46,7 +46,13 @@ from onnx_sched.profiling.profiles import (
 from onnx_sched.profiling.rates import fit_rates, op_seconds_matrix, op_seconds_vector
 from onnx_sched.profiling.runtimes import profile_model, profile_openvino, profile_ort
 from onnx_sched.profiling.simulated import SIMULATED_PRESETS, add_simulated, derive_profile, scaled_to
-from onnx_sched.profiling.transfer import fit_transfer, measure_split_boundary, measure_split_transfer, measure_transfer
+from onnx_sched.profiling.transfer import (
+    fit_transfer,
+    measure_host_boundary,
+    measure_split_boundary,
+    measure_split_transfer,
+    measure_transfer,
+)
 
 __all__ = [
     "CLASSES",
@@ -63,6 +69,7 @@ __all__ = [
     "is_profile_set",
     "load_profile",
     "load_profiles",
+    "measure_host_boundary",
     "measure_split_boundary",
     "measure_split_transfer",
     "measure_torch_boundary",

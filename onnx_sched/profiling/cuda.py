@@ -37,7 +37,7 @@ from onnx_sched.onnx_inline import inline_calls
 from onnx_sched.profiling.profiled_model import profiled_model
 from onnx_sched.profiling.profiles import DeviceProfile, ProfileSet, TransferModel
 from onnx_sched.profiling.rates import fit_rates
-from onnx_sched.profiling.transfer import fit_transfer, measure_split_boundary
+from onnx_sched.profiling.transfer import fit_transfer, measure_host_boundary
 
 __all__ = ["measure_torch_boundary", "measure_torch_transfer", "profile_torch", "profile_torch_set"]
 
@@ -150,24 +150,10 @@ def profile_torch_set(imported: Any, device: str, repeats: int = 10, threads: in
     prof = profile_torch(imported, device, repeats=repeats, threads=threads)
     if not transfer:
         return ProfileSet((prof,))
-    boundary = measure_torch_boundary(device)
-    pairs = {}
-    for h in hosts:
-        if h != prof.name:
-            pairs[(h, prof.name)] = boundary
-            pairs[(prof.name, h)] = boundary
-    return ProfileSet((prof,), pairs, boundary)
+    return ProfileSet.with_hosts(prof, measure_torch_boundary(device), hosts)
 
 
 def measure_torch_boundary(device: str, threads: int = 1) -> TransferModel:
     """One split-executor boundary between an ONNX Runtime CPU device (``threads`` threads from core 0) and the torch
-    ``device``'s worker (the next core): :func:`~onnx_sched.profiling.transfer.measure_split_boundary`."""
-    import os
-
-    from onnx_sched.bench.split_executor import device_spec
-
-    ncpu = os.cpu_count() or 1
-    label = "torch:cpu" if device == "cpu" else device
-    specs = [device_spec("CPU", threads=threads, cores=tuple(range(min(threads, ncpu)))),
-             device_spec(label, threads=threads, cores=(threads % ncpu,))]
-    return measure_split_boundary(specs)
+    ``device``'s worker (the next core): :func:`~onnx_sched.profiling.transfer.measure_host_boundary`."""
+    return measure_host_boundary("torch:cpu" if device == "cpu" else device, threads)

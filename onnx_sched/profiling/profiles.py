@@ -205,6 +205,14 @@ class ProfileSet:
         return ProfileSet(tuple(by.values()), {**self.transfers, **other.transfers}, self.default_transfer,
                           self.host or other.host)
 
+    @staticmethod
+    def with_hosts(device: DeviceProfile, transfer: TransferModel, hosts: Sequence[str]) -> ProfileSet:
+        """A one-device set whose transfers to and from each of ``hosts`` (the device itself apart) are
+        ``transfer``, which is also the default: how a device profiled beside a host writes its measured boundary,
+        for each name a host profile of another file may have."""
+        pairs = {pair: transfer for h in hosts if h != device.name for pair in ((h, device.name), (device.name, h))}
+        return ProfileSet((device,), pairs, transfer)
+
 
 def load_profiles(paths: str | os.PathLike | Sequence[str | os.PathLike]) -> ProfileSet:
     """Read one or more profile files into one :class:`ProfileSet` (later files win)."""

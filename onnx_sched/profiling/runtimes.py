@@ -198,13 +198,9 @@ def profile_model(imported: Any, device: str, runtime: str = "openvino", repeats
     if not transfer:
         return ProfileSet((prof,))
     if runtime != "openvino" and device != "CPUExecutionProvider":  # an ORT GPU provider: a boundary to a CPU core
-        from onnx_sched.bench.split_executor import device_spec
-        from onnx_sched.profiling.transfer import measure_split_boundary
+        from onnx_sched.profiling.transfer import measure_host_boundary
 
-        boundary = measure_split_boundary([device_spec("CPU", threads, (0,)),
-                                           device_spec(device, threads, (threads % (os.cpu_count() or 1),))])
-        pairs = {pair: boundary for h in hosts if h != prof.name for pair in ((h, prof.name), (prof.name, h))}
-        return ProfileSet((prof,), pairs, boundary)
+        return ProfileSet.with_hosts(prof, measure_host_boundary(device, threads), hosts)
     tm = measure_transfer(backend="openvino" if runtime == "openvino" else "onnxruntime")
     return ProfileSet((prof,), {}, tm)
 

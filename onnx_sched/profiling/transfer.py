@@ -20,7 +20,8 @@ import numpy as np
 
 from onnx_sched.profiling.profiles import TransferModel
 
-__all__ = ["fit_transfer", "measure_split_boundary", "measure_split_transfer", "measure_transfer", "relu_chain"]
+__all__ = ["fit_transfer", "measure_host_boundary", "measure_split_boundary", "measure_split_transfer",
+           "measure_transfer", "relu_chain"]
 
 
 def fit_transfer(nbytes: Sequence[float], seconds: Sequence[float]) -> TransferModel:
@@ -156,3 +157,16 @@ def measure_split_boundary(devices: Sequence, sizes: Sequence[int] = (1 << 12, 1
         xs.append(n * 4)
         ys.append(max((crossing - middle) / 2, 0.0))
     return fit_transfer(xs, ys)
+
+
+def measure_host_boundary(label: str, threads: int = 1) -> TransferModel:
+    """One split-executor boundary between an ONNX Runtime CPU device (``threads`` threads from core 0) and the
+    device of the runtime label ``label`` (a torch device ``cuda:N`` / ``torch:cpu`` or an ONNX Runtime GPU provider,
+    its worker on the next core): :func:`measure_split_boundary`."""
+    import os
+
+    from onnx_sched.bench.split_executor import device_spec
+
+    ncpu = os.cpu_count() or 1
+    return measure_split_boundary([device_spec("CPU", threads=threads, cores=tuple(range(min(threads, ncpu)))),
+                                   device_spec(label, threads=threads, cores=(threads % ncpu,))])

@@ -39,7 +39,7 @@ def bench_ort(imported: Any, placement: np.ndarray, devices: Sequence[Any], *, w
 
     from onnx_sched.bench.inputs import import_feed
     from onnx_sched.bench.ort_runner import make_session_options
-    from onnx_sched.bench.split_executor import CPU_PROVIDER, SplitExecutor, check_devices, split_model
+    from onnx_sched.bench.split_executor import SplitExecutor, check_devices, split_model
 
     check_devices(devices)
     feed = import_feed(imported, seed)
@@ -50,8 +50,7 @@ def bench_ort(imported: Any, placement: np.ndarray, devices: Sequence[Any], *, w
     torch_devices = [d.torch_device for d in devices if getattr(d, "torch_device", "")]
     if torch_devices:
         report["torch_devices"] = torch_devices
-    # devices whose kernels are not ORT's CPU ones: torch devices, and ORT GPU providers (compared like CUDA)
-    gpu_kinds = [*torch_devices, *("cuda" for d in devices if not d.torch_device and d.provider != CPU_PROVIDER)]
+    gpu_kinds = [d.kernels for d in devices if d.kernels]  # devices whose kernels are not ORT's CPU ones
     ref_out = None
     if reference:
         spec = devices[0]

@@ -56,7 +56,7 @@ def interleaved_seconds(imported: Any, placements: np.ndarray, device_names: Seq
     specs = [device_spec(name, threads=1, cores=(i % ncpu,)) for i, name in enumerate(device_names)]
     outputs = [o.name for o in imported.model.graph.output]
     feed = import_feed(imported, seed)
-    tol = _tolerance(imported.model, device_names)
+    tol = _tolerance(imported.model, specs)
     kept: list[tuple[int, Any]] = []
     run_seconds, setup_seconds = 0.0, 0.0  # one run of every kept row; the slowest setup + check run
     times = np.full((len(placements), repeats), np.nan)
@@ -95,24 +95,22 @@ def interleaved_seconds(imported: Any, placements: np.ndarray, device_names: Seq
     return times
 
 
-def _tolerance(model: Any, device_names: Sequence[str]) -> float:
+def _tolerance(model: Any, devices: Sequence[Any]) -> float:
     """``rtol = atol`` between two placements' outputs: the model's own (:func:`output_tolerance`), loosened to the
     torch tolerance when a device is a torch device, and to the CUDA one for an ONNX Runtime GPU provider (their
-    kernels are not ONNX Runtime's CPU ones).
+    kernels are not ONNX Runtime's CPU ones: ``DeviceSpec.kernels``).
 
     >>> from onnx import helper
+    >>> from onnx_sched.bench.split_executor import device_spec
     >>> model = helper.make_model(helper.make_graph([], "g", [], []))
-    >>> [_tolerance(model, ["CPU", d]) for d in ("CPUB", "cuda:0", "torch:cpu", "CUDAExecutionProvider")]
+    >>> [_tolerance(model, [device_spec("CPU"), device_spec(d)])
+    ...  for d in ("CPUB", "cuda:0", "torch:cpu", "CUDAExecutionProvider")]
     [1e-05, 0.001, 0.0001, 0.001]
     """
     from onnx_sched.bench.outputs import output_tolerance
     from onnx_sched.bench.runtimes.torch_parts import TOLERANCE
-    from onnx_sched.bench.split_executor import CPU_PROVIDER, device_spec
 
-    specs = [device_spec(d) for d in device_names]
-    kinds = {s.torch_device.split(":")[0] if s.torch_device else "cuda" for s in specs
-             if s.torch_device or s.provider != CPU_PROVIDER}
-    return max([output_tolerance(model), *(max(TOLERANCE[k]) for k in kinds if k in TOLERANCE)])
+    return max([output_tolerance(model), *(max(TOLERANCE[d.kernels]) for d in devices if d.kernels in TOLERANCE)])
 
 
 _LOADS: weakref.WeakSet[Any] = weakref.WeakSet()  # imports ONNX Runtime has loaded once
