@@ -179,13 +179,12 @@ def measured_speedups(ctx: PassContext, placements: np.ndarray, required: int | 
         return np.ones(len(placements))
     host_only = np.full(ctx.problem.graph.n_ops, ctx.problem.host, np.int64)
     _MEASURED[host_only.tobytes()] = 1.0  # the reference itself: not timed against itself
-    new = list(dict.fromkeys(k for k in keys if k not in _MEASURED))
+    new = list(dict.fromkeys(k for k in keys if k not in _MEASURED))  # in the order of their first rows
     if new:
         from onnx_sched.bench.runtimes.placement_timing import speedups_over
 
         rows = {k: i for i, k in reversed(list(enumerate(keys)))}  # first row of each placement
         must = len({k for k in keys[:len(keys) if required is None else required] if k in new})
-        new.sort(key=lambda k: rows[k])
         got = speedups_over(ctx.source, host_only, placements[[rows[k] for k in new]], ctx.problem.device_names,
                             int(ctx.option("repeats", 10)), seed=ctx.seed, deadline=deadline,
                             required=None if deadline is None else max(must, 1))
