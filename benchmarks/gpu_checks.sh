@@ -1,7 +1,8 @@
 #!/bin/bash
 # What a session with a CUDA GPU checks, in one go (docs/results.md section 17.3): the CUDA tests, the CPU-core + GPU
 # placement benchmark, and the user's path -- profiles scaled to the split executor's run, `optimize` choosing among
-# `auto`'s candidates by real runs, `bench-placement` on the written model.  About 5 minutes on an H200 with 16 cores.
+# `auto`'s candidates by real runs, `bench-placement` on the written model.  About 5 minutes on an H200 with 16 cores
+# by the timings of its parts in session 27 (the script itself has not run on a GPU).
 #
 #   OUT=runs/gpu_checks bash benchmarks/gpu_checks.sh [MODEL ...]
 #
