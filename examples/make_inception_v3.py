@@ -9,7 +9,7 @@ only used in training).  Weights are random (``torch.manual_seed``), BatchNorm s
 too so the folded network is not an identity; the model is exported in eval mode.
 
 The weights are ~95 MB in float32, so the files are not committed (``.gitignore``); this script is
-the reproducible source.  One command:
+the reproducible source.  Needs torch and OpenVINO (``pip install -e '.[train,openvino]'``).  One command:
 
     python examples/make_inception_v3.py            # writes examples/inception_v3.{onnx,xml,bin}
 
@@ -27,9 +27,13 @@ import argparse
 from pathlib import Path
 
 import numpy as np
-import torch
-import torch.nn.functional as F
-from torch import nn
+
+try:
+    import torch
+    import torch.nn.functional as F
+    from torch import nn
+except ImportError:
+    raise SystemExit("make_inception_v3.py needs torch: pip install -e '.[train,openvino]'") from None
 
 HERE = Path(__file__).resolve().parent
 
@@ -209,7 +213,11 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     import onnx
     import onnxruntime as ort
-    import openvino as ov
+
+    try:
+        import openvino as ov
+    except ImportError:
+        raise SystemExit("make_inception_v3.py needs OpenVINO: pip install -e '.[openvino]'") from None
 
     args.out_dir.mkdir(parents=True, exist_ok=True)
     onnx_path = args.out_dir / "inception_v3.onnx"

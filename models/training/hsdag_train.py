@@ -287,8 +287,8 @@ def train(minutes: float, out_dir: Path, seed: int = 0, batch: int = 16, lr: flo
     return {**summary, "state": net.state_dict()}
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description="Train the HSDAG placer (paper 004) with REINFORCE")
+def main(argv: list[str] | None = None, prog: str | None = None) -> int:
+    ap = argparse.ArgumentParser(prog=prog, description="Train the HSDAG placer (paper 004) with REINFORCE")
     ap.add_argument("--minutes", type=float, default=10.0)
     ap.add_argument("--out", type=Path, default=CHECKPOINTS)
     ap.add_argument("--seed", type=int, default=0)

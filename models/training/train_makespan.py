@@ -253,8 +253,8 @@ def train(cfg: TrainConfig, echo: Any = print) -> dict[str, Any]:
             "state": last_state}
 
 
-def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(description="Train the makespan priority sampler (paper 001).")
+def main(argv: list[str] | None = None, prog: str | None = None) -> None:
+    ap = argparse.ArgumentParser(prog=prog, description="Train the makespan priority sampler (paper 001).")
     ap.add_argument("--out", default=TrainConfig.out_dir)
     ap.add_argument("--budget", type=float, default=0.0, help="wall-clock seconds (0 = all epochs)")
     ap.add_argument("--epochs", type=int, default=TrainConfig.epochs)

@@ -310,6 +310,10 @@ def bench_models(
         raise ValueError(f"bench: runtime must be one of {', '.join(RUNTIMES)}, got {runtime!r}")
     if repeats < 1 or warmup < 0 or threads < 1:
         raise ValueError(f"bench: repeats, threads must be >= 1 and warmup >= 0, got {repeats}, {threads}, {warmup}")
+    if runtime == "openvino":  # before a runner process fails on it
+        from onnx_sched.devices import openvino_core
+
+        openvino_core()
     models = {"in": str(model_in)}
     if model_out is not None:
         models["out"] = str(model_out)

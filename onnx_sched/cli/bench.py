@@ -78,6 +78,7 @@ def _columns(report: BenchReport) -> list[tuple[str, str, Callable[[RunResult], 
 
 def _render(report: BenchReport) -> None:
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     caption = f"peak RSS delta: {report.memory_measured}"
@@ -88,7 +89,7 @@ def _render(report: BenchReport) -> None:
     for header, just, _ in columns:
         table.add_column(header, justify=just)
     for r in report.runs:
-        table.add_row(*(cell(r) for _, _, cell in columns))
+        table.add_row(*(escape(cell(r)) for _, _, cell in columns))
     console = Console()
     console.print(table)
     _render_prediction(report, console)
@@ -107,16 +108,17 @@ def _render(report: BenchReport) -> None:
                       "expected: OpenVINO may pick other kernels for another graph[/green]")
     else:
         within = "" if bitwise else f" beyond rtol=atol={RTOL:g}"
-        console.print(f"[red]outputs differ{within}: {', '.join(report.mismatched_outputs)}"
+        console.print(f"[red]outputs differ{within}: {escape(', '.join(report.mismatched_outputs))}"
                       f"{f' ({err})' if err else ''}[/red]")
 
 
 def _render_prediction(report: BenchReport, console: Console) -> None:
     """Measured heap peak beside the memory model's prediction, per model, and the savings."""
+    from rich.markup import escape
     from rich.table import Table
 
     if report.heap_note:
-        console.print(f"[yellow]{report.heap_note}[/yellow]")
+        console.print(f"[yellow]{escape(report.heap_note)}[/yellow]")
     if not report.predictions:
         return
     table = Table(title="predicted (memory model, file order) vs measured (heap)",
@@ -126,12 +128,12 @@ def _render_prediction(report: BenchReport, console: Console) -> None:
         table.add_column(header, justify="left" if header == "model" else "right")
     for label, m in report.models().items():
         pred = report.predictions.get(label)
-        table.add_row(f"{label}: {Path(m['model']).name}", fmt_bytes(m["predicted_peak_bytes"]),
+        table.add_row(escape(f"{label}: {Path(m['model']).name}"), fmt_bytes(m["predicted_peak_bytes"]),
                       fmt_bytes(m["predicted_inputs_bytes"]), fmt_bytes(m["predicted_activation_bytes"]),
                       fmt_bytes(m["heap_peak_bytes"]), "-" if pred is None else ("yes" if pred.graph_is_run else "no"))
     console.print(table)
     for label, why in report.prediction_errors.items():
-        console.print(f"{label}: no prediction: {why}")
+        console.print(f"{label}: no prediction: {why}", markup=False)
     s = report.savings
     if s is not None:
         if s.predicted_bytes == 0 and s.measured_bytes != 0:  # no relative error to give

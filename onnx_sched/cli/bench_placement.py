@@ -19,7 +19,6 @@ Runtime session within the torch tolerance
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
@@ -120,7 +119,8 @@ def command(model: str, placement_path: str | None, method: str | None, profiles
         write_json_atomic(report, report_path)
     sim = " (placement from SIMULATED profiles)" if report.get("simulated") else ""
     split, single = report["split"], report.get("single_device")
-    line = (f"{graph.name}: {runtime} {report.get('target', '')} {report['sub_models']} sub-models, "
+    target = f" {report['target']}" if report.get("target") else ""
+    line = (f"{graph.name}: {runtime}{target} {report['sub_models']} sub-models, "
             f"split median {split['median_s'] * 1e3:.3f} ms p90 {split['p90_s'] * 1e3:.3f} ms")
     if single:
         line += f", single device {single['median_s'] * 1e3:.3f} ms"
@@ -130,6 +130,7 @@ def command(model: str, placement_path: str | None, method: str | None, profiles
         line += f", torch tolerance rtol {tol['rtol']:g} atol {tol['atol']:g})" if tol else ")"
     click.echo(line + sim)
     if not report_path:
-        click.echo(json.dumps(report["device_seconds"]))
+        busy = ", ".join(f"{name} {sec * 1e3:.3f} ms" for name, sec in report["device_seconds"].items())
+        click.echo(f"busy per device (median run): {busy}")
     if report.get("outputs_equal") is False:
         raise SystemExit(1)

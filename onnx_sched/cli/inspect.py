@@ -9,6 +9,7 @@ import click
 import numpy as np
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from onnx_sched.cli._common import import_options, report_option, write_json_atomic
 from onnx_sched.report import fmt_bytes
@@ -49,19 +50,19 @@ def command(model: Path, inplace: bool, report_path: Path | None, input_shapes: 
             "shape_sources": dict(getattr(imported, "shape_sources", {})),  # ONNX only: which inference gave shapes
         }
     )
-    table = Table(title=f"{model}")
+    table = Table(title=Text(str(model)))  # Text: names with brackets are not rich markup
     table.add_column("statistic")
     table.add_column("value", justify="right")
     for key, value in stats.items():
         shown = fmt_bytes(value) if key.endswith("bytes") else (f"{value:.1%}" if key == "gap_to_bound" else str(value))
-        table.add_row(key, shown)
+        table.add_row(key, Text(shown))
     console = Console()
     console.print(table)
     types = Table(title="op types (top 12)")
     types.add_column("op type")
     types.add_column("count", justify="right")
     for t, c in Counter(g.op_types).most_common(12):
-        types.add_row(t, str(c))
+        types.add_row(Text(t), str(c))
     console.print(types)
     if report_path is not None:
         write_json_atomic({**stats, "op_types": dict(Counter(g.op_types))}, report_path)

@@ -14,6 +14,7 @@ from pathlib import Path
 import click
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from onnx_sched.cli._common import SECONDS, OutputFile, import_options, report_option, write_json_atomic
 from onnx_sched.deadline import Deadline
@@ -26,12 +27,12 @@ __all__ = ["command"]
 
 def render(table: ReportTable) -> Table:
     """An objective's before/after table as a rich Table."""
-    out = Table(title=table.title)
+    out = Table(title=Text(table.title))  # Text: names with brackets are not rich markup
     out.add_column("")
     for name in table.columns:
-        out.add_column(name, justify="right")
+        out.add_column(Text(name), justify="right")
     for row in table.rows:
-        out.add_row(*row)
+        out.add_row(*map(Text, row))
     return out
 
 
@@ -46,9 +47,9 @@ def render(table: ReportTable) -> Table:
 @click.option("--beam", "beam", type=int, default=None, help="Beam width (beam, learned).")
 @click.option("--samples", type=int, default=None, help="Samples (random, learned, hsdag draws per episode).")
 @click.option("--option", "pass_options", multiple=True, metavar="KEY=VALUE",
-              help="Extra pass option, repeatable (e.g. hsdag: episodes=200, temperature=3; cpsat: workers=4).")
+              help="Extra pass option, repeatable (e.g. hsdag: episodes=200, rounds=6; cpsat: workers=4).")
 @click.option("--machines", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
-              help="Machine description JSON (makespan / latency).")
+              help="Machine description JSON (objective makespan).")
 @click.option("--profiles", type=click.Path(exists=True, dir_okay=False, path_type=Path), multiple=True,
               help="Device profile JSON, repeatable (objective latency; see `onnx-sched profile`).")
 @click.option("--devices", default=None,
@@ -199,7 +200,7 @@ def _optimize(source: Path, model: Path, output: Path, objective: str, method: s
     if report.get("kept_input_order"):
         console.print("No method beat the input order: kept it.")
     for note in report.get("notes", ()):
-        console.print(f"Note: {note}")
+        console.print(f"Note: {note}", markup=False)
     over = report["total_seconds"] - clock.seconds
     if over > max(0.1, 0.02 * clock.seconds):  # more than timer granularity and a last step's overshoot
         io = report["total_seconds"] - report["seconds"]
@@ -216,4 +217,4 @@ def _optimize(source: Path, model: Path, output: Path, objective: str, method: s
 
         ctx = PassContext(seed=seed, inplace=inplace, problem=result.problem)
         obj.plot(result.imported.graph, ctx, result.schedule, plot_path)
-    console.print("wrote " + ", ".join(str(p) for p in written))
+    console.print("wrote " + ", ".join(str(p) for p in written), markup=False)

@@ -4,7 +4,9 @@ Sub-commands: ``peak-mem`` (Topoformer + REINFORCE on layered graphs,
 :mod:`onnx_sched.models.training.train_peakmem`), ``regal`` (REGAL's BRKGA policy for
 ``peak-mem-devices``, :mod:`onnx_sched.models.training.regal_train`), ``gflownet`` (paper 002's
 conditional GFlowNet scheduler, :mod:`onnx_sched.models.training.gflownet_train`) and
-``ppo-scheduler`` (its PPO baseline, :mod:`onnx_sched.models.training.ppo_scheduler`).  torch is imported
+``ppo-scheduler`` (its PPO baseline, :mod:`onnx_sched.models.training.ppo_scheduler`); ``makespan``
+(paper 001's priority sampler, :mod:`onnx_sched.models.training.train_makespan`) and ``hsdag`` (paper 004's
+placer, :mod:`onnx_sched.models.training.hsdag_train`) pass their arguments on to those modules.  torch is imported
 inside the commands, so the CLI itself works without it.
 
 Example::
@@ -296,3 +298,26 @@ def ppo_scheduler(data: str, corpus: str | None, held_out: str, profiles: str, g
     result = ppo.train_ppo(ppo.PPOConfig(updates=updates, hours=hours, seed=seed), problems, export_stem,
                            echo=click.echo)
     click.echo(f"{result['updates']} updates in {result['seconds'] / 3600:.2f} h; wrote {export_stem}.onnx")
+
+
+_PASS_THROUGH = {"ignore_unknown_options": True, "allow_extra_args": True, "help_option_names": []}
+
+
+@command.command("makespan", context_settings=_PASS_THROUGH)
+@click.pass_context
+def makespan(ctx: click.Context) -> None:
+    """Train paper 001's makespan priority sampler (the --method learned of makespan); options: --help."""
+    _need_torch()
+    from onnx_sched.models.training import train_makespan
+
+    train_makespan.main(list(ctx.args), prog=ctx.command_path)
+
+
+@command.command("hsdag", context_settings=_PASS_THROUGH)
+@click.pass_context
+def hsdag(ctx: click.Context) -> None:
+    """Train paper 004's HSDAG placer (the --method hsdag of latency); options: --help."""
+    _need_torch()
+    from onnx_sched.models.training import hsdag_train
+
+    raise SystemExit(hsdag_train.main(list(ctx.args), prog=ctx.command_path))

@@ -11,8 +11,9 @@ priority sampler, ...) hands its chain schedules to :func:`select`, which
 2. times those on the *target* (``--target``): ``proxy``, a pure target model of
    :mod:`onnx_sched.cost.makespan.targets` (``noisy``, ``bandwidth``,
    ``latency``) or ``measured`` (real runs, :mod:`._measured_target`);
-3. returns the best on the target (ties: the better proxy makespan; the
-   no-split schedule when it beats every candidate there) as a
+3. returns the best on the target (ties: the better proxy makespan; the better
+   of two references, no split and list-cp, when it beats every candidate there,
+   named ``METHOD:no-split`` / ``METHOD:list-cp``) as a
    validated :class:`Schedule` whose ``info`` has the report's ``target``
    (``model``, ``speedup``, ``proxy_best_speedup``), ``diversity`` (GED, d_inv,
    d_sen over the top k, paper 002 E.2) and ``candidates`` (top k with proxy and
@@ -163,6 +164,11 @@ def select(problem: ms.MakespanProblem, chains: Chains, ctx: PassContext, method
     if k:
         best = int(np.lexsort((-proxy, -target[:k]))[0])
         pick = ref_best if target[ref_best] > target[best] else best
+    asked = info.get("candidates_asked")
+    if asked is not None and generated < asked:  # a sampler the time limit stopped
+        info["notes"] = [f"{method} generated {generated} of the {asked} candidates asked for before the time limit "
+                         "(a longer --time-limit gives more)"]
+    chosen = list(refs)[pick - k] if pick >= k else f"candidate {pick}"
     report = {
         "target": {"model": opts.target, "speedup": float(target[pick]),
                    "proxy_best_speedup": float(target[0]) if k else None,
@@ -170,9 +176,10 @@ def select(problem: ms.MakespanProblem, chains: Chains, ctx: PassContext, method
         "diversity": spread,
         "candidates": [{"proxy_speedup": float(p), "target_speedup": float(t)} for p, t in zip(proxy, target)],
         "candidates_generated": generated, "candidates_unique": len(_unique(chains)),
-        "chosen": list(refs)[pick - k] if pick >= k else f"candidate {pick}",
+        "chosen": chosen,
     }
-    return chain_schedule(problem, timed.lane[pick], timed.order[pick], method, **report, **info)
+    label = f"{method}:{chosen}" if pick >= k else method  # a reference won, as auto says which of its methods did
+    return chain_schedule(problem, timed.lane[pick], timed.order[pick], label, **report, **info)
 
 
 def target_makespan(problem: ms.MakespanProblem, schedule: Schedule, ctx: PassContext) -> float:

@@ -7,9 +7,10 @@ priority-tie-broken topological order (higher priority first); the chain
 schedule is timed on the proxy (:mod:`onnx_sched.cost.makespan.chains`).
 Standard BRKGA (:mod:`onnx_sched.brkga`): pi = 100, pi_e = 10, pi_c = 80,
 rho = 0.7, 5,000 evaluations or the time limit.  As in paper 002, the final
-population (best first) is the candidate set for ``--target``.
-Options: ``evaluations``, ``population``, ``elites``, ``children``, ``elite_bias``,
-and the candidate options of :mod:`._candidates` (``top_k``, ``target``).
+population (best first) is the candidate set for ``--target``; ``--candidates N`` sizes that population
+to N (elites and children in the same shares, 10 % and 80 %; the budget at least one population) unless
+``population`` is given.  Options: ``evaluations``, ``population``, ``elites``, ``children``, ``elite_bias``,
+and the candidate options of :mod:`._candidates` (``candidates``, ``top_k``, ``target``).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from onnx_sched.passes import PassContext, register
 from onnx_sched.passes.makespan._candidates import CandidateOptions, select
 from onnx_sched.schedule import Schedule
 
-__all__ = ["candidates", "decode", "run"]
+__all__ = ["candidates", "decode", "params_of", "run"]
 
 
 @numba.njit(cache=True)
@@ -74,11 +75,27 @@ def decode(problem: ms.MakespanProblem, keys: np.ndarray) -> Chains:
 SELECT_EVALUATIONS = 4
 
 
+def params_of(ctx: PassContext) -> BrkgaParams:
+    """BRKGA's sizes from the pass options: ``candidates`` sizes the population when ``population`` is not given.
+
+    >>> params_of(PassContext(options={"candidates": 1000}))
+    BrkgaParams(population=1000, elites=100, children=800, elite_bias=0.7, evaluations=5000)
+    """
+    base, wanted = BrkgaParams(), ctx.options.get("candidates")
+    if wanted is not None and ctx.options.get("population") is None:
+        size = max(int(wanted), 2)
+        share = base.population
+        base = BrkgaParams(population=size, elites=max(1, size * base.elites // share),
+                           children=size * base.children // share, elite_bias=base.elite_bias,
+                           evaluations=max(base.evaluations, size))
+    return base.with_options(ctx.option)
+
+
 def candidates(problem: ms.MakespanProblem, ctx: PassContext,
                deadline: Deadline | None = None) -> tuple[Chains, dict[str, int]]:
     """BRKGA's final population (best first) as chain schedules, and its evaluation counts; it stops at
     ``deadline`` (the pass's, else the time limit from now)."""
-    params = BrkgaParams().with_options(ctx.option)
+    params = params_of(ctx)
     n_genes = problem.n_ops * (lanes_of(problem).n + 1)
 
     def fitness(keys: np.ndarray) -> np.ndarray:

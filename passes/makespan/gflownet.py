@@ -52,7 +52,7 @@ def candidates(problem: ms.MakespanProblem, ctx: PassContext,
         temperature = model.trained_sigma  # a fixed-temperature policy (PPO) samples at its own temperature
     actions = check_actions(str(ctx.option("actions", model.actions)))  # before the encoder runs
     deadline = deadline or Deadline(ctx.time_limit)
-    info = {"temperature": temperature, "model": model.path, "actions": actions}
+    info = {"temperature": temperature, "model": model.path, "actions": actions, "candidates_asked": opts.count}
     try:
         step = model.step_fn(problem, math.log(temperature), deadline)
     except TimeLimitError as exc:  # no trajectory can start: select() falls back to its references
