@@ -227,7 +227,8 @@ def optimize_model(
     }
     exported = export_model(imported, schedule, meta, device_names=getattr(problem, "device_names", None))
     report["output_format"] = exported.format
-    report["notes"] = list(exported.notes) + [str(note) for note in schedule.info.get("notes", ())]
+    report["notes"] = [*report.get("notes", ()), *exported.notes,  # the objective's, the exporter's, the pass's
+                       *(str(note) for note in schedule.info.get("notes", ()))]
     if report["unused_options"]:
         report["notes"].append(f"method {method!r} of objective {obj.name!r} did not use the option(s) "
                                f"{', '.join(report['unused_options'])}")

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 
 from onnx_sched.cost.memory import MemoryProfile
 from onnx_sched.errors import OnnxSchedError
+from onnx_sched.exporters.paths import atomic_write
 
-__all__ = ["plot_heap", "plot_memory", "pyplot"]
+__all__ = ["check_plot_path", "plot_heap", "plot_memory", "pyplot", "save_figure"]
 
 
 def pyplot():  # noqa: ANN201
@@ -21,6 +23,25 @@ def pyplot():  # noqa: ANN201
     except ImportError:
         raise OnnxSchedError("plotting needs matplotlib: pip install 'onnx-sched[plot]'") from None
     return plt
+
+
+def check_plot_path(path: str | os.PathLike) -> None:
+    """``ValueError`` before any work when ``--plot``'s extension names no format matplotlib writes
+    (or :class:`OnnxSchedError` without matplotlib), so no output is written for a plot that would fail."""
+    plt = pyplot()
+    formats = plt.figure().canvas.get_supported_filetypes()
+    plt.close("all")
+    suffix = Path(path).suffix.lower().lstrip(".")
+    if suffix not in formats:
+        raise ValueError(f"--plot {path}: the name must end in one of .{', .'.join(sorted(formats))}")
+
+
+def save_figure(fig: object, path: str | os.PathLike) -> None:
+    """Write ``fig`` to ``path`` atomically, in the format its extension names, and close it."""
+    plt = pyplot()
+    fmt = Path(path).suffix.lower().lstrip(".")
+    atomic_write(path, lambda tmp: fig.savefig(tmp, format=fmt, dpi=120))  # type: ignore[attr-defined]
+    plt.close(fig)
 
 
 def plot_memory(profiles: Mapping[str, MemoryProfile], path: str | os.PathLike, title: str = "") -> None:
@@ -36,8 +57,7 @@ def plot_memory(profiles: Mapping[str, MemoryProfile], path: str | os.PathLike, 
     ax.set_title(title or "memory over the schedule")
     ax.legend(loc="best")
     fig.tight_layout()
-    fig.savefig(os.fspath(path), dpi=120)
-    plt.close(fig)
+    save_figure(fig, path)
 
 
 def plot_heap(
@@ -67,5 +87,4 @@ def plot_heap(
     ax.set_title(title or "live heap: measured vs predicted")
     ax.legend(loc="best", fontsize=8)
     fig.tight_layout()
-    fig.savefig(os.fspath(path), dpi=120)
-    plt.close(fig)
+    save_figure(fig, path)

@@ -85,7 +85,9 @@ def test_optimize_ir_writes_an_ir_with_the_same_outputs(tmp_path: Path, xml: Pat
     assert r.exit_code == 0, (r.output, r.exception)
     assert "Note: OpenVINO plans its own" in r.output  # the report does not claim the order applies
     rep = json.loads(report.read_text())
-    assert rep["output_format"] == "openvino" and rep["notes"] == [ORDER_NOTE]
+    assert rep["output_format"] == "openvino" and ORDER_NOTE in rep["notes"]
+    others = [n for n in rep["notes"] if n != ORDER_NOTE]  # latency: profiles measured on the ONNX model's op names
+    assert not others or (objective == "latency" and all("per-op-type rates" in n for n in others)), others
     assert out.is_file() and out.with_suffix(".bin").is_file()
     assert not list(tmp_path.glob(".out.xml.*"))  # no temporary left behind
     loaded = openvino_core().read_model(str(out))

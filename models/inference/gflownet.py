@@ -217,10 +217,11 @@ class GFlowNetModel:
 
 @lru_cache(maxsize=4)
 def _load(path: str, _mtime: int) -> GFlowNetModel:
-    import onnx
     import onnxruntime as ort
 
-    proto = onnx.load(path)
+    from onnx_sched.importers.onnx import load_model
+
+    proto = load_model(path)  # one line for a file that is not ONNX
     meta = {p.key: p.value for p in proto.metadata_props}
     if meta.get("onnx_sched.objective") != "gflownet":
         raise ValueError(f"{path!r} is not a GFlowNet policy export (metadata onnx_sched.objective != 'gflownet')")

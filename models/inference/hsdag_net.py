@@ -57,14 +57,15 @@ Params = dict[str, np.ndarray]
 def load_params(encoder: str | Path = CHECKPOINTS / "hsdag_placer.onnx",
                 head: str | Path = CHECKPOINTS / "hsdag_placer_head.onnx") -> Params:
     """The network's weights (float64 copies) from the two ONNX checkpoints."""
-    import onnx
     from onnx import numpy_helper
+
+    from onnx_sched.importers.onnx import load_model
 
     out: Params = {}
     for path in (encoder, head):
         if not Path(path).is_file():
-            raise FileNotFoundError(f"HSDAG checkpoint {path} missing: train it with python -m onnx_sched.models.training.hsdag_train")
-        for init in onnx.load(str(path)).graph.initializer:
+            raise FileNotFoundError(f"HSDAG checkpoint {path} missing: train it with onnx-sched train hsdag")
+        for init in load_model(path).graph.initializer:
             if init.name in PARAM_NAMES:
                 out[init.name] = numpy_helper.to_array(init).astype(np.float64)
     missing = [n for n in PARAM_NAMES if n not in out]

@@ -221,7 +221,11 @@ class RegalPolicy:
         so = ort.SessionOptions()
         so.log_severity_level = 3
         so.intra_op_num_threads = 1
-        self.session = ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
+        try:
+            self.session = ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
+        except Exception as exc:  # ORT's InvalidProtobuf and friends: a file that is no ONNX model
+            why = str(exc).strip()[:200]
+            raise ValueError(f"{path}: not a REGAL checkpoint ONNX Runtime can load ({why})") from None
         meta = self.session.get_modelmeta().custom_metadata_map
         self.devices = int(meta.get("devices", 2))
         self.levels = int(meta.get("levels", LEVELS))

@@ -100,10 +100,11 @@ class PriorityModel:
 
 @lru_cache(maxsize=8)
 def _load(path: str, _mtime: int) -> PriorityModel:
-    import onnx
     import onnxruntime as ort
 
-    proto = onnx.load(path, load_external_data=False)
+    from onnx_sched.importers.onnx import load_model
+
+    proto = load_model(path)  # one line for a file that is not ONNX
     meta = {p.key: p.value for p in proto.metadata_props}
     if "onnx_sched.encoder_config" not in meta:
         raise ValueError(f"{path!r} is not an onnx-sched encoder export (no onnx_sched.encoder_config metadata)")

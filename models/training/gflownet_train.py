@@ -44,6 +44,7 @@ from onnx_sched.models.inference.features import relation_matrix
 from onnx_sched.models.inference.gflownet import Rollouts, StepFn, ready_rows, sample_trajectories, scatter_logits
 from onnx_sched.models.inference.gflownet_env import check_actions, env_arrays
 from onnx_sched.models.training import distributed
+from onnx_sched.models.training.checkpoint_io import load_checkpoint
 from onnx_sched.models.training.gflownet_net import GFlowNetPolicy, export_onnx, policy_config
 
 __all__ = ["TrainConfig", "backward", "homogeneous_problem", "loss_coefficients", "model_problems",
@@ -256,13 +257,13 @@ def train(cfg: TrainConfig, problems: Sequence[ms.MakespanProblem], out: str, ec
     log: list[dict[str, float]] = []
     start_update, spent = 0, 0.0
     if resume and os.path.exists(f"{out}.pt"):
-        state = torch.load(f"{out}.pt", weights_only=False)
+        state = load_checkpoint(f"{out}.pt", ("model", "opt"))
         model.load_state_dict(state["model"])
         opt.load_state_dict(state["opt"])
         start_update, spent, log = state["update"], state["seconds"], state["log"]
         echo(f"resumed at update {start_update} ({spent / 3600:.2f} h)")
     elif init_from:  # fine-tuning: weights only, a fresh optimizer and log
-        model.load_state_dict(torch.load(init_from, weights_only=False)["model"])
+        model.load_state_dict(load_checkpoint(init_from, ("model",))["model"])
         echo(f"initialised from {init_from}")
     distributed.broadcast_modules(model)
     rng = distributed.rank_rng(cfg.seed + start_update)

@@ -11,6 +11,7 @@ from pathlib import Path
 import torch
 
 from onnx_sched.models.inference.topoformer_onnx import MEM_BETA_KEY, TEMPERATURE_KEY
+from onnx_sched.models.training.checkpoint_io import load_checkpoint
 from onnx_sched.models.training.topoformer import EncoderConfig, Topoformer, export_onnx
 
 __all__ = ["export_checkpoint", "load_model"]
@@ -20,7 +21,7 @@ def export_checkpoint(ckpt_path: str | os.PathLike[str], stem: str | os.PathLike
     """Write ``stem.onnx`` (ONNX Runtime inference) and ``stem.pt`` (state dict + configs) from a training
     checkpoint, using the best-validation weights unless ``use_best=False`` (then the latest weights, or their
     moving average when the run kept one)."""
-    st = torch.load(ckpt_path, weights_only=False)
+    st = load_checkpoint(ckpt_path)
     enc = EncoderConfig.from_json(st["encoder_config"])
     model = Topoformer(enc)
     if use_best and st.get("best") is not None:
@@ -53,7 +54,7 @@ def export_checkpoint(ckpt_path: str | os.PathLike[str], stem: str | os.PathLike
 
 def load_model(pt_path: str | os.PathLike[str]) -> Topoformer:
     """A Topoformer from a ``.pt`` written by :func:`export_checkpoint`."""
-    st = torch.load(pt_path, weights_only=False)
+    st = load_checkpoint(pt_path)
     model = Topoformer(EncoderConfig.from_json(st["encoder_config"]))
     model.load_state_dict(st["state_dict"])
     return model.eval()

@@ -76,6 +76,7 @@ from onnx_sched.models.inference.decoders import DecodeGraph, decode_graph, gree
 from onnx_sched.models.inference.features import DEFAULT_FEATURES, PE_DIM, encoder_inputs, n_features
 from onnx_sched.models.inference.mem_aware import mem_aware_offsets, mem_aware_orders
 from onnx_sched.models.training import distributed
+from onnx_sched.models.training.checkpoint_io import load_checkpoint
 from onnx_sched.models.training.expert_orders import ExpertSpec, build_experts, load_expert
 from onnx_sched.models.training.topoformer import EncoderConfig, Topoformer
 
@@ -441,7 +442,7 @@ def train(cfg: TrainConfig, resume: bool = False, echo: Callable[[str], None] = 
     epoch, step, log, best_gap, best_state, wall_before = 0, 0, [], math.inf, None, 0.0
     fine_tuning = False
     if resume and ckpt_path.is_file():
-        st = torch.load(ckpt_path, weights_only=False)
+        st = load_checkpoint(ckpt_path, ("encoder_config", "model"))
         if st["encoder_config"] != model.cfg.to_json():
             raise ValueError(f"checkpoint {ckpt_path} was trained with a different encoder config")
         model.load_state_dict(st["model"])
@@ -455,7 +456,7 @@ def train(cfg: TrainConfig, resume: bool = False, echo: Callable[[str], None] = 
         torch.set_rng_state(st["torch_rng"])
         echo(f"resumed from {ckpt_path}: epoch {epoch}, step {step}, {wall_before:.0f}s so far")
     elif cfg.init_from:
-        st = torch.load(cfg.init_from, weights_only=False)
+        st = load_checkpoint(cfg.init_from, ("encoder_config", "state_dict"))
         if st["encoder_config"] != model.cfg.to_json():
             raise ValueError(f"--init-from {cfg.init_from}: encoder config differs from this run's")
         model.load_state_dict(st["state_dict"])
@@ -568,7 +569,7 @@ def train(cfg: TrainConfig, resume: bool = False, echo: Callable[[str], None] = 
     distributed.barrier()
     if not main:
         return _state(cfg, model, baseline_model, best_state, opt, sched, epoch, step, rng, log, best_gap, wall(), ema)
-    return torch.load(ckpt_path, weights_only=False)
+    return load_checkpoint(ckpt_path)
 
 
 def config_with(cfg: TrainConfig, **changes: Any) -> TrainConfig:

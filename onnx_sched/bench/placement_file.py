@@ -76,12 +76,10 @@ def load_placement(path: str | os.PathLike, graph: Any) -> tuple[np.ndarray, lis
     if not p.is_file():
         raise OnnxSchedError(f"{p}: placement file not found")
     if p.suffix == ".onnx":
-        import onnx
-
         from onnx_sched.exporters.onnx import DEVICE_KEY
-        from onnx_sched.importers.onnx import stable_op_names
+        from onnx_sched.importers.onnx import load_model, stable_op_names
 
-        m = onnx.load(str(p), load_external_data=False)
+        m = load_model(p)  # one line for a file that is not ONNX
         nodes = m.graph.node
         by_node = {name: {q.key: q.value for q in n.metadata_props}.get(DEVICE_KEY)
                    for name, n in zip(stable_op_names(nodes), nodes)}
@@ -99,6 +97,10 @@ def load_placement(path: str | os.PathLike, graph: Any) -> tuple[np.ndarray, lis
         meta = {"source": "openvino-rt_info"}
     else:
         mapping, devices, meta = read_placement_map(p)
+        extra = set(mapping) - set(graph.op_names)
+        if extra and meta.get("model") not in (None, graph.name):  # generic op names can match another model's
+            raise OnnxSchedError(f"{p}: a placement of model {meta['model']!r} ({len(mapping)} ops), not of "
+                                 f"{graph.name!r} ({graph.n_ops} ops; {len(extra)} of the file's ops are not in it)")
     missing = [n for n in graph.op_names if mapping.get(n) is None]
     if missing:
         raise OnnxSchedError(f"{p}: no device for {len(missing)} ops of {graph.name} (first: {missing[0]!r})")

@@ -2,8 +2,8 @@
 
 Each sub-command lives in its own module of this package and exposes a
 ``click.Command`` named ``command``; this group discovers them.  Every
-:class:`~onnx_sched.errors.OnnxSchedError` (and ``ValueError`` raised on bad input)
-is printed as one line on stderr with exit status 2, never a traceback.
+:class:`~onnx_sched.errors.OnnxSchedError` (and ``ValueError`` raised on bad input, ``OSError`` from the
+file system) is printed as one line on stderr with exit status 2, never a traceback.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ class _Group(click.Group):
     def invoke(self, ctx: click.Context):  # noqa: ANN201
         try:
             return super().invoke(ctx)
-        except (OnnxSchedError, ValueError, FileNotFoundError, PermissionError, IsADirectoryError) as exc:
+        except (OnnxSchedError, ValueError, OSError) as exc:  # OSError: missing files, a full disk, ...
             message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             click.echo(f"onnx-sched: error: {message}", err=True)
             sys.exit(2)

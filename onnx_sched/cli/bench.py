@@ -256,6 +256,10 @@ def command(
         raise ValueError(f"{', '.join(ort_only)}: ONNX Runtime option(s), not for --runtime {runtime}")
     if plot_path is not None and heap is False:
         raise ValueError("--plot draws the measured heap: it cannot go with --no-heap")
+    if plot_path is not None:
+        from onnx_sched.plot import check_plot_path
+
+        check_plot_path(plot_path)
     arenas = {"both": (False, True), "off": (False,), "on": (True,)}[arena]
     report = bench_models(
         model_in,

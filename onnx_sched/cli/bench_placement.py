@@ -100,6 +100,7 @@ def command(model: str, placement_path: str | None, method: str | None, profiles
         if len(run_devs) < k:
             raise ValueError(f"placement uses {k} devices {names}; --devices gives {len(run_devs)}")
         report = bench_openvino(imported, placement, run_devs[:k], warmup=warmup, repeats=repeats)
+        ran_on = dict(zip(run_devs, names))
     else:
         from onnx_sched.bench.split_executor import device_spec
 
@@ -111,6 +112,7 @@ def command(model: str, placement_path: str | None, method: str | None, profiles
                              cores=tuple(range(i * threads % ncpu, i * threads % ncpu + threads)) if pin else ())
                  for i in range(k)]
         report = bench_ort(imported, placement, specs, warmup=warmup, repeats=repeats, concurrent=not sequential)
+        ran_on = dict(zip(labels, names))
     report = {"model": graph.name, "ops": graph.n_ops, "placement_devices": names,
               "ops_per_device": {names[i]: int((placement == i).sum()) for i in range(k)}, **meta, **report}
     if report_path:
@@ -130,7 +132,8 @@ def command(model: str, placement_path: str | None, method: str | None, profiles
         line += f", torch tolerance rtol {tol['rtol']:g} atol {tol['atol']:g})" if tol else ")"
     click.echo(line + sim)
     if not report_path:
-        busy = ", ".join(f"{name} {sec * 1e3:.3f} ms" for name, sec in report["device_seconds"].items())
+        busy = ", ".join(f"{ran_on.get(label, label)}{'' if ran_on.get(label, label) == label else f' (as {label})'} "
+                         f"{sec * 1e3:.3f} ms" for label, sec in report["device_seconds"].items())
         click.echo(f"busy per device (median run): {busy}")
     if report.get("outputs_equal") is False:
         raise SystemExit(1)

@@ -96,7 +96,10 @@ def command(model: Path, output: Path, objective: str, method: str, time_limit: 
 
     inputs = model_files(model)
     copies = [] if is_openvino_source(model) else copy_targets(model, inputs[1:], output)
-    check_output_paths(inputs, {"-o": output, "--report": report_path, "--plot": plot_path},
+    written_model = dict(zip(("-o", "-o (its .bin)"), model_files(output, external=False) if is_openvino_source(model)
+                             else [output]))
+    check_output_paths([*inputs, *profiles, *([machines] if machines else [])],
+                       {**written_model, "--report": report_path, "--plot": plot_path},
                        reserved=[dst for _, dst in copies])
     check_output(model, output)
     if ort_graph is not None and is_openvino_source(model):
@@ -105,6 +108,10 @@ def command(model: Path, output: Path, objective: str, method: str, time_limit: 
         raise ValueError(f"--time-limit must be positive, got {time_limit}")
     if plot_path is not None and not get_objective(objective).plots:
         raise ValueError(f"--plot: objective {objective!r} has no plot (peak-mem: memory over steps; makespan: Gantt)")
+    if plot_path is not None:
+        from onnx_sched.plot import check_plot_path
+
+        check_plot_path(plot_path)
     shapes, dim_values = parse_input_shapes(input_shapes), parse_dims(dims)
     with tempfile.TemporaryDirectory(prefix="onnx_sched_") as tmp:
         source = model
@@ -165,11 +172,15 @@ def parse_memory_limits(specs: Sequence[str]) -> dict[str, int]:
         number = value.strip().upper().rstrip("BIKMG")
         unit = value.strip().upper()[len(number):]
         try:
-            out[name.strip()] = int(float(number) * units[unit])
-        except (KeyError, ValueError):
+            size = int(float(number) * units[unit])
+        except (KeyError, ValueError, OverflowError):  # OverflowError: inf, 1e400
             raise ValueError(f"--memory-limit expects DEVICE=SIZE (e.g. GPU=4GiB), got {spec!r}") from None
-        if not sep or not name.strip():
-            raise ValueError(f"--memory-limit expects DEVICE=SIZE (e.g. GPU=4GiB), got {spec!r}")
+        if not sep or not name.strip() or size <= 0:
+            raise ValueError(f"--memory-limit expects DEVICE=SIZE with a positive, finite size (e.g. GPU=4GiB), "
+                             f"got {spec!r}")
+        if name.strip() in out:
+            raise ValueError(f"--memory-limit: device {name.strip()!r} is given twice")
+        out[name.strip()] = size
     return out
 
 

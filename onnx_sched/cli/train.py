@@ -75,30 +75,30 @@ def command() -> None:
 @click.option("--variant", type=click.Choice(["paper000", "paper001", "rollout+lognorm"]), default="paper001", show_default=True,
               help="paper000: greedy-rollout baseline + standardised logits; paper001: cost standardisation + logit-norm penalty.")
 @click.option("--encoder", type=click.Choice(["topoformer", "dag", "mlp"]), default="topoformer", show_default=True)
-@click.option("--epochs", type=int, default=None, help="Epochs (default 30).")
-@click.option("--steps-per-epoch", type=int, default=None, help="Updates per epoch (default 40).")
-@click.option("--batch-graphs", type=int, default=None, help="Graphs per update (default 4).")
-@click.option("--samples", type=int, default=None, help="Sampled orders per graph (default 16).")
-@click.option("--min-ops", type=int, default=None, help="Smallest training graph (default 100).")
-@click.option("--max-ops", type=int, default=None, help="Largest training graph after the curriculum ramp (default 300).")
-@click.option("--val-graphs", type=int, default=None, help="Validation graphs (default 16).")
-@click.option("--val-ops", type=int, default=None, help="Validation graph size (default 300).")
-@click.option("--reference-beam", type=int, default=None, help="Width of the 'beam' pass used as validation reference (default 64).")
-@click.option("--val-samples", type=int, default=None, help="Validate by best of greedy + this many samples (default 0: greedy).")
+@click.option("--epochs", type=click.IntRange(min=1), default=None, help="Epochs (default 30).")
+@click.option("--steps-per-epoch", type=click.IntRange(min=1), default=None, help="Updates per epoch (default 40).")
+@click.option("--batch-graphs", type=click.IntRange(min=1), default=None, help="Graphs per update (default 4).")
+@click.option("--samples", type=click.IntRange(min=1), default=None, help="Sampled orders per graph (default 16).")
+@click.option("--min-ops", type=click.IntRange(min=1), default=None, help="Smallest training graph (default 100).")
+@click.option("--max-ops", type=click.IntRange(min=1), default=None, help="Largest training graph after the curriculum ramp (default 300).")
+@click.option("--val-graphs", type=click.IntRange(min=1), default=None, help="Validation graphs (default 16).")
+@click.option("--val-ops", type=click.IntRange(min=1), default=None, help="Validation graph size (default 300).")
+@click.option("--reference-beam", type=click.IntRange(min=1), default=None, help="Width of the 'beam' pass used as validation reference (default 64).")
+@click.option("--val-samples", type=click.IntRange(min=0), default=None, help="Validate by best of greedy + this many samples (default 0: greedy).")
 @click.option("--val-temperature", type=float, default=None, help="Temperature of the validation samples (default 1).")
 @click.option("--lr", type=float, default=None, help="Adam learning rate (default 1e-3).")
 @click.option("--lr-decay", type=float, default=None, help="Learning-rate factor per epoch (default 0.97).")
 @click.option("--init-from", default=None, help="Fine-tune: start from the weights of an exported STEM.pt, fresh optimizer.")
-@click.option("--d-model", type=int, default=None, help="Embedding width (default 64).")
-@click.option("--layers", "n_layers", type=int, default=None, help="Encoder layers (default 3).")
-@click.option("--heads-per-group", type=int, default=None, help="Attention heads per relation graph (default 1).")
-@click.option("--ffn-dim", type=int, default=None, help="Node MLP hidden width (default 128).")
+@click.option("--d-model", type=click.IntRange(min=1), default=None, help="Embedding width (default 64).")
+@click.option("--layers", "n_layers", type=click.IntRange(min=1), default=None, help="Encoder layers (default 3).")
+@click.option("--heads-per-group", type=click.IntRange(min=1), default=None, help="Attention heads per relation graph (default 1).")
+@click.option("--ffn-dim", type=click.IntRange(min=1), default=None, help="Node MLP hidden width (default 128).")
 @click.option("--objective", "objective_", type=click.Choice(["reinforce", "imitation"]), default=None,
               help="reinforce (default): paper 000/001 REINFORCE; imitation: maximise the likelihood of approximate-DP orders.")
-@click.option("--expert-width", type=int, default=None, help="Imitation: beam width of the demonstration orders (default 10000).")
-@click.option("--expert-graphs", type=int, default=None, help="Imitation: number of demonstration graphs (default 2400).")
+@click.option("--expert-width", type=click.IntRange(min=1), default=None, help="Imitation: beam width of the demonstration orders (default 10000).")
+@click.option("--expert-graphs", type=click.IntRange(min=1), default=None, help="Imitation: number of demonstration graphs (default 2400).")
 @click.option("--expert-dir", default=None, help="Imitation: demonstration cache directory (default runs/experts).")
-@click.option("--expert-workers", type=int, default=None, help="Imitation: processes building missing demonstrations (default 1).")
+@click.option("--expert-workers", type=click.IntRange(min=1), default=None, help="Imitation: processes building missing demonstrations (default 1).")
 @click.option("--temperature", type=float, default=None, help="Policy logits = encoder output / T (default 1; exported with the model).")
 @click.option("--mem-beta", type=float, default=None,
               help="> 0: train the memory-aware decoder (logits minus beta x live-memory change per step; default 0 = eq. 8).")
@@ -107,7 +107,7 @@ def command() -> None:
               help="> 0: validate and keep an exponential moving average of the weights, e.g. 0.99 (default 0: off).")
 @click.option("--seed", type=click.IntRange(min=0), default=None,
               help="Seed for torch, numpy and graph draws (default 0).")
-@click.option("--threads", type=int, default=None, help="torch threads (default 1).")
+@click.option("--threads", type=click.IntRange(min=1), default=None, help="torch threads (default 1).")
 @click.option("--time-budget", "time_budget_s", type=float, default=None, help="Stop after this many seconds of training (resumable).")
 @click.option("--resume", is_flag=True, help="Continue from OUT_DIR/checkpoint.pt.")
 @click.option("--export", "export_stem", default=None, help="After training write STEM.onnx and STEM.pt (best validation weights).")
@@ -148,25 +148,25 @@ def peak_mem(out_dir: str, variant: str, encoder: str, resume: bool, export_stem
 @command.command("regal")
 @click.option("--minutes", type=click.FloatRange(min=0, min_open=True), default=35.0, show_default=True,
               help="Training time after building the problems.")
-@click.option("--evaluations", type=int, default=5000, show_default=True, help="Evaluation budget of REGAL and of BRKGA (o_s).")
+@click.option("--evaluations", type=click.IntRange(min=1), default=5000, show_default=True, help="Evaluation budget of REGAL and of BRKGA (o_s).")
 @click.option("--validation-evaluations", type=click.IntRange(min=1), default=None,
               help="Budget on the validation problems (default: --evaluations; paper 003 trains with 1000 and "
                    "validates with 5000).")
 @click.option("--validate-every", type=click.IntRange(min=1), default=100, show_default=True,
               help="Training steps between validations (the checkpoint kept is the best validated one).")
-@click.option("--synthetic", type=int, default=120, show_default=True, help="Synthetic training graphs (validation: a quarter).")
-@click.option("--copies", type=int, default=6, show_default=True, help="Noisy copies per training corpus model.")
-@click.option("--min-ops", type=int, default=50, show_default=True)
-@click.option("--max-ops", type=int, default=150, show_default=True)
-@click.option("--samples", type=int, default=4, show_default=True, help="Actions sampled per training step.")
+@click.option("--synthetic", type=click.IntRange(min=0), default=120, show_default=True, help="Synthetic training graphs (validation: a quarter).")
+@click.option("--copies", type=click.IntRange(min=0), default=6, show_default=True, help="Noisy copies per training corpus model.")
+@click.option("--min-ops", type=click.IntRange(min=1), default=50, show_default=True)
+@click.option("--max-ops", type=click.IntRange(min=1), default=150, show_default=True)
+@click.option("--samples", type=click.IntRange(min=1), default=4, show_default=True, help="Actions sampled per training step.")
 @click.option("--lr", type=float, default=1e-3, show_default=True)
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True)
-@click.option("--threads", type=int, default=1, show_default=True, help="torch threads.")
+@click.option("--threads", type=click.IntRange(min=1), default=1, show_default=True, help="torch threads.")
 @click.option("--pin/--no-pin", default=False, show_default=True,
               help="Hold the op with the most memory on device 0 (paper's symmetry breaking); stored in the ONNX metadata.")
-@click.option("--seed-pool", type=int, default=4, show_default=True,
+@click.option("--seed-pool", type=click.IntRange(min=1), default=4, show_default=True,
               help="Seeds shared by a step's actions and o_s (o_s cached per problem and seed).")
-@click.option("--imitation-steps", type=int, default=4000, show_default=True,
+@click.option("--imitation-steps", type=click.IntRange(min=0), default=4000, show_default=True,
               help="Cross-entropy steps toward the imitation target before REINFORCE (0: the paper's cold start).")
 @click.option("--imitation-target", type=click.Choice(["prior", "best-known"]), default="prior", show_default=True,
               help="prior: the hand-written feature prior; best-known: the action encoding a BRKGA run of "
@@ -225,16 +225,17 @@ _GFN_DATA = [
                       "of the models in --corpus (5.3); model: the one model --corpus names (5.1)."),
     click.option("--corpus", default=None, help="Folder of ONNX models (--data corpus) or one model (--data model)."),
     click.option("--held-out", default="", help="Comma-separated model names (file stems) never trained on."),
-    click.option("--profiles", default="examples/profiles_cpu_igpu_dgpu.json", show_default=True,
+    click.option("--profiles", default=str(Path(__file__).resolve().parents[2] / "examples" / "profiles_cpu_igpu_dgpu.json"),
+                 show_default="examples/profiles_cpu_igpu_dgpu.json of this checkout",
                  help="Measured profile whose CPU op times are the corpus durations."),
-    click.option("--graphs", type=int, default=1000, show_default=True, help="Training problems."),
-    click.option("--ops", type=int, default=50, show_default=True, help="Ops per synthetic graph."),
+    click.option("--graphs", type=click.IntRange(min=1), default=1000, show_default=True, help="Training problems."),
+    click.option("--ops", type=click.IntRange(min=1), default=50, show_default=True, help="Ops per synthetic graph."),
     click.option("--lanes", default="4", show_default=True, help="Identical devices; a list (2,4) draws per problem."),
     click.option("--updates", type=click.IntRange(min=1), default=1000, show_default=True),
     click.option("--hours", type=click.FloatRange(min=0), default=0.0, show_default=True,
                  help="Stop after this long (0: no limit)."),
     click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True),
-    click.option("--threads", type=int, default=1, show_default=True, help="torch threads (1 is fastest here)."),
+    click.option("--threads", type=click.IntRange(min=1), default=1, show_default=True, help="torch threads (1 is fastest here)."),
 ]
 
 
@@ -251,7 +252,7 @@ def _with(options):  # noqa: ANN001, ANN202
 @_with(_GFN_DATA)
 @click.option("--loss", type=click.Choice(["variance", "tb"]), default="variance", show_default=True,
               help="variance: paper 002's log-partition variance loss; tb: trajectory balance with a learned log Z.")
-@click.option("--batch", type=int, default=100, show_default=True, help="Trajectories per update.")
+@click.option("--batch", type=click.IntRange(min=1), default=100, show_default=True, help="Trajectories per update.")
 @click.option("--actions", type=click.Choice(["all", "local", "list", "finish"]), default="all", show_default=True,
               help="all: any ready op on any device (paper 002); local / list: an op only on a predecessor's device "
                    "or the device that frees first / would finish it first; finish: only the op is chosen, on the "

@@ -46,7 +46,7 @@ def lanes(problem: MakespanProblem, start: np.ndarray, placement: np.ndarray) ->
 
 def plot_gantt(problem: MakespanProblem, schedule: Schedule, path: str | os.PathLike, title: str = "") -> None:
     """Draw ``schedule`` as a Gantt chart PNG at ``path`` (one row per resource lane)."""
-    from onnx_sched.plot import pyplot
+    from onnx_sched.plot import pyplot, save_figure
 
     plt = pyplot()
     res = evaluate(problem, schedule)
@@ -78,5 +78,4 @@ def plot_gantt(problem: MakespanProblem, schedule: Schedule, path: str | os.Path
     ax.set_title(title or (f"{problem.graph.name}: {schedule.method}, makespan {res.makespan:.4g} "
                            f"(lower bound {res.lower_bound:.4g}, speedup {res.speedup:.2f})"))
     fig.tight_layout()
-    fig.savefig(os.fspath(path), dpi=120)
-    plt.close(fig)
+    save_figure(fig, path)

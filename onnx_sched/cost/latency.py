@@ -185,7 +185,7 @@ def placement_problem(graph: Graph, profiles: Any, mode: str = "sequential",
                       devices: Sequence[str] | None = None) -> PlacementProblem:
     """Build the problem from a :class:`~onnx_sched.profiling.ProfileSet` (optionally
     restricted to ``devices``, in that order)."""
-    from onnx_sched.profiling import op_seconds_matrix
+    from onnx_sched.profiling import measured_ops, op_seconds_matrix
 
     ps = profiles.subset(devices) if devices else profiles
     names = ps.names
@@ -200,7 +200,9 @@ def placement_problem(graph: Graph, profiles: Any, mode: str = "sequential",
                 inv[a, b] = 1.0 / tm.bandwidth_Bps
     host = names.index(ps.host) if ps.host in names else 0
     return PlacementProblem(graph, names, op_seconds_matrix(graph, ps), lat, inv, host, mode, ps.simulated,
-                            tuple(d.kind for d in ps.devices))
+                            tuple(d.kind for d in ps.devices),
+                            info={"measured_ops": {d.name: measured_ops(graph, d) for d in ps.devices},
+                                  "profile_models": {d.name: d.model for d in ps.devices}})
 
 
 # ------------------------------------------------------------------ sequential

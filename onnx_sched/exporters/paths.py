@@ -10,13 +10,14 @@ directory or lies under a file is refused with a ``ValueError`` naming the flag.
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
 __all__ = [
-    "atomic_write", "atomic_write_bytes", "check_output_paths", "copy_targets", "default_file_mode", "external_data_files", "model_files",
-    "same_entry",
+    "atomic_write", "atomic_write_bytes", "check_output_paths", "copy_targets", "default_file_mode", "external_data_files",
+    "is_special", "model_files", "same_entry",
 ]
 
 
@@ -35,11 +36,29 @@ def default_file_mode() -> int:
     return 0o666 & ~_UMASK
 
 
+def is_special(path: str | os.PathLike[str]) -> bool:
+    """Whether ``path`` (through links) is a device, a pipe or a socket: ``/dev/null``, ``/dev/stdout``, a FIFO.
+
+    >>> is_special("/dev/null"), is_special(__file__)
+    (True, False)
+    """
+    path = Path(path)
+    return path.exists() and not path.is_file() and not path.is_dir()
+
+
 def atomic_write(path: str | os.PathLike[str], fill: Callable[[str], None]) -> Path:
     """Make ``path`` by ``fill(temporary path)`` in the same folder, then ``os.replace`` (which also
     replaces a link at ``path``), with the mode a plain ``open()`` would give; a reader never sees a
-    half-written file."""
+    half-written file.  A device or a pipe (:func:`is_special`) cannot be replaced without destroying it
+    (``-o /dev/null`` as root): the file is made in the temporary folder and copied into it."""
     path = Path(path)
+    if is_special(path):
+        with tempfile.TemporaryDirectory(prefix="onnx_sched_") as folder:
+            tmp = Path(folder) / path.name
+            fill(str(tmp))
+            with open(tmp, "rb") as src, open(path, "wb") as dst:
+                shutil.copyfileobj(src, dst)
+        return path
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     os.close(fd)
     try:

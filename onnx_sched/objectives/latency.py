@@ -92,6 +92,7 @@ class Latency:
             "speedup_vs_host": float(host_only / value) if value > 0 else 1.0,
             "optimal": bool(chosen.optimal),
             **self._target_report(ctx, chosen, baseline),
+            **_profile_coverage(problem),
         }
 
     @staticmethod
@@ -197,3 +198,24 @@ def measured_speedups(ctx: PassContext, placements: np.ndarray, required: int | 
 _MEASURED: dict[object, object] = {}
 
 OBJECTIVE = Latency()
+
+
+def _profile_coverage(problem: lat.PlacementProblem) -> dict[str, Any]:
+    """``measured_ops`` per device, and a note when profiles' measurements do not cover this model's ops (op times
+    then come from the profile's fitted per-op-type rates)."""
+    measured = problem.info.get("measured_ops")
+    if measured is None:
+        return {}
+    n, models, name = problem.graph.n_ops, problem.info.get("profile_models", {}), problem.graph.name
+    other = {d: models[d] for d, count in measured.items() if not count and models.get(d) not in (None, "", name)}
+    partial = {d: count for d, count in measured.items() if count < n and d not in other}
+    notes = []
+    for source in dict.fromkeys(other.values()):
+        devices = [d for d, m in other.items() if m == source]
+        notes.append(f"profile{'s' if len(devices) > 1 else ''} {', '.join(devices)} measured model {source!r}, not "
+                     f"{name!r}: every op time here comes from fitted per-op-type rates")
+    if partial:
+        counts = ", ".join(f"{d} {c}" for d, c in partial.items())
+        notes.append(f"measured op times cover only some of the {n} ops ({counts}); the others come from fitted "
+                     "per-op-type rates")
+    return {"measured_ops": dict(measured), **({"notes": notes} if notes else {})}

@@ -162,7 +162,7 @@ class PeakMemoryDevices:
 
     def plot(self, graph: Graph, ctx: PassContext, schedule: Schedule, path: str | os.PathLike) -> None:
         """Live memory per device over the steps."""
-        from onnx_sched.plot import pyplot
+        from onnx_sched.plot import pyplot, save_figure
 
         walked = self._walk(ctx, schedule)
         plt = pyplot()
@@ -176,8 +176,7 @@ class PeakMemoryDevices:
         ax.set_title(f"{graph.name}: live memory per device ({schedule.method})")
         ax.legend(loc="best")
         fig.tight_layout()
-        fig.savefig(os.fspath(path), dpi=120)
-        plt.close(fig)
+        save_figure(fig, path)
 
 
 OBJECTIVE = PeakMemoryDevices()

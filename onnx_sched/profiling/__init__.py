@@ -43,7 +43,7 @@ from onnx_sched.profiling.profiles import (
     op_class,
     save_profiles,
 )
-from onnx_sched.profiling.rates import fit_rates, op_seconds_matrix, op_seconds_vector
+from onnx_sched.profiling.rates import fit_rates, measured_ops, op_seconds_matrix, op_seconds_vector
 from onnx_sched.profiling.runtimes import profile_model, profile_openvino, profile_ort
 from onnx_sched.profiling.simulated import SIMULATED_PRESETS, add_simulated, derive_profile, scaled_to
 from onnx_sched.profiling.transfer import (
@@ -76,6 +76,7 @@ __all__ = [
     "measure_torch_transfer",
     "measure_transfer",
     "op_class",
+    "measured_ops",
     "op_seconds_matrix",
     "op_seconds_vector",
     "profile_model",

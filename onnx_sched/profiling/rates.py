@@ -19,7 +19,7 @@ import numpy as np
 from onnx_sched.graph import Graph
 from onnx_sched.profiling.profiles import CLASSES, DeviceProfile, ProfileSet, op_class
 
-__all__ = ["fit_rates", "op_seconds_matrix", "op_seconds_vector"]
+__all__ = ["fit_rates", "measured_ops", "op_seconds_matrix", "op_seconds_vector"]
 
 
 def fit_rates(graph: Graph, op_seconds: Mapping[str, float]) -> dict[str, Any]:
@@ -79,6 +79,14 @@ def op_seconds_vector(graph: Graph, prof: DeviceProfile) -> np.ndarray:
             s = float(prof.class_speedup.get(op_class(graph.op_types[i]), 1.0))
             out[i] = out[i] / s + prof.extra_overhead_s
     return out
+
+
+def measured_ops(graph: Graph, prof: DeviceProfile) -> int:
+    """How many of ``graph``'s ops take their time from ``prof``'s measurements (the rest from its fitted rates):
+    none when the profile was measured on another model (see :func:`op_seconds_vector`)."""
+    if not prof.op_seconds or (prof.model and prof.model != graph.name):
+        return 0
+    return sum(name in prof.op_seconds for name in graph.op_names)
 
 
 def op_seconds_matrix(graph: Graph, profiles: ProfileSet) -> np.ndarray:

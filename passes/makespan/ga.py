@@ -62,6 +62,9 @@ def search(problem: ms.MakespanProblem, time_limit: float, seed: int, population
 
     ``extra``: more priority vectors (any scale) put into the initial population first.
     """
+    if population < 2 or generations < 1 or seeds < 1:
+        raise ValueError(f"ga: population must be >= 2, generations and seeds >= 1, got population={population}, "
+                         f"generations={generations}, seeds={seeds}")
     rng = np.random.default_rng(seed)
     start = work_clock()
     x0 = seed_population(problem, max(3, min(seeds, population)), rng)
