@@ -273,6 +273,8 @@ def load_machines(path: str | os.PathLike) -> Machines:
         text = p.read_text(encoding="utf-8")
     except OSError as exc:
         raise ValueError(f"{p}: cannot read machine description ({exc.strerror or exc})") from None
+    except UnicodeDecodeError:
+        raise ValueError(f"{p}: not a machine description (not UTF-8 text)") from None
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:

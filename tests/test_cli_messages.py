@@ -165,11 +165,16 @@ def test_a_plot_format_matplotlib_lacks_is_refused_before_anything_is_written(tm
      ["ga: population must be >= 2"]),
     (["--method", "learned", "--option", "model=NOT_ONNX"], ["not a readable ONNX model"]),
     (["--devices", "CPU,GPU", "--method", "regal", "--option", "model=NOT_ONNX"], ["not a REGAL checkpoint"]),
+    (["--devices", "CPU,GPU", "--method", "local-search", "--option", "neighbours=0"], ["neighbours must be >= 1"]),
+    (["--objective", "makespan", "--machines", str(MACHINES), "--method", "gflownet", "--temperature", "inf"],
+     ["--temperature must be positive and finite"]),
+    (["--objective", "makespan", "--machines", "NOT_ONNX"], ["not a machine description (not UTF-8 text)"]),
+    (["--dim", "N=2", "--dim", "N=3"], ["given twice"]),
 ])
 def test_bad_values_are_one_line(tmp_path, args: list[str], words: list[str]) -> None:
     model, junk = tmp_path / "m.onnx", tmp_path / "junk.onnx"
     onnx.save(branchy_model(), model)
-    junk.write_text("not a model")
+    junk.write_bytes(b"\x98\x00 not a model")
     args = [a.replace("NOT_ONNX", str(junk)) for a in args]
     res = CliRunner().invoke(main, ["optimize", str(model), "-o", str(tmp_path / "o.onnx"), "--time-limit", "2", *args])
     _one_line_error(res, *words)
@@ -222,3 +227,17 @@ def test_latency_says_when_profiles_were_measured_on_another_model(tmp_path) -> 
     rep = json.loads(report.read_text())
     assert set(rep["measured_ops"].values()) == {0}
     assert any("measured model 'resnet50'" in n and "fitted per-op-type rates" in n for n in rep["notes"])
+
+
+def test_bench_checks_dim_names_like_optimize(tmp_path) -> None:
+    from onnx import TensorProto, helper
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 4])
+    model = helper.make_model(helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g", [x], [y]),
+                              opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 10
+    onnx.save(model, tmp_path / "sym.onnx")
+    for dim, words in (("M=2", ["--dim M", "symbolic dims are N"]), ("N=0", ["positive VALUE"])):
+        res = CliRunner().invoke(main, ["bench", str(tmp_path / "sym.onnx"), "--dim", dim, "--no-heap"])
+        _one_line_error(res, *words)

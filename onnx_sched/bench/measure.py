@@ -163,7 +163,9 @@ class BenchReport:
         return d
 
     def to_json(self, path: str | os.PathLike[str]) -> None:
-        Path(path).write_text(json.dumps(self.to_dict(), indent=2) + "\n", encoding="utf-8")
+        from onnx_sched.exporters.paths import atomic_write_bytes
+
+        atomic_write_bytes(path, (json.dumps(self.to_dict(), indent=2) + "\n").encode())
 
 
 def run_ort_subprocess(

@@ -40,16 +40,6 @@ def _mb(n: int | None) -> str:
     return "-" if n is None else f"{n / _MB:.2f}"
 
 
-def _parse_dims(values: tuple[str, ...]) -> dict[str, int]:
-    dims: dict[str, int] = {}
-    for item in values:
-        name, sep, value = item.partition("=")
-        if not sep or not name or not value.strip().isdigit():
-            raise ValueError(f"--dim expects NAME=INT, got {item!r}")
-        dims[name] = int(value)
-    return dims
-
-
 def _title(report: BenchReport) -> str:
     if report.runtime == "ort":
         return "onnx-sched bench (ONNX Runtime, CPU, PRIORITY_BASED order)"
@@ -194,7 +184,7 @@ def _plot(report: BenchReport, path: Path) -> None:
 @click.option("--warmup", type=click.IntRange(min=0), default=2, show_default=True, help="Untimed runs first.")
 @report_option("--json")
 @click.option("--no-ort-opt", is_flag=True, help="ORT only: run with ORT graph optimizations off (ORT_DISABLE_ALL).")
-@click.option("--threads", type=click.IntRange(min=1), default=1, show_default=True,
+@click.option("--threads", type=click.IntRange(1, 1024), default=1, show_default=True,
               help="Inference threads (ORT intra-op threads, OpenVINO INFERENCE_NUM_THREADS).")
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True, help="Seed of the random inputs.")
 @click.option("--dim", "dims", multiple=True, metavar="NAME=INT", help="Value of a symbolic input dim (default 1).")
@@ -260,6 +250,12 @@ def command(
         from onnx_sched.plot import check_plot_path
 
         check_plot_path(plot_path)
+    from onnx_sched.importers.onnx import check_dim_names, load_model, parse_dims
+
+    dim_values = parse_dims(dims)
+    for m in (model_in, model_out):
+        if m is not None and dim_values and Path(m).suffix.lower() != ".xml":
+            check_dim_names(load_model(m), dim_values)
     arenas = {"both": (False, True), "off": (False,), "on": (True,)}[arena]
     report = bench_models(
         model_in,
@@ -271,7 +267,7 @@ def command(
         arenas=arenas,
         threads=threads,
         seed=seed,
-        dims=_parse_dims(dims),
+        dims=dim_values,
         profile=profile,
         heap=True if plot_path is not None else heap,
         mem_pattern=not no_mem_pattern,

@@ -40,7 +40,7 @@ from onnx_sched.importers.onnx_topology import topology_problem
 from onnx_sched.importers.sequence_sizes import sequence_bytes
 
 __all__ = [
-    "ImportedOnnx", "import_onnx", "load_model", "parse_dims", "parse_input_shapes", "stable_op_names", "tensor_nbytes",
+    "ImportedOnnx", "check_dim_names", "import_onnx", "load_model", "parse_dims", "parse_input_shapes", "stable_op_names", "tensor_nbytes",
 ]
 
 def stable_op_names(nodes: Sequence[onnx.NodeProto]) -> tuple[str, ...]:
@@ -101,6 +101,8 @@ def parse_input_shapes(specs: list[str] | tuple[str, ...] | None) -> dict[str, t
     out: dict[str, tuple[int, ...]] = {}
     for spec in specs or ():
         name, sep, dims = spec.rpartition("=")
+        if name in out:
+            raise ValueError(f"--input-shape: input {name!r} is given twice")
         try:
             if not sep or not name:
                 raise ValueError
@@ -119,6 +121,8 @@ def parse_dims(specs: list[str] | tuple[str, ...] | None) -> dict[str, int]:
     out: dict[str, int] = {}
     for spec in specs or ():
         name, sep, value = spec.rpartition("=")
+        if name in out:
+            raise ValueError(f"--dim: dimension {name!r} is given twice")
         try:
             if not sep or not name:
                 raise ValueError
@@ -187,6 +191,15 @@ def _structure_only(model: onnx.ModelProto) -> onnx.ModelProto:
 
 
 # ------------------------------------------------------------------- shapes
+def check_dim_names(model: onnx.ModelProto, dims: Mapping[str, int]) -> None:
+    """``ValueError`` for a ``--dim`` name that no input of ``model`` has as a symbolic dimension."""
+    named = {d.dim_param for i in model.graph.input for d in i.type.tensor_type.shape.dim if d.dim_param}
+    for name in dims:
+        if name not in named:
+            have = f"its symbolic dims are {', '.join(sorted(named))}" if named else "it has no symbolic dims"
+            raise ValueError(f"--dim {name}: no input of the model has a dimension named {name!r} ({have})")
+
+
 def _pin_inputs(model: onnx.ModelProto, input_shapes: Mapping[str, tuple[int, ...]], dims: Mapping[str, int]) -> onnx.ModelProto:
     m = onnx.ModelProto()
     m.CopyFrom(model)
@@ -194,11 +207,7 @@ def _pin_inputs(model: onnx.ModelProto, input_shapes: Mapping[str, tuple[int, ..
     for name in input_shapes:
         if name not in names:
             raise ValueError(f"--input-shape {name}: the model has no input {name!r} (inputs: {sorted(names)})")
-    named = {d.dim_param for i in m.graph.input for d in i.type.tensor_type.shape.dim if d.dim_param}
-    for name in dims:
-        if name not in named:
-            have = f"its symbolic dims are {', '.join(sorted(named))}" if named else "it has no symbolic dims"
-            raise ValueError(f"--dim {name}: no input of the model has a dimension named {name!r} ({have})")
+    check_dim_names(m, dims)
     for inp in m.graph.input:
         tt = inp.type.tensor_type
         if not inp.type.HasField("tensor_type"):

@@ -45,6 +45,8 @@ def load_profile(path: str | os.PathLike) -> dict[str, dict[str, float] | float]
         raise ValueError(f"{p}: cannot read profile ({exc.strerror or exc})") from None
     except json.JSONDecodeError as exc:
         raise ValueError(f"{p}: not valid JSON (line {exc.lineno}: {exc.msg})") from None
+    except UnicodeDecodeError:
+        raise ValueError(f"{p}: not a duration profile (not UTF-8 text)") from None
     if not isinstance(data, Mapping) or not isinstance(data.get("ops"), Mapping):
         raise ValueError(f"{p}: a profile is an object with an 'ops' mapping (op name -> durations)")
     scale = {"s": 1.0, "ms": 1e-3, "us": 1e-6}.get(data.get("unit", "s"))

@@ -224,8 +224,8 @@ def load_profiles(paths: str | os.PathLike | Sequence[str | os.PathLike]) -> Pro
         if not path.is_file():
             raise OnnxSchedError(f"{path}: profile file not found")
         try:
-            data = json.loads(path.read_text())
-        except json.JSONDecodeError as exc:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             raise OnnxSchedError(f"{path}: not JSON ({exc})") from None
         try:
             ps = ProfileSet.from_dict(data)

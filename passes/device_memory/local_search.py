@@ -64,6 +64,8 @@ def climb(problem: dm.DeviceMemoryProblem, start: np.ndarray, evaluations: int, 
     """Best-of-sample hill climbing from ``start`` (one chromosome): each round scores ``neighbours`` moves of
     ``propose`` (default: one random gene) in one batch and takes the best if it improves; ``settle`` stops it
     early once the best is settled (:class:`~onnx_sched.brkga.Settle`); returns (keys, fitness, evaluations)."""
+    if neighbours < 1:
+        raise ValueError(f"local-search: neighbours must be >= 1, got {neighbours}")
     best = start.copy()
     best_fit = float(score_keys(problem, best, fewer_transfers)[0])
     used, flat = 1, 0

@@ -68,8 +68,8 @@ class CandidateOptions:
             raise ValueError(f"candidates and top_k must be >= 1, got {self.count} and {self.top_k}")
         if self.target not in TARGETS:
             raise ValueError(f"unknown --target {self.target!r}; choose from {', '.join(TARGETS)}")
-        if not self.temperature > 0:
-            raise ValueError(f"--temperature must be > 0, got {self.temperature}")
+        if not 0 < self.temperature < float("inf"):
+            raise ValueError(f"--temperature must be positive and finite, got {self.temperature}")
 
     @staticmethod
     def of(ctx: PassContext) -> CandidateOptions:
