@@ -241,3 +241,16 @@ def test_bench_checks_dim_names_like_optimize(tmp_path) -> None:
     for dim, words in (("M=2", ["--dim M", "symbolic dims are N"]), ("N=0", ["positive VALUE"])):
         res = CliRunner().invoke(main, ["bench", str(tmp_path / "sym.onnx"), "--dim", dim, "--no-heap"])
         _one_line_error(res, *words)
+
+
+def test_a_file_name_that_is_not_utf8(tmp_path) -> None:
+    """optimize reads it (onnx's checker gets the model, not the name); bench says why it cannot, in one line."""
+    import os
+
+    folder = os.fsencode(tmp_path)
+    name = os.fsdecode(folder + b"/bad\xff.onnx")
+    onnx.save(branchy_model(), name)
+    res = CliRunner().invoke(main, ["optimize", name, "-o", str(tmp_path / "o.onnx"), "--time-limit", "2"])
+    assert res.exit_code == 0, res.output
+    res = CliRunner().invoke(main, ["bench", name, "--no-heap"])
+    _one_line_error(res, "UTF-8 names only")

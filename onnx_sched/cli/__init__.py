@@ -22,6 +22,9 @@ class _Group(click.Group):
     def main(self, *args, **kwargs):  # noqa: ANN002, ANN003, ANN201
         """Usage errors (a bad flag or value) as one line too, with the command's ``--help`` hint in it."""
         kwargs.pop("standalone_mode", None)
+        for stream in (sys.stdout, sys.stderr):  # a file name that is not UTF-8 is printed escaped, never a crash
+            if hasattr(stream, "reconfigure"):
+                stream.reconfigure(errors="backslashreplace")
         try:
             return super().main(*args, standalone_mode=False, **kwargs)
         except click.exceptions.NoArgsIsHelpError as exc:  # bare `onnx-sched`: the help, not an error line

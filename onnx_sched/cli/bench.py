@@ -250,10 +250,12 @@ def command(
         from onnx_sched.plot import check_plot_path
 
         check_plot_path(plot_path)
-    from onnx_sched.importers.onnx import check_dim_names, load_model, parse_dims
+    from onnx_sched.importers.onnx import check_dim_names, is_utf8_path, load_model, parse_dims
 
     dim_values = parse_dims(dims)
     for m in (model_in, model_out):
+        if m is not None and not is_utf8_path(m):
+            raise ValueError(f"{m!s}: ONNX Runtime and OpenVINO open files by UTF-8 names only; rename the file")
         if m is not None and dim_values and Path(m).suffix.lower() != ".xml":
             check_dim_names(load_model(m), dim_values)
     arenas = {"both": (False, True), "off": (False,), "on": (True,)}[arena]

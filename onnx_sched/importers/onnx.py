@@ -40,7 +40,8 @@ from onnx_sched.importers.onnx_topology import topology_problem
 from onnx_sched.importers.sequence_sizes import sequence_bytes
 
 __all__ = [
-    "ImportedOnnx", "check_dim_names", "import_onnx", "load_model", "parse_dims", "parse_input_shapes", "stable_op_names", "tensor_nbytes",
+    "ImportedOnnx", "check_dim_names", "import_onnx", "is_utf8_path", "load_model", "parse_dims", "parse_input_shapes",
+    "stable_op_names", "tensor_nbytes",
 ]
 
 def stable_op_names(nodes: Sequence[onnx.NodeProto]) -> tuple[str, ...]:
@@ -170,6 +171,15 @@ def _check(model: onnx.ModelProto | Path, where: str) -> None:
         raise ModelLoadError(f"{where}: invalid ONNX model: {msg}") from None
     except Exception as exc:  # noqa: BLE001 - checker may raise other errors on corrupt protos
         raise ModelLoadError(f"{where}: invalid ONNX model: {_first_line(exc)}") from None
+
+
+def is_utf8_path(path: str | os.PathLike) -> bool:
+    """Whether ``path`` can be handed to onnx's C++ functions (a name with undecodable bytes cannot)."""
+    try:
+        str(path).encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _structure_only(model: onnx.ModelProto) -> onnx.ModelProto:
@@ -340,7 +350,7 @@ def import_onnx(
         model = load_model(path)
         where = str(path)
     if check:
-        _check(path if path is not None else model, where)
+        _check(path if path is not None and is_utf8_path(path) else model, where)  # onnx's C++ code: UTF-8 paths
     g = model.graph
     pinned = _pin_inputs(model, input_shapes or {}, dims or {})
 
