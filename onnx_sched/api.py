@@ -38,7 +38,7 @@ from onnx_sched.passes import PassContext, TrackedOptions, get_pass
 from onnx_sched.schedule import Schedule
 
 __all__ = ["OptimizeResult", "check_seed", "checked_arguments", "export_seconds", "optimize",
-           "optimize_model", "schedule_graph", "memory_model_name", "warm_up_method"]
+           "optimize_model", "require_operators", "schedule_graph", "memory_model_name", "warm_up_method"]
 
 #: Work-clock seconds a method gets on its warm-up instance (compilation is not counted).
 WARM_UP_SECONDS = 0.3
@@ -154,6 +154,13 @@ def _scalars(info: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+def require_operators(graph: Graph) -> None:
+    """:class:`NothingToScheduleError` for a model without operators (nothing to order, place, profile or run split)."""
+    if graph.n_ops == 0:
+        raise NothingToScheduleError(f"{graph.name}: the model has no operators (its outputs are its "
+                                     "inputs or constants); there is nothing to order or place")
+
+
 def optimize_model(
     source: str | os.PathLike | onnx.ModelProto | Any,
     objective: str = "peak-mem",
@@ -202,9 +209,7 @@ def optimize_model(
                                      latency_mode=latency_mode, memory_limits=dict(memory_limits or {}))
     obj = resolve_objective(objective, problem_options)
     imported = import_model(source, input_shapes=input_shapes, dims=dims)
-    if imported.graph.n_ops == 0:
-        raise NothingToScheduleError(f"{imported.graph.name}: the model has no operators (its outputs are its "
-                                     "inputs or constants); there is nothing to order or place")
+    require_operators(imported.graph)
     if problem is None:
         problem = obj.build_problem(imported.graph, problem_options)
     compile_s = 0.0

@@ -254,3 +254,21 @@ def test_a_file_name_that_is_not_utf8(tmp_path) -> None:
     assert res.exit_code == 0, res.output
     res = CliRunner().invoke(main, ["bench", name, "--no-heap"])
     _one_line_error(res, "UTF-8 names only")
+
+
+def test_models_without_operators_and_crossed_sizes_are_one_line(tmp_path) -> None:
+    from onnx import TensorProto, helper
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])
+    model = helper.make_model(helper.make_graph([], "zero", [x], [x]), opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 10
+    onnx.save(model, tmp_path / "zero.onnx")
+    placement = tmp_path / "p.json"
+    placement.write_text(json.dumps({"format": "onnx-sched-placement/1", "model": "zero", "devices": ["A"],
+                                      "placement": {}}))
+    for args in (["bench-placement", str(tmp_path / "zero.onnx"), "--placement", str(placement)],
+                 ["profile", str(tmp_path / "zero.onnx"), "-o", str(tmp_path / "prof.json")]):
+        _one_line_error(CliRunner().invoke(main, args), "has no operators")
+    for trainer in ("peak-mem", "regal"):
+        _one_line_error(CliRunner().invoke(main, ["train", trainer, "--min-ops", "300", "--max-ops", "100"]),
+                        "--min-ops 300 is above --max-ops 100")

@@ -62,6 +62,7 @@ def command(model: str, placement_path: str | None, method: str | None, profiles
     from onnx_sched.bench.runtimes.ort import bench_ort
     from onnx_sched.devices import device_names
     from onnx_sched.exporters.paths import check_output_paths, model_files
+    from onnx_sched.api import require_operators
     from onnx_sched.importers.dispatch import import_model
     from onnx_sched.importers.onnx import parse_dims, parse_input_shapes
     from onnx_sched.importers.openvino import is_openvino_source
@@ -76,6 +77,7 @@ def command(model: str, placement_path: str | None, method: str | None, profiles
     if (placement_path is None) == (method is None):
         raise ValueError("give exactly one of --placement FILE or --method NAME (with --profiles)")
     imported = import_model(model, input_shapes=parse_input_shapes(input_shapes), dims=parse_dims(dims))
+    require_operators(imported.graph)
     graph = imported.graph
     meta: dict = {}
     if placement_path:

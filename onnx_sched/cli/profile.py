@@ -54,12 +54,14 @@ def command(model: str, device: str, runtime: str, hosts: str, repeats: int, thr
     and write a profile file."""
     from onnx_sched.bench.runtimes.torch_parts import torch_device
     from onnx_sched.exporters.paths import check_output_paths, model_files
+    from onnx_sched.api import require_operators
     from onnx_sched.importers.dispatch import import_model
     from onnx_sched.importers.onnx import parse_dims, parse_input_shapes
     from onnx_sched.profiling import add_simulated, profile_model, save_profiles
 
     check_output_paths(model_files(model), {"-o": output})
     imported = import_model(model, input_shapes=parse_input_shapes(input_shapes), dims=parse_dims(dims))
+    require_operators(imported.graph)
     if runtime == "ort" and device == "CPU":
         device = "CPUExecutionProvider"
     if torch_device(device):

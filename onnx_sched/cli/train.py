@@ -58,6 +58,12 @@ def _families(text: str) -> tuple[str, ...]:
     return names
 
 
+def _check_sizes(low: object, high: object) -> None:
+    """``--min-ops`` above ``--max-ops`` (either may be unset: the trainer's default)."""
+    if isinstance(low, int) and isinstance(high, int) and low > high:
+        raise click.BadParameter(f"--min-ops {low} is above --max-ops {high}")
+
+
 def _need_torch() -> None:
     try:
         import torch  # noqa: F401
@@ -118,6 +124,7 @@ def command() -> None:
 def peak_mem(out_dir: str, variant: str, encoder: str, resume: bool, export_stem: str | None,
              export_only: bool, **overrides: object) -> None:
     """Train the learned ordering policy for peak-mem on synthetic graphs (layered, or a --families mixture)."""
+    _check_sizes(overrides.get("min_ops"), overrides.get("max_ops"))
     _need_torch()
     from pathlib import Path
 
@@ -186,6 +193,7 @@ def peak_mem(out_dir: str, variant: str, encoder: str, resume: bool, export_stem
               help="Write STEM.onnx, STEM.pt and STEM_train_log.json.")
 def regal(export_stem: str, **options: object) -> None:
     """Train REGAL's policy (paper 003) with REINFORCE on problems of --devices devices."""
+    _check_sizes(options.get("min_ops"), options.get("max_ops"))
     _need_torch()
     from onnx_sched.models.training.distributed import is_main
     from onnx_sched.models.training.regal_train import RegalTrainConfig, export, train
