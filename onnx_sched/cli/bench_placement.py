@@ -56,13 +56,13 @@ def command(model: str, placement_path: str | None, method: str | None, profiles
             sequential: bool, warmup: int, repeats: int, time_limit: float, save_placement: Path | None,
             report_path: Path | None, input_shapes: tuple[str, ...], dims: tuple[str, ...]) -> None:
     """Run MODEL split by a device placement; report latency, sub-models and output equality."""
+    from onnx_sched.api import require_operators
     from onnx_sched.bench.placement_file import load_placement, placement_of_ir
     from onnx_sched.bench.placement_file import save_placement as write_placement
     from onnx_sched.bench.runtimes.openvino import bench_openvino
     from onnx_sched.bench.runtimes.ort import bench_ort
     from onnx_sched.devices import device_names
     from onnx_sched.exporters.paths import check_output_paths, model_files
-    from onnx_sched.api import require_operators
     from onnx_sched.importers.dispatch import import_model
     from onnx_sched.importers.onnx import parse_dims, parse_input_shapes
     from onnx_sched.importers.openvino import is_openvino_source

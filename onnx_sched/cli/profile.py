@@ -52,9 +52,9 @@ def command(model: str, device: str, runtime: str, hosts: str, repeats: int, thr
             dims: tuple[str, ...]) -> None:
     """Measure per-op latency of MODEL (ONNX, or OpenVINO IR .xml with --runtime openvino) on a device
     and write a profile file."""
+    from onnx_sched.api import require_operators
     from onnx_sched.bench.runtimes.torch_parts import torch_device
     from onnx_sched.exporters.paths import check_output_paths, model_files
-    from onnx_sched.api import require_operators
     from onnx_sched.importers.dispatch import import_model
     from onnx_sched.importers.onnx import parse_dims, parse_input_shapes
     from onnx_sched.profiling import add_simulated, profile_model, save_profiles
