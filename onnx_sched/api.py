@@ -12,6 +12,7 @@ OpenVINO IR / ``ov.Model``: :mod:`onnx_sched.importers.dispatch`,
 
 from __future__ import annotations
 
+import inspect
 import os
 import time
 from collections.abc import Mapping, Sequence
@@ -37,7 +38,7 @@ from onnx_sched.objectives.peak_mem import memory_model_name
 from onnx_sched.passes import PassContext, TrackedOptions, get_pass
 from onnx_sched.schedule import Schedule
 
-__all__ = ["OptimizeResult", "check_seed", "checked_arguments", "export_seconds", "optimize",
+__all__ = ["OptimizeResult", "check_model_arguments", "check_seed", "checked_arguments", "export_seconds", "optimize",
            "optimize_model", "require_operators", "schedule_graph", "memory_model_name", "warm_up_method"]
 
 #: Work-clock seconds a method gets on its warm-up instance (compilation is not counted).
@@ -205,8 +206,9 @@ def optimize_model(
     """
     clock = deadline if deadline is not None else Deadline(positive_seconds(time_limit))
     seed = check_seed(seed)
-    problem_options = ProblemOptions(machines=machines, profiles=tuple(profiles), devices=device_names(devices),
-                                     latency_mode=latency_mode, memory_limits=dict(memory_limits or {}))
+    check_model_arguments(input_shapes, dims, options)
+    problem_options = ProblemOptions(machines=machines, profiles=profiles, devices=device_names(devices),
+                                     latency_mode=latency_mode, memory_limits=memory_limits)
     obj = resolve_objective(objective, problem_options)
     imported = import_model(source, input_shapes=input_shapes, dims=dims)
     require_operators(imported.graph)
@@ -259,6 +261,17 @@ def checked_arguments(what: str, objective: str, method: str, **kwargs: Any) -> 
     ``ValueError`` names ``what`` or the argument.  A pipeline pass calls this when it is built, so a mistake shows
     there, not inside the pipeline's run."""
     out = dict(kwargs)
+    known = set(inspect.signature(optimize_model).parameters) - {"source", "objective", "method"}
+    unknown = sorted(set(out) - known)
+    if unknown:
+        raise ValueError(f"{what}: unknown argument(s) {', '.join(unknown)}; optimize_model takes "
+                         f"{', '.join(sorted(known))}")
+    check_model_arguments(out.get("input_shapes"), out.get("dims"), out.get("options"), f"{what}: ")
+    given_files = [("machines", out.get("machines"))] + [("profiles", p) for p in ProblemOptions(
+        profiles=out.get("profiles") or ()).profiles]
+    for name, path in given_files:
+        if path is not None and not os.path.isfile(path):
+            raise ValueError(f"{what}: {name} {os.fspath(path)}: no such file")
     if "time_limit" in out:
         out["time_limit"] = positive_seconds(out["time_limit"], f"{what}: time_limit")
     if "seed" in out:
@@ -268,6 +281,29 @@ def checked_arguments(what: str, objective: str, method: str, **kwargs: Any) -> 
     given = ProblemOptions(**{f.name: out[f.name] for f in fields(ProblemOptions) if out.get(f.name) is not None})
     get_pass(method, resolve_objective(objective, given).name)
     return out
+
+
+def check_model_arguments(input_shapes: object, dims: object, options: object, where: str = "") -> None:
+    """``ValueError`` naming the argument when ``input_shapes`` is not ``{input: positive sizes}``, ``dims`` not
+    ``{name: positive size}`` or ``options`` not a mapping (the CLI's parsers check the same for its flags).
+
+    >>> check_model_arguments({"x": (1, 3)}, {"N": 0}, None)
+    Traceback (most recent call last):
+    ...
+    ValueError: dims: 'N': expected a positive whole number, got 0
+    """
+    def size(value: object) -> bool:
+        return isinstance(value, (int, np.integer)) and not isinstance(value, bool) and value >= 1
+
+    for what, given in (("input_shapes", input_shapes), ("dims", dims), ("options", options)):
+        if given is not None and not isinstance(given, Mapping):
+            raise ValueError(f"{where}{what}: expected a mapping, got {given!r}")
+    for name, shape in (input_shapes or {}).items():
+        if isinstance(shape, (str, bytes)) or not isinstance(shape, Sequence) or not all(size(d) for d in shape):
+            raise ValueError(f"{where}input_shapes: {name!r}: expected a sequence of positive whole sizes, got {shape!r}")
+    for name, value in (dims or {}).items():
+        if not size(value):
+            raise ValueError(f"{where}dims: {name!r}: expected a positive whole number, got {value!r}")
 
 
 def check_seed(seed: object, what: str = "seed") -> int:

@@ -70,7 +70,9 @@ def device_names(value: str | Sequence[str] | None, what: str = "devices") -> tu
     """
     if value is None:
         return None
-    parts = value.split(",") if isinstance(value, str) else [str(v) for v in value]
+    if not isinstance(value, str) and not (isinstance(value, Sequence) and all(isinstance(v, str) for v in value)):
+        raise ValueError(f"{what} {value!r}: give a comma list such as CPU,GPU or a sequence of names")
+    parts = value.split(",") if isinstance(value, str) else list(value)
     names = tuple(p.strip() for p in parts if p.strip())
     if not names:
         raise ValueError(f"{what} {value!r}: no device names; give a comma list such as CPU,GPU")

@@ -99,7 +99,7 @@ def command(model: str, placement_path: str | None, method: str | None, profiles
     k = len(names)
     if runtime == "openvino":
         run_devs = list(device_names(devices, "--devices") or (["CPU", "CPUB"] + [f"CPU{i}" for i in range(2, k)])[:k])
-        if len(run_devs) < k:
+        if len(run_devs) < k or (devices and len(run_devs) != k):
             raise ValueError(f"placement uses {k} devices {names}; --devices gives {len(run_devs)}")
         report = bench_openvino(imported, placement, run_devs[:k], warmup=warmup, repeats=repeats)
         ran_on = dict(zip(run_devs, names))
@@ -107,7 +107,7 @@ def command(model: str, placement_path: str | None, method: str | None, profiles
         from onnx_sched.bench.split_executor import device_spec
 
         labels = list(device_names(devices, "--devices") or [chr(ord("A") + i) for i in range(k)])
-        if len(labels) < k:
+        if len(labels) != k:
             raise ValueError(f"placement uses {k} devices {names}; --devices gives {len(labels)}")
         ncpu = os.cpu_count() or 1
         specs = [device_spec(labels[i], threads=threads,

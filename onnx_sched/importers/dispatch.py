@@ -14,6 +14,9 @@ import os
 from collections.abc import Mapping
 from typing import Any, Union
 
+import onnx
+
+from onnx_sched.errors import ModelLoadError
 from onnx_sched.importers.onnx import ImportedOnnx, import_onnx
 from onnx_sched.importers.openvino import ImportedOpenVINO, import_openvino, is_openvino_source
 
@@ -30,4 +33,6 @@ def import_model(source: str | os.PathLike | Any, input_shapes: Mapping[str, tup
     Bad input raises the importers' one-line :class:`~onnx_sched.errors.OnnxSchedError`."""
     if is_openvino_source(source):
         return import_openvino(source, input_shapes=input_shapes, dims=dims)
+    if not isinstance(source, (str, os.PathLike, onnx.ModelProto)):
+        raise ModelLoadError(f"expected a model path, an onnx.ModelProto or an openvino.Model, got {type(source).__name__}")
     return import_onnx(source, input_shapes=input_shapes, dims=dims)

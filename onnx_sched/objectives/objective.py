@@ -7,6 +7,8 @@ from collections.abc import Mapping
 from dataclasses import MISSING, dataclass, field, fields
 from typing import TYPE_CHECKING, Any, Protocol
 
+import numpy as np
+
 from onnx_sched.graph import Graph
 from onnx_sched.report import ReportTable
 from onnx_sched.schedule import Schedule
@@ -61,8 +63,30 @@ class ProblemOptions:
             f.default if f.default is not MISSING else f.default_factory())]  # type: ignore[misc]
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "profiles", tuple(self.profiles))
-        object.__setattr__(self, "memory_limits", dict(self.memory_limits))
+        """Normalise (one profile path may come bare) and check the types, so API callers get a ``ValueError``
+        naming the argument instead of an error from deep inside the objective."""
+        profiles = self.profiles
+        if profiles is None:
+            profiles = ()
+        elif isinstance(profiles, (str, os.PathLike)):
+            profiles = (profiles,)
+        profiles = tuple(profiles)
+        for p in profiles:
+            if not isinstance(p, (str, os.PathLike)):
+                raise ValueError(f"profiles: expected paths of profile files, got {p!r}")
+        object.__setattr__(self, "profiles", profiles)
+        if self.machines is not None and not isinstance(self.machines, (str, os.PathLike)):
+            raise ValueError(f"machines: expected the path of a machine description file, got {self.machines!r}")
+        if self.latency_mode not in ("sequential", "concurrent"):
+            raise ValueError(f"latency_mode must be 'sequential' or 'concurrent', got {self.latency_mode!r}")
+        limits = self.memory_limits if self.memory_limits is not None else {}
+        if not isinstance(limits, Mapping):
+            raise ValueError(f"memory_limits: expected {{device name: bytes}}, got {limits!r}")
+        for name, size in limits.items():
+            if not isinstance(name, str) or isinstance(size, bool) or not isinstance(size, (int, np.integer)) \
+                    or size <= 0:
+                raise ValueError(f"memory_limits: {name!r}: expected a positive whole number of bytes, got {size!r}")
+        object.__setattr__(self, "memory_limits", {name: int(size) for name, size in limits.items()})
         if self.devices is not None:
             object.__setattr__(self, "devices", tuple(self.devices))
 

@@ -31,7 +31,7 @@ from onnx_sched.exporters.onnx import DEVICE_KEY
 
 __all__ = ["OnnxSchedPass"]
 
-_TAG = "__onnx_sched_node_"
+_TAG = "onnx_sched.pass_node"  # node metadata key: the node's index in the input
 _META_PREFIX = "onnx_sched."
 
 
@@ -75,8 +75,11 @@ class OnnxSchedPass(onnx_ir.passes.InPlacePass):
         self.dims = dict(dims) if dims else None
         self.options = dict(options) if options else None
         checked = checked_arguments("OnnxSchedPass", objective, method, time_limit=time_limit, seed=seed,
-                                    machines=machines, profiles=tuple(profiles), latency_mode=latency_mode,
-                                    devices=devices, memory_limits=dict(memory_limits) if memory_limits else None)
+                                    machines=machines, profiles=profiles, latency_mode=latency_mode,
+                                    devices=devices, memory_limits=memory_limits, input_shapes=input_shapes,
+                                    dims=dims, options=options)
+        for name in ("input_shapes", "dims", "options"):  # kept apart, as given
+            checked.pop(name)
         self.time_limit, self.seed = checked.pop("time_limit"), checked.pop("seed")
         self.problem_args = checked  # the objective's problem: machines, profiles, devices, ...
         self.last_report: Mapping[str, Any] | None = None
@@ -90,10 +93,11 @@ class OnnxSchedPass(onnx_ir.passes.InPlacePass):
             self.last_report = None
             return onnx_ir.passes.PassResult(model, modified=False)
         proto = ir.serde.serialize_model(model)
-        # Tag nodes by position so the scheduled proto maps back to these ir.Node objects,
-        # whatever their names (may be empty or repeated).
+        # Tag nodes by position so the scheduled proto maps back to these ir.Node objects, whatever their names
+        # (may be empty or repeated).  The tag is node metadata, not the name: op names stay the model's, so
+        # profiles measured on the model's file apply and errors name the user's nodes.
         for i, node in enumerate(proto.graph.node):
-            node.name = f"{_TAG}{i}"
+            node.metadata_props.add(key=_TAG, value=str(i))
         try:
             result = optimize_model(
                 proto,
@@ -110,7 +114,8 @@ class OnnxSchedPass(onnx_ir.passes.InPlacePass):
         except NothingToScheduleError:  # only constants: nothing to reorder
             self.last_report = None
             return onnx_ir.passes.PassResult(model, modified=False)
-        order = [int(n.name[len(_TAG):]) for n in result.model.graph.node if n.name.startswith(_TAG)]
+        tags = [{p.key: p.value for p in n.metadata_props}.get(_TAG) for n in result.model.graph.node]
+        order = [int(t) for t in tags if t is not None]
         if sorted(order) != list(range(len(nodes))):
             raise onnx_ir.passes.PassError(
                 f"OnnxSchedPass: the scheduled model has {len(result.model.graph.node)} nodes, "
@@ -121,8 +126,8 @@ class OnnxSchedPass(onnx_ir.passes.InPlacePass):
             graph = model.graph
             graph.remove(nodes, safe=False)
             graph.extend(nodes[i] for i in order)
-        placed = {int(n.name[len(_TAG):]): p.value for n in result.model.graph.node for p in n.metadata_props
-                  if p.key == DEVICE_KEY}
+        placed = {int(t): p.value for t, n in zip(tags, result.model.graph.node) if t is not None
+                  for p in n.metadata_props if p.key == DEVICE_KEY}
         for i, node in enumerate(nodes):
             device = placed.get(i)
             modified |= node.metadata_props.get(DEVICE_KEY) != device

@@ -27,6 +27,7 @@ defined here because every other profiling module uses them.
 from __future__ import annotations
 
 import json
+import math
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -123,6 +124,10 @@ class DeviceProfile:
             raise ValueError(f"device profile {d.get('name')!r}: unknown fields {sorted(unknown)}")
         if "name" not in d:
             raise ValueError("device profile without a 'name'")
+        times = d.get("op_seconds", {})
+        if not isinstance(times, Mapping) or not all(
+                isinstance(t, (int, float)) and not isinstance(t, bool) and 0 <= t < math.inf for t in times.values()):
+            raise ValueError(f"device profile {d['name']!r}: op_seconds must map op names to seconds >= 0")
         return DeviceProfile(**{k: v for k, v in d.items()})
 
 
@@ -189,7 +194,10 @@ class ProfileSet:
     def from_dict(d: Mapping[str, Any]) -> ProfileSet:
         if d.get("format") != FORMAT:
             raise ValueError(f"not an onnx-sched profile file (format {d.get('format')!r}, expected {FORMAT!r})")
-        devices = tuple(DeviceProfile.from_dict(x) for x in d.get("devices", []))
+        listed = d.get("devices", [])
+        if not isinstance(listed, list) or not all(isinstance(x, Mapping) for x in listed):
+            raise ValueError("'devices' must be a list of device profiles (JSON objects)")
+        devices = tuple(DeviceProfile.from_dict(x) for x in listed)
         if not devices:
             raise ValueError("profile file lists no devices")
         transfers = {(t["src"], t["dst"]): TransferModel(float(t["latency_s"]), float(t["bandwidth_Bps"]))
@@ -227,9 +235,11 @@ def load_profiles(paths: str | os.PathLike | Sequence[str | os.PathLike]) -> Pro
             data = json.loads(path.read_text(encoding="utf-8"))
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             raise OnnxSchedError(f"{path}: not JSON ({exc})") from None
+        if not isinstance(data, dict):
+            raise OnnxSchedError(f"{path}: not an onnx-sched profile file (a JSON {type(data).__name__}, not an object)")
         try:
             ps = ProfileSet.from_dict(data)
-        except (ValueError, TypeError, KeyError) as exc:
+        except (ValueError, TypeError, KeyError, AttributeError) as exc:
             raise OnnxSchedError(f"{path}: {exc}") from None
         out = ps if out is None else out.merged(ps)
     if out is None:

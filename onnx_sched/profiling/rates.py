@@ -19,7 +19,7 @@ import numpy as np
 from onnx_sched.graph import Graph
 from onnx_sched.profiling.profiles import CLASSES, DeviceProfile, ProfileSet, op_class
 
-__all__ = ["fit_rates", "measured_ops", "op_seconds_matrix", "op_seconds_vector"]
+__all__ = ["fit_rates", "measured_on", "measured_ops", "op_seconds_matrix", "op_seconds_vector"]
 
 
 def fit_rates(graph: Graph, op_seconds: Mapping[str, float]) -> dict[str, Any]:
@@ -64,12 +64,11 @@ def op_seconds_vector(graph: Graph, prof: DeviceProfile) -> np.ndarray:
     """Seconds per op of ``graph`` on ``prof``'s device.
 
     Ops named in ``prof.op_seconds`` use the measurement when the profile was
-    measured on this model (``prof.model`` equals ``graph.name``, or is empty);
-    others use the fitted rate model.  Simulated speed-ups and extra overhead are
-    applied last.
+    measured on this model (:func:`measured_on`); others use the fitted rate model.
+    Simulated speed-ups and extra overhead are applied last.
     """
     out = _rate_seconds(graph, prof)
-    if prof.op_seconds and (not prof.model or prof.model == graph.name):
+    if measured_on(graph, prof):
         for i, name in enumerate(graph.op_names):
             t = prof.op_seconds.get(name)
             if t is not None:
@@ -81,10 +80,20 @@ def op_seconds_vector(graph: Graph, prof: DeviceProfile) -> np.ndarray:
     return out
 
 
+def measured_on(graph: Graph, prof: DeviceProfile) -> bool:
+    """Whether ``prof``'s op times were measured on ``graph``: the profile names no model or this one, or it
+    times exactly this graph's ops (the same model read from a file of another name, or handed over in memory
+    by a pipeline, whose graph carries the model's own name).  Op names alone are not enough: unnamed ops get
+    generic names (``Relu:y``) that another model can share."""
+    if not prof.op_seconds:
+        return False
+    return not prof.model or prof.model == graph.name or set(prof.op_seconds) == set(graph.op_names)
+
+
 def measured_ops(graph: Graph, prof: DeviceProfile) -> int:
     """How many of ``graph``'s ops take their time from ``prof``'s measurements (the rest from its fitted rates):
-    none when the profile was measured on another model (see :func:`op_seconds_vector`)."""
-    if not prof.op_seconds or (prof.model and prof.model != graph.name):
+    none when the profile was measured on another model (:func:`measured_on`)."""
+    if not measured_on(graph, prof):
         return 0
     return sum(name in prof.op_seconds for name in graph.op_names)
 
