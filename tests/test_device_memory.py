@@ -416,6 +416,9 @@ def test_an_infeasible_split_says_which_device_is_over_and_by_how_much(tmp_path)
     assert res.exit_code == 0, res.output
     report = json.loads(rep.read_text())
     assert report["feasible"] is False
+    assert any(n.startswith("no placement found fits the memory limits") for n in report["notes"])
+    written = onnx.load(str(tmp_path / "o.onnx"))
+    assert {p.key: p.value for p in written.metadata_props}["onnx_sched.memory_limits_met"] == "false"
     over = [f"{d} by" for d, b in report["over_limit_bytes"].items() if b > 0]
     text = " ".join(res.output.split())
     assert over and all(o in text for o in over) and "{" not in text.split("over:")[1].split(")")[0]

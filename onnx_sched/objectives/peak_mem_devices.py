@@ -130,6 +130,9 @@ class PeakMemoryDevices:
             "transferred_bytes": int(sum(problem.arrays.size[s.item] for s in steps if s.kind == "transfer")),
             "optimal": bool(chosen.optimal or after.peak == bound),
             "schedule": schedule_json(problem, steps),
+            **({"notes": ["no placement found fits the memory limits (over: " + ", ".join(
+                f"{d} by {fmt_bytes(b)}" for d, b in over.items()) + "); the model written is the best split found, "
+                "over the limits"]} if over else {}),
         }
 
     def metadata(self, report: Mapping[str, Any]) -> dict[str, str]:
@@ -137,6 +140,8 @@ class PeakMemoryDevices:
             f"{META_PREFIX}predicted_peak_bytes": str(report["peak_bytes"]["output"]),
             f"{META_PREFIX}per_device_peak_bytes": ",".join(f"{d}={v}" for d, v in report["per_device_peak_bytes"].items()),
             f"{META_PREFIX}transfers": str(report["transfers"]),
+            **({f"{META_PREFIX}memory_limits_met": str(report["feasible"]).lower()}
+               if report.get("memory_limits") else {}),
         }
 
     def table(self, report: Mapping[str, Any]) -> ReportTable:
