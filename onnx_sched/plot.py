@@ -28,9 +28,10 @@ def pyplot():  # noqa: ANN201
 def check_plot_path(path: str | os.PathLike) -> None:
     """``ValueError`` before any work when ``--plot``'s extension names no format matplotlib writes
     (or :class:`OnnxSchedError` without matplotlib), so no output is written for a plot that would fail."""
-    plt = pyplot()
-    formats = plt.figure().canvas.get_supported_filetypes()
-    plt.close("all")
+    pyplot()  # matplotlib or the one-line error naming the extra
+    from matplotlib.figure import Figure
+
+    formats = Figure().canvas.get_supported_filetypes()  # a bare figure: pyplot's (the caller's) are left alone
     suffix = Path(path).suffix.lower().lstrip(".")
     if suffix not in formats:
         raise ValueError(f"--plot {path}: the name must end in one of .{', .'.join(sorted(formats))}")

@@ -83,8 +83,8 @@ def op_seconds_vector(graph: Graph, prof: DeviceProfile) -> np.ndarray:
 def measured_on(graph: Graph, prof: DeviceProfile) -> bool:
     """Whether ``prof``'s op times were measured on ``graph``: the profile names no model or this one, or it
     times exactly this graph's ops (the same model read from a file of another name, or handed over in memory
-    by a pipeline, whose graph carries the model's own name).  Op names alone are not enough: unnamed ops get
-    generic names (``Relu:y``) that another model can share."""
+    by a pipeline, whose graph carries the model's own name).  A partial overlap of op names is not enough:
+    unnamed ops get generic names (``Relu:y``) that another model can share."""
     if not prof.op_seconds:
         return False
     return not prof.model or prof.model == graph.name or set(prof.op_seconds) == set(graph.op_names)
