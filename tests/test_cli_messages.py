@@ -272,3 +272,13 @@ def test_models_without_operators_and_crossed_sizes_are_one_line(tmp_path) -> No
     for trainer in ("peak-mem", "regal"):
         _one_line_error(CliRunner().invoke(main, ["train", trainer, "--min-ops", "300", "--max-ops", "100"]),
                         "--min-ops 300 is above --max-ops 100")
+
+
+def test_profile_refuses_options_it_would_ignore(tmp_path) -> None:
+    model = tmp_path / "m.onnx"
+    onnx.save(branchy_model(), model)
+    for args, words in ((["--simulate", ",,"], ["--simulate", "no device kinds"]),
+                        (["--threads", "4"], ["--threads", "OpenVINO"])):
+        res = CliRunner().invoke(main, ["profile", str(model), "-o", str(tmp_path / "p.json"), *args])
+        _one_line_error(res, *words)
+    assert not (tmp_path / "p.json").exists()

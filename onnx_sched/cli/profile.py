@@ -39,7 +39,8 @@ __all__ = ["command"]
               help="torch devices and ONNX Runtime GPU providers: host device names the measured boundary is "
                    "written for.")
 @click.option("--repeats", type=click.IntRange(1, 10_000), default=10, show_default=True)
-@click.option("--threads", type=click.IntRange(1, 1024), default=1, show_default=True, help="ORT intra-op threads.")
+@click.option("--threads", type=click.IntRange(1, 1024), default=1, show_default=True,
+              help="ONNX Runtime intra-op (or torch) threads; not for OpenVINO.")
 @click.option("--simulate", default="", metavar="KINDS", help="Add simulated devices, e.g. igpu,dgpu.")
 @click.option("--no-transfer", is_flag=True, help="Skip measuring copies (default transfer model).")
 @click.option("--scale-to-run", is_flag=True,
@@ -60,6 +61,11 @@ def command(model: str, device: str, runtime: str, hosts: str, repeats: int, thr
     from onnx_sched.profiling import add_simulated, profile_model, save_profiles
 
     check_output_paths(model_files(model), {"-o": output})
+    kinds = [k.strip() for k in simulate.split(",") if k.strip()]
+    if simulate and not kinds:
+        raise ValueError(f"--simulate {simulate!r}: no device kinds; give a comma list such as igpu,dgpu")
+    if threads != 1 and runtime == "openvino" and not torch_device(device):
+        raise ValueError("--threads sets ONNX Runtime's / torch's threads; OpenVINO profiles with its own defaults")
     imported = import_model(model, input_shapes=parse_input_shapes(input_shapes), dims=parse_dims(dims))
     require_operators(imported.graph)
     if runtime == "ort" and device == "CPU":
@@ -68,7 +74,6 @@ def command(model: str, device: str, runtime: str, hosts: str, repeats: int, thr
         runtime = "torch"
     ps = profile_model(imported, device, runtime, repeats=repeats, threads=threads, transfer=not no_transfer,
                        hosts=tuple(h.strip() for h in hosts.split(",") if h.strip()), scale_to_run=scale_to_run)
-    kinds = [k.strip() for k in simulate.split(",") if k.strip()]
     if kinds:
         ps = add_simulated(ps, kinds)
     save_profiles(ps, output)
