@@ -25,7 +25,7 @@ import onnx
 from onnx_sched import jit
 from onnx_sched.deadline import Deadline, positive_seconds
 from onnx_sched.devices import device_names
-from onnx_sched.errors import NothingToScheduleError
+from onnx_sched.errors import NothingToScheduleError, OnnxSchedError
 from onnx_sched.exporters.dispatch import export_model
 from onnx_sched.exporters.paths import external_data_files, model_files
 from onnx_sched.graph import Graph
@@ -272,6 +272,17 @@ def checked_arguments(what: str, objective: str, method: str, **kwargs: Any) -> 
     for name, path in given_files:
         if path is not None and not os.path.isfile(path):
             raise ValueError(f"{what}: {name} {os.fspath(path)}: no such file")
+    if out.get("machines") is not None:  # the file's content too, now rather than inside the pipeline's run
+        from onnx_sched.machines import load_machines
+
+        load_machines(out["machines"])
+    if out.get("profiles"):
+        from onnx_sched.profiling import load_profiles
+
+        try:
+            load_profiles(list(ProblemOptions(profiles=out["profiles"]).profiles))
+        except OnnxSchedError as exc:
+            raise ValueError(f"{what}: {exc}") from None
     if "time_limit" in out:
         out["time_limit"] = positive_seconds(out["time_limit"], f"{what}: time_limit")
     if "seed" in out:
@@ -279,7 +290,11 @@ def checked_arguments(what: str, objective: str, method: str, **kwargs: Any) -> 
     if out.get("devices") is not None:
         out["devices"] = device_names(out["devices"], f"{what}: devices")
     given = ProblemOptions(**{f.name: out[f.name] for f in fields(ProblemOptions) if out.get(f.name) is not None})
-    get_pass(method, resolve_objective(objective, given).name)
+    resolved = resolve_objective(objective, given)
+    get_pass(method, resolved.name)
+    missing = sorted(name for name in resolved.needs if not getattr(given, name))
+    if missing and out.get("problem") is None:
+        raise ValueError(f"{what}: objective {objective!r} needs {', '.join(missing)}")
     return out
 
 

@@ -282,3 +282,34 @@ def test_profile_refuses_options_it_would_ignore(tmp_path) -> None:
         res = CliRunner().invoke(main, ["profile", str(model), "-o", str(tmp_path / "p.json"), *args])
         _one_line_error(res, *words)
     assert not (tmp_path / "p.json").exists()
+
+
+def test_an_ir_sidecar_placement_applies_to_the_ir_it_came_from(tmp_path) -> None:
+    """The sidecar names the IR's Constants and Parameters too; that is not a placement of another model."""
+    xml = Path(CORPUS) / "openvino" / "randwire_ws.xml"
+    if not xml.is_file():
+        pytest.skip("corpus IR not available")
+    out = tmp_path / "rw.ms.xml"
+    res = CliRunner().invoke(main, ["optimize", str(xml), "-o", str(out), "--objective", "makespan", "--machines",
+                                    str(MACHINES), "--time-limit", "2"])
+    assert res.exit_code == 0, res.output
+    from onnx_sched.bench.placement_file import load_placement, sidecar_path
+    from onnx_sched.importers.openvino import import_openvino
+
+    graph = import_openvino(xml).graph
+    placement, devices, _ = load_placement(sidecar_path(out), graph)
+    assert len(placement) == graph.n_ops and set(placement.tolist()) <= set(range(len(devices)))
+    res = CliRunner().invoke(main, ["bench", str(xml), "--runtime", "openvino", "--dim", "N=2", "--no-heap"])
+    _one_line_error(res, "--dim names symbolic dimensions")
+    res = CliRunner().invoke(main, ["optimize", str(xml), "-o", str(tmp_path / "x.xml"), "--input-shape",
+                                    "image=1x3x16"])
+    _one_line_error(res, "cannot reshape", "do not match", "(node ")
+
+
+def test_pipeline_passes_check_what_the_objective_needs_when_built() -> None:
+    from onnx_sched.plugins.onnx_ir_pass import OnnxSchedPass
+
+    with pytest.raises(ValueError, match="objective 'makespan' needs machines"):
+        OnnxSchedPass("makespan")
+    with pytest.raises(ValueError, match="not an onnx-sched profile file"):
+        OnnxSchedPass("latency", profiles=[MACHINES])

@@ -97,8 +97,10 @@ def load_placement(path: str | os.PathLike, graph: Any) -> tuple[np.ndarray, lis
         meta = {"source": "openvino-rt_info"}
     else:
         mapping, devices, meta = read_placement_map(p)
-        extra = set(mapping) - set(graph.op_names)
-        if extra and meta.get("model") not in (None, graph.name):  # generic op names can match another model's
+        # generic op names can match another model's; an IR's sidecar also names the IR's Constants and
+        # Parameters (not ops), so it is not checked this way (its IR's ops are matched by name below)
+        extra = set(mapping) - set(graph.op_names) if meta.get("source") != "openvino-ir" else set()
+        if extra and meta.get("model") not in (None, graph.name):
             raise OnnxSchedError(f"{p}: a placement of model {meta['model']!r} ({len(mapping)} ops), not of "
                                  f"{graph.name!r} ({graph.n_ops} ops; {len(extra)} of the file's ops are not in it)")
     missing = [n for n in graph.op_names if mapping.get(n) is None]

@@ -256,7 +256,10 @@ def command(
     for m in (model_in, model_out):
         if m is not None and not is_utf8_path(m):
             raise ValueError(f"{m!s}: ONNX Runtime and OpenVINO open files by UTF-8 names only; rename the file")
-        if m is not None and dim_values and Path(m).suffix.lower() != ".xml":
+        if m is not None and dim_values and Path(m).suffix.lower() == ".xml":
+            raise ValueError(f"{m}: --dim names symbolic dimensions of ONNX inputs; an OpenVINO IR runs at the "
+                             "input shapes it was saved with (reshape it with optimize --input-shape first)")
+        if m is not None and dim_values:
             check_dim_names(load_model(m), dim_values)
     arenas = {"both": (False, True), "off": (False,), "on": (True,)}[arena]
     report = bench_models(

@@ -136,6 +136,8 @@ def command(model: str, placement_path: str | None, method: str | None, profiles
     if not report_path:
         busy = ", ".join(f"{ran_on.get(label, label)}{'' if ran_on.get(label, label) == label else f' (as {label})'} "
                          f"{sec * 1e3:.3f} ms" for label, sec in report["device_seconds"].items())
-        click.echo(f"busy per device (median run): {busy}")
+        what = ("summed op times per device (OpenVINO PERF_COUNT, median run; overlapping ops can sum past the "
+                "run)" if runtime == "openvino" else "busy per device (median run)")
+        click.echo(f"{what}: {busy}")
     if report.get("outputs_equal") is False:
         raise SystemExit(1)

@@ -20,6 +20,7 @@ Example:
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from math import prod
@@ -105,8 +106,11 @@ def _reason(exc: BaseException) -> str:
     """The line of an OpenVINO error that says why: not the ``Exception from <file>`` or
     ``Check '<condition>' failed at <file>`` headers."""
     lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
-    why = [ln for ln in lines if not ln.startswith(("Exception from", "Check '"))]
-    return (why or lines or [type(exc).__name__])[0]
+    why = [ln for ln in lines if not ln.startswith(("Exception from", "Check '"))] or lines or [type(exc).__name__]
+    if why[0].startswith("While validating node") and len(why) > 1:  # the node in a line of its own, then the cause
+        node = re.search(r"with friendly_name '([^']*)'", why[0])
+        return f"{why[1]} (node {node.group(1)!r})" if node else why[1]
+    return why[0]
 
 
 def _read_model(source: Any, ov: Any) -> tuple[Any, Path | None]:

@@ -36,6 +36,7 @@ class Latency:
     pass_folder: str = "placement"
     plots: bool = False
     reads: frozenset[str] = frozenset({"profiles", "devices", "latency_mode"})
+    needs: frozenset[str] = frozenset({"profiles"})
 
     def for_options(self, options: ProblemOptions) -> str:
         return self.name

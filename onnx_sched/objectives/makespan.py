@@ -38,6 +38,7 @@ class Makespan:
     pass_folder: str = "makespan"
     plots: bool = True
     reads: frozenset[str] = frozenset({"machines"})
+    needs: frozenset[str] = frozenset({"machines"})
 
     def for_options(self, options: ProblemOptions) -> str:
         return self.name

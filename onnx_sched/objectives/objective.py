@@ -103,6 +103,9 @@ class Objective(Protocol):
     #: The :class:`ProblemOptions` fields :meth:`build_problem` reads; giving another is an error
     #: (:func:`~onnx_sched.objectives.resolve_objective`), not silently ignored.
     reads: frozenset[str]
+    #: The :class:`ProblemOptions` fields :meth:`build_problem` cannot do without (makespan: ``machines``); a
+    #: pipeline pass checks them when it is built (:func:`~onnx_sched.api.checked_arguments`).
+    needs: frozenset[str]
 
     def for_options(self, options: ProblemOptions) -> str:
         """The name of the objective that handles these options (usually this one's own)."""

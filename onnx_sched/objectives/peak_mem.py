@@ -53,6 +53,7 @@ class PeakMemory:
     pass_folder: str = "order"
     plots: bool = True
     reads: frozenset[str] = frozenset({"devices", "memory_limits"})
+    needs: frozenset[str] = frozenset()
 
     def for_options(self, options: ProblemOptions) -> str:
         """Two or more devices make it a placement problem too: ``peak-mem-devices`` (paper 003)."""

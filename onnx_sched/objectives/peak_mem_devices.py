@@ -74,6 +74,7 @@ class PeakMemoryDevices:
     pass_folder: str = "device_memory"
     plots: bool = True
     reads: frozenset[str] = frozenset({"devices", "memory_limits"})
+    needs: frozenset[str] = frozenset()
 
     def for_options(self, options: ProblemOptions) -> str:
         return self.name
