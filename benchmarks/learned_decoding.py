@@ -11,6 +11,7 @@ sample-16 gap is a decoding or a model limitation.
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from pathlib import Path
@@ -27,10 +28,13 @@ TEMPERATURES = (0.5, 1.0, 1.5, 2.0, 3.0)
 
 
 def main(argv: list[str]) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("model", nargs="?", default=str(DEFAULT_CHECKPOINT), help="ONNX export of the policy")
+    args = ap.parse_args(argv)
     stored = json.loads((Path(__file__).resolve().parents[1] / "docs" / "learned_layered.json").read_text())
     size = stored["results"][0]
     ref = np.array(size["rows"][0]["peaks"], float)
-    model = PriorityModel.load(argv[0] if argv else DEFAULT_CHECKPOINT)
+    model = PriorityModel.load(args.model)
     res: dict[str, list[float]] = {"greedy": [], **{f"sample-16, T={t:g}": [] for t in TEMPERATURES}, "sample-256": []}
     for seed in size["seeds"]:
         g = layered_graph(size["n_ops"], seed=seed)
