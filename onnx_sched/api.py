@@ -273,22 +273,6 @@ def checked_arguments(what: str, objective: str, method: str, **kwargs: Any) -> 
         raise ValueError(f"{what}: unknown argument(s) {', '.join(unknown)}; optimize_model takes "
                          f"{', '.join(sorted(known))}")
     check_model_arguments(out.get("input_shapes"), out.get("dims"), out.get("options"), f"{what}: ")
-    given_files = [("machines", out.get("machines"))] + [("profiles", p) for p in ProblemOptions(
-        profiles=out.get("profiles") or ()).profiles]
-    for name, path in given_files:
-        if path is not None and not os.path.isfile(path):
-            raise ValueError(f"{what}: {name} {os.fspath(path)}: no such file")
-    if out.get("machines") is not None:  # the file's content too, now rather than inside the pipeline's run
-        from onnx_sched.machines import load_machines
-
-        load_machines(out["machines"])
-    if out.get("profiles"):
-        from onnx_sched.profiling import load_profiles
-
-        try:
-            load_profiles(list(ProblemOptions(profiles=out["profiles"]).profiles))
-        except OnnxSchedError as exc:
-            raise ValueError(f"{what}: {exc}") from None
     if "time_limit" in out:
         out["time_limit"] = positive_seconds(out["time_limit"], f"{what}: time_limit")
     if "seed" in out:
@@ -298,6 +282,20 @@ def checked_arguments(what: str, objective: str, method: str, **kwargs: Any) -> 
     given = ProblemOptions(**{f.name: out[f.name] for f in fields(ProblemOptions) if out.get(f.name) is not None})
     resolved = resolve_objective(objective, given)
     get_pass(method, resolved.name)
+    for name, path in [("machines", given.machines), *(("profiles", p) for p in given.profiles)]:
+        if path is not None and not os.path.isfile(path):
+            raise ValueError(f"{what}: {name} {os.fspath(path)}: no such file")
+    if given.machines is not None:  # the files' content too, now rather than inside the pipeline's run
+        from onnx_sched.machines import load_machines
+
+        load_machines(given.machines)
+    if given.profiles:
+        from onnx_sched.profiling import load_profiles
+
+        try:
+            load_profiles(list(given.profiles))
+        except OnnxSchedError as exc:
+            raise ValueError(f"{what}: {exc}") from None
     missing = sorted(name for name in resolved.needs if not getattr(given, name))
     if missing and out.get("problem") is None:
         raise ValueError(f"{what}: objective {objective!r} needs {', '.join(missing)}")

@@ -134,8 +134,8 @@ def command(model: str, placement_path: str | None, method: str | None, profiles
         line += f", torch tolerance rtol {tol['rtol']:g} atol {tol['atol']:g})" if tol else ")"
     click.echo(line + sim)
     if not report_path:
-        busy = ", ".join(f"{ran_on.get(label, label)}{'' if ran_on.get(label, label) == label else f' (as {label})'} "
-                         f"{sec * 1e3:.3f} ms" for label, sec in report["device_seconds"].items())
+        shown = {label: name if name == label else f"{name} (as {label})" for label, name in ran_on.items()}
+        busy = ", ".join(f"{shown.get(label, label)} {sec * 1e3:.3f} ms" for label, sec in report["device_seconds"].items())
         what = ("summed op times per device (OpenVINO PERF_COUNT, median run; overlapping ops can sum past the "
                 "run)" if runtime == "openvino" else "busy per device (median run)")
         click.echo(f"{what}: {busy}")
