@@ -12,7 +12,13 @@ the table puts them beside the predicted per-device peak (the host's caller-owne
 graph inputs apart).  With `--baseline`, also the objective's baseline: every op on
 the first device, in the input model's order.
 
+`--torch-device GPU=cuda:0` runs that device's ops on a real GPU through PyTorch
+(onnx2torch, one module per op), its peak read from the CUDA caching allocator
+(`torch.cuda.max_memory_allocated` over the run); `GPU=torch:cpu` runs the same
+code on torch's CPU device.
+
     python benchmarks/device_memory_real.py --time-limit 10 --baseline --out docs/device_memory_real.json
+    python benchmarks/device_memory_real.py --time-limit 10 --torch-device GPU=cuda:0 --out runs/device_memory_cuda.json
 """
 
 from __future__ import annotations
@@ -38,27 +44,30 @@ CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus" / "onnx"
 MODELS = ("light_squeezenet", "resnet50", "mobilenet_v2", "randwire_ws", "nasnet_a_mobile")
 
 
-def _rows(model: str, setting: str, sched: PlacedSchedule, feed: dict) -> list[dict]:
+def _rows(model: str, setting: str, sched: PlacedSchedule, feed: dict, torch_devices: dict[str, str]
+          ) -> list[dict]:
     t0 = time.perf_counter()
-    m = measure_schedule(sched, feed)
+    m = measure_schedule(sched, feed, torch_devices)
     seconds = time.perf_counter() - t0
     return [{"model": model, "setting": setting, "device": d.device, "ops": d.ops, "sends": d.sends,
              "receives": d.receives, "predicted_peak_bytes": d.predicted_peak_bytes,
              "heap_peak_bytes": d.heap_peak_bytes, "ratio": d.ratio, "heap_end_bytes": d.heap_end_bytes,
              "peak_rss_delta": d.peak_rss_delta, "outputs_equal": m.outputs_equal, "max_abs_diff": m.max_abs_diff,
-             "run_seconds": d.seconds, "measure_seconds": seconds}
+             "run_seconds": d.seconds, "measure_seconds": seconds, "runtime": d.runtime,
+             "measured_by": d.measured_by}
             for d in m.devices]
 
 
-def run(path: Path, method: str, devices: tuple[str, ...], time_limit: float, baseline: bool) -> list[dict]:
+def run(path: Path, method: str, devices: tuple[str, ...], time_limit: float, baseline: bool,
+        torch_devices: dict[str, str]) -> list[dict]:
     result = optimize_model(path, "peak-mem", method, time_limit, devices=devices)
     sched = load_schedule(result.model, report=result.report)
     sched = replace(sched, imported=with_random_weights(sched.imported))
     feed = import_feed(sched.imported, seed=0)
-    rows = _rows(path.stem, f"split ({result.report['method_used']})", sched, feed)
+    rows = _rows(path.stem, f"split ({result.report['method_used']})", sched, feed, torch_devices)
     if baseline:  # the input model as it is (the split model's file order is the schedule's, not the input's)
         original = with_random_weights(import_onnx(path))
-        rows += _rows(path.stem, f"{devices[0]} only", single_device(original, devices), feed)
+        rows += _rows(path.stem, f"{devices[0]} only", single_device(original, devices), feed, torch_devices)
     return rows
 
 
@@ -74,26 +83,33 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--devices", default="CPU,GPU")
     ap.add_argument("--time-limit", type=float, default=10.0)
     ap.add_argument("--baseline", action="store_true", help="also run every op on the first device")
+    ap.add_argument("--torch-device", action="append", default=[], metavar="NAME=LABEL",
+                    help="run device NAME's ops through PyTorch on LABEL (cuda:0, torch:cpu); repeatable")
     ap.add_argument("--out", type=Path)
     args = ap.parse_args(argv)
     devices = tuple(args.devices.split(","))
+    torch_devices = dict(t.split("=", 1) for t in args.torch_device if "=" in t)
+    if len(torch_devices) != len(args.torch_device) or not set(torch_devices) <= set(devices):
+        ap.error(f"--torch-device takes NAME=LABEL with NAME one of {', '.join(devices)}")
     rows: list[dict] = []
     console = Console(width=150)
     for name in args.models:
         console.print(f"[bold]{name}[/]")
-        rows += run(args.corpus / f"{name}.onnx", args.method, devices, args.time_limit, args.baseline)
-    table = Table(title=f"Per-device peak memory, one process per device ({', '.join(devices)} on this CPU)")
+        rows += run(args.corpus / f"{name}.onnx", args.method, devices, args.time_limit, args.baseline, torch_devices)
+    where = ", ".join(f"{d} on {torch_devices.get(d, 'ONNX Runtime, CPU')}" for d in devices)
+    table = Table(title=f"Per-device peak memory, one process per device ({where})")
     for col in ("model", "setting", "device", "ops", "recv", "predicted MiB", "heap peak MiB", "ratio",
-                "peak RSS delta MiB", "outputs equal"):
+                "peak RSS delta MiB", "outputs equal", "peak measured by"):
         table.add_column(col, justify="left" if col in ("model", "setting", "device") else "right")
     for r in rows:
         table.add_row(r["model"], r["setting"], r["device"], str(r["ops"]), str(r["receives"]),
                       _mib(r["predicted_peak_bytes"]), _mib(r["heap_peak_bytes"]), f"{r['ratio']:.3f}",
-                      _mib(r["peak_rss_delta"]), str(r["outputs_equal"]))
+                      _mib(r["peak_rss_delta"]), str(r["outputs_equal"]), r["measured_by"])
     console.print(table)
     if args.out:
         meta = {"command": " ".join(["python", "benchmarks/device_memory_real.py", *sys.argv[1:]]),
-                "method": args.method, "devices": list(devices), "time_limit": args.time_limit}
+                "method": args.method, "devices": list(devices), "time_limit": args.time_limit,
+                "torch_devices": torch_devices}
         args.out.write_text(json.dumps({**meta, "rows": rows}, indent=1) + "\n")
     return 0 if all(r["outputs_equal"] for r in rows) else 1
 

@@ -1,8 +1,8 @@
 #!/bin/bash
-# What a session with a CUDA GPU checks, in one go (docs/results.md section 17.3): the CUDA tests, the CPU-core + GPU
-# placement benchmark, and the user's path -- profiles scaled to the split executor's run, `optimize` choosing among
-# `auto`'s candidates by real runs, `bench-placement` on the written model.  About 5 minutes on an H200 with 16 cores
-# by the timings of its parts in session 27 (the script itself has not run on a GPU).
+# What a session with a CUDA GPU checks, in one go (docs/results.md sections 17.3, 14.5): the CUDA tests, the CPU-core +
+# GPU placement benchmark, per-device peak memory of multi-device memory schedules with the GPU device's ops on the GPU
+# (its peak from the CUDA allocator), and the user's path -- profiles scaled to the split executor's run, `optimize`
+# choosing among `auto`'s candidates by real runs, `bench-placement` on the written model.
 #
 #   OUT=runs/gpu_checks bash benchmarks/gpu_checks.sh [MODEL ...]
 #
@@ -25,8 +25,8 @@ python3 -c "import torch; print(torch.__version__, torch.cuda.is_available() and
 onnx-sched devices >> "$OUT/env.txt" 2>&1
 cat "$OUT/env.txt"
 
-python3 -m pytest -q -n "$JOBS" -p no:cacheprovider -rs tests/test_torch_runner.py tests/test_distributed_training.py \
-    > "$OUT/tests.log" 2>&1
+python3 -m pytest -q -n "$JOBS" -p no:cacheprovider -rs tests/test_torch_runner.py tests/test_device_processes.py \
+    tests/test_distributed_training.py > "$OUT/tests.log" 2>&1
 echo "tests: rc $?, $(tail -n 1 "$OUT/tests.log")"
 
 python3 benchmarks/gpu_placement.py --device "$DEVICE" --repeats 10 --time-limit 3 --models "${MODELS[@]}" \
@@ -34,6 +34,11 @@ python3 benchmarks/gpu_placement.py --device "$DEVICE" --repeats 10 --time-limit
     > "$OUT/bench.log" 2>&1
 echo "gpu_placement: rc $?"
 cat "$OUT/gpu_placement.md" 2>/dev/null
+
+python3 benchmarks/device_memory_real.py --corpus "$CORPUS" --time-limit 5 --torch-device "GPU=$DEVICE" \
+    --out "$OUT/device_memory.json" > "$OUT/device_memory.log" 2>&1
+echo "device_memory_real: rc $?"
+grep -E "^(│|┃|┏|┡|└)" "$OUT/device_memory.log"
 
 M="${MODELS[0]}"
 {

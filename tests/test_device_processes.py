@@ -80,3 +80,56 @@ def test_single_device_baseline_runs_in_one_process():
     cpu, gpu = result.devices
     assert result.outputs_equal and gpu.ops == 0
     assert 5 * MIB <= cpu.heap_peak_bytes <= 5 * MIB + SLACK
+
+
+def _torch_runner_or_skip() -> object:
+    torch = pytest.importorskip("torch", reason="torch devices need torch (the [gpu] or [train] extra)")
+    pytest.importorskip("memray")
+    try:
+        from onnx_sched.bench.runtimes.torch_parts import onnx2torch_module
+
+        onnx2torch_module()
+    except ImportError:
+        pytest.skip("torch devices need onnx2torch (the [gpu] extra)")
+    return torch
+
+
+def test_a_torch_device_runs_its_ops_and_holds_what_the_model_predicts():
+    """GPU's ops on torch's CPU device (CI's stand-in for cuda:N): same outputs, and no tensor beyond the
+    model's (onnx2torch's Identity would clone every op output: 2 MiB more at Concat)."""
+    _torch_runner_or_skip()
+    from onnx_sched.bench.runtimes.device_processes import measure_schedule
+
+    feed = {"x": np.random.default_rng(0).random(S, dtype=np.float32)}
+    result = measure_schedule(_split(), feed, {"GPU": "torch:cpu"})
+    cpu, gpu = result.devices
+    assert result.outputs_equal and (cpu.runtime, gpu.runtime) == ("onnxruntime", "cpu")
+    assert gpu.measured_by == "memray heap"
+    for d in result.devices:
+        assert d.predicted_peak_bytes <= d.heap_peak_bytes <= d.predicted_peak_bytes + SLACK, d
+
+
+def test_torch_devices_must_name_a_device_of_the_schedule_and_a_torch_device():
+    from onnx_sched.bench.runtimes.device_processes import measure_schedule
+
+    feed = {"x": np.ones(S, np.float32)}
+    with pytest.raises(ValueError, match=r"\['NPU'\], which the schedule does not have \(its devices: CPU, GPU\)"):
+        measure_schedule(_split(), feed, {"NPU": "cuda:0"})
+    with pytest.raises(ValueError, match="GPU=CPUExecutionProvider: not a torch device"):
+        measure_schedule(_split(), feed, {"GPU": "CPUExecutionProvider"})
+
+
+def test_a_cuda_device_peak_is_the_allocators_high_water_mark():
+    """On a real GPU the device's peak is read from the CUDA caching allocator: a, b and c live at once."""
+    torch = _torch_runner_or_skip()
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device visible to torch")
+    from onnx_sched.bench.runtimes.device_processes import measure_schedule
+
+    feed = {"x": np.random.default_rng(0).random(S, dtype=np.float32)}
+    result = measure_schedule(_split(), feed, {"GPU": "cuda:0"})
+    cpu, gpu = result.devices
+    assert result.outputs_equal and gpu.runtime == "cuda:0" and gpu.measured_by == "CUDA allocator"
+    assert gpu.predicted_peak_bytes == 4 * MIB <= gpu.heap_peak_bytes <= 4 * MIB + SLACK, gpu
+    assert gpu.heap_end_bytes == 0  # c left for the CPU and nothing else stays
+    assert cpu.predicted_peak_bytes <= cpu.heap_peak_bytes <= cpu.predicted_peak_bytes + SLACK

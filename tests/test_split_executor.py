@@ -161,6 +161,12 @@ def test_placement_file_roundtrip_and_onnx_metadata(tmp_path) -> None:
     onnx.save(model, tmp_path / "m.onnx")
     got2, names2, _ = load_placement(tmp_path / "m.onnx", g)
     assert [names2[i] for i in got2] == [["CPU", "GPU.1"][i] for i in placement]
+    # every op on the second device: the model still names both devices, in the exporter's order
+    ones = np.ones(g.n_ops, dtype=np.int64)
+    onnx.save(export_onnx(imp, Schedule(kahn_order(g), "t", placement=ones), device_names=["CPU", "GPU.1"]),
+              tmp_path / "one.onnx")
+    got3, names3, _ = load_placement(tmp_path / "one.onnx", g)
+    assert names3 == ["CPU", "GPU.1"] and (got3 == 1).all()
 
 
 def test_random_weights_keep_an_unnormalized_residual_stack_at_unit_scale() -> None:

@@ -68,6 +68,19 @@ def read_placement_map(path: str | os.PathLike) -> tuple[dict[str, str], list[st
     return dict(data["placement"]), list(data["devices"]), {k: v for k, v in data.items() if k != "placement"}
 
 
+def _listed_devices(model: Any) -> list[str] | None:
+    """The model-level device list an onnx-sched export wrote (``onnx_sched.devices``), or None."""
+    from onnx_sched.exporters.onnx import DEVICES_KEY
+
+    raw = next((q.value for q in model.metadata_props if q.key == DEVICES_KEY), None)
+    try:
+        listed = json.loads(raw) if raw is not None else None
+    except ValueError:
+        return None
+    ok = isinstance(listed, list) and listed and all(isinstance(d, str) for d in listed)
+    return listed if ok and len(set(listed)) == len(listed) else None
+
+
 def load_placement(path: str | os.PathLike, graph: Any) -> tuple[np.ndarray, list[str], dict[str, Any]]:
     """``(device index per op, device names, file metadata)`` from a placement JSON, an
     ONNX model with ``pkg.onnx_sched.device`` node metadata or an OpenVINO IR ``.xml``
@@ -86,6 +99,9 @@ def load_placement(path: str | os.PathLike, graph: Any) -> tuple[np.ndarray, lis
         mapping = {name: by_node.get(name) for name in graph.op_names}
         meta: dict[str, Any] = {"source": "onnx-metadata"}
         devices = list(dict.fromkeys(v for v in mapping.values() if v is not None))
+        listed = _listed_devices(m)
+        if listed is not None and set(devices) <= set(listed):  # the devices the placement chose among, in order
+            devices = listed
     elif p.suffix.lower() == ".xml":
         from onnx_sched.exporters.openvino import placement_from_rt_info
         from onnx_sched.importers.openvino import read_ir

@@ -13,6 +13,7 @@ keys; a placement, when given, is written per node as ``metadata_props`` key
 from __future__ import annotations
 
 import filecmp
+import json
 import os
 import shutil
 from collections.abc import Mapping, Sequence
@@ -31,9 +32,12 @@ from onnx_sched.exporters.paths import (
 from onnx_sched.importers.onnx import ImportedOnnx
 from onnx_sched.schedule import Schedule
 
-__all__ = ["DEVICE_KEY", "MAX_IR_VERSION", "RESULT_KEYS_KEY", "export_onnx", "save_model_atomic"]
+__all__ = ["DEVICES_KEY", "DEVICE_KEY", "MAX_IR_VERSION", "RESULT_KEYS_KEY", "export_onnx", "save_model_atomic"]
 
 DEVICE_KEY = "pkg.onnx_sched.device"
+#: model-level ``metadata_props`` key: the placement's devices in order (a JSON list), those no op uses included,
+#: so a placement that keeps every op on one device still names the devices it chose among
+DEVICES_KEY = "onnx_sched.devices"
 #: ``metadata_props`` key listing the keys a result wrote, so the next run on the written model replaces them
 #: (keys describing the model itself, such as ``onnx_sched.op_param_bytes``, stay).
 RESULT_KEYS_KEY = "onnx_sched.result_keys"
@@ -109,6 +113,8 @@ def export_onnx(
     for stale in props.pop(RESULT_KEYS_KEY, "").split(","):  # an earlier run's result, not this one's
         props.pop(stale, None)
     result = {k: str(v) for k, v in (metadata or {}).items()}
+    if schedule.placement is not None and device_names:
+        result[DEVICES_KEY] = json.dumps(list(device_names))
     props.update(result)
     if result:
         props[RESULT_KEYS_KEY] = ",".join(result)

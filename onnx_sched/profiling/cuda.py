@@ -58,7 +58,7 @@ def profile_torch(imported: Any, device: str = "cpu", repeats: int = 10, warmup:
     import torch
 
     from onnx_sched.bench.inputs import import_feed
-    from onnx_sched.bench.runtimes.torch_parts import convert_part, synchronize, time_ops, worker_context
+    from onnx_sched.bench.runtimes.torch_parts import OUTPUT_NODE, convert_part, synchronize, time_ops, worker_context
 
     if device.startswith("cuda") and not torch.cuda.is_available():
         from onnx_sched.errors import DeviceError
@@ -69,7 +69,7 @@ def profile_torch(imported: Any, device: str = "cpu", repeats: int = 10, warmup:
     module, prepared = convert_part(named)
     feed = import_feed(imported, seed)
     inits = {t.name for t in prepared.graph.initializer}
-    names = [n.name for n in prepared.graph.node]
+    names = [n.name for n in prepared.graph.node if not n.name.startswith(OUTPUT_NODE)]
     samples: list[dict[str, float]] = []
     totals: list[float] = []
     with worker_context(device, threads):

@@ -8,7 +8,10 @@ process (``multiprocessing``, spawn), so each device's peak is measured apart:
 * each process runs its :class:`~onnx_sched.bench.runtimes.device_plan.DevicePlan`
   in the schedule's order: one ONNX Runtime session per op (CPU provider, arena
   and memory pattern off, so every tensor is its own allocation, one intra-op
-  thread), built with its weights before any measurement;
+  thread), built with its weights before any measurement; or, for a device named
+  in ``torch_devices``, one PyTorch module per op on a real accelerator (``cuda:N``)
+  or ``torch:cpu``, its peak read from the CUDA allocator
+  (:mod:`onnx_sched.bench.runtimes.device_ops`);
 * a transfer is a raw write of the tensor's bytes into a pipe from the sender's
   array (no copy) and a read into a fresh ``np.empty`` on the receiver (the
   tensor's only allocation there): ``os.write`` / ``os.readv`` on the file
@@ -44,6 +47,7 @@ from typing import Any
 import numpy as np
 
 from onnx_sched.bench.outputs import compare_outputs, output_tolerance
+from onnx_sched.bench.runtimes.device_ops import device_ops
 from onnx_sched.bench.runtimes.device_plan import DevicePlan, PlacedSchedule, Recv, RunOp, Send, device_plans
 from onnx_sched.errors import OnnxSchedError
 from onnx_sched.importers.onnx_weights import with_weights
@@ -61,13 +65,15 @@ class DeviceMeasurement:
 
     device: str
     predicted_peak_bytes: int
-    heap_peak_bytes: int  # memray: live native heap high-water mark in the run
+    heap_peak_bytes: int  # live high-water mark in the run, as measured_by says
     heap_end_bytes: int  # of that, live at the end of the run (graph outputs held here)
     peak_rss_delta: int  # peak RSS in the run minus RSS before it (MALLOC_MMAP_THRESHOLD_ fixed)
     ops: int
     sends: int
     receives: int
     seconds: float  # wall time of the unmeasured run
+    runtime: str = "onnxruntime"  # what ran the ops: onnxruntime, or the torch device (cuda:0, cpu)
+    measured_by: str = "memray heap"  # or "CUDA allocator" (its high-water mark of allocated bytes)
 
     @property
     def ratio(self) -> float:
@@ -106,33 +112,30 @@ def _read_into(fd: int, arr: np.ndarray) -> None:
         view = view[got:]
 
 
-def _execute(plan: DevicePlan, sessions: Mapping[int, Any], held: dict[str, Any],
-             reads: Mapping[int, int], writes: Mapping[int, int]) -> None:
-    """Run the plan's actions in order on ``held`` (tensor name -> array)."""
+def _execute(plan: DevicePlan, ops: Any, held: dict[str, Any], reads: Mapping[int, int],
+             writes: Mapping[int, int]) -> None:
+    """Run the plan's actions in order on ``held`` (tensor name -> the runtime's value)."""
     for act in plan.actions:
         if isinstance(act, RunOp):
-            outs = sessions[act.node].run(None, {x: held[x] for x in act.feeds})
+            outs = ops.run(act.node, {x: held[x] for x in act.feeds})
             held.update(zip(act.outputs, outs))
             del outs
             for x in act.frees:
                 del held[x]
         elif isinstance(act, Send):
-            _write_all(writes[act.to], held[act.tensor])
+            _write_all(writes[act.to], ops.to_host(held[act.tensor]))
             if act.free:
                 del held[act.tensor]
         else:
             buf = np.empty(act.shape, dtype=np.dtype(act.dtype))
             _read_into(reads[act.source], buf)
-            held[act.tensor] = buf
+            held[act.tensor] = ops.from_host(buf)
             del buf
 
 
-def _measured_run(mode: str, run: Any) -> dict[str, Any]:
+def _measured_run(mode: str, ops: Any, run: Any) -> dict[str, Any]:
     if mode == "heap":
-        from onnx_sched.bench.heap import trace_heap
-
-        _, trace = trace_heap(run)
-        return {"heap_peak_bytes": trace.peak_bytes, "heap_end_bytes": trace.end_bytes}
+        return ops.heap(run)
     if mode == "rss":
         from onnx_sched.bench.runtimes.fresh_process import PeakRssWindow
 
@@ -144,29 +147,32 @@ def _measured_run(mode: str, run: Any) -> dict[str, Any]:
     return {"seconds": time.perf_counter() - t0}
 
 
-def _device_main(plan: DevicePlan, ctrl: Any, reads: Mapping[int, Any], writes: Mapping[int, Any]) -> None:
-    """A device process: build the op sessions, then run the plan once per ``("run", mode, feed)``."""
+def _device_main(plan: DevicePlan, ctrl: Any, reads: Mapping[int, Any], writes: Mapping[int, Any],
+                 torch_device: str | None = None) -> None:
+    """A device process: build the op runners, then run the plan once per ``("run", mode, feed)``."""
     try:
-        import onnxruntime as ort
+        context = contextlib.nullcontext()
+        if torch_device is not None:
+            from onnx_sched.bench.runtimes.torch_parts import worker_context
 
-        from onnx_sched.bench.ort_runner import make_session_options
-
-        so = make_session_options(arena=False, opt_level="none", threads=1, mem_pattern=False)
-        sessions = {n: ort.InferenceSession(blob, so, providers=["CPUExecutionProvider"])
-                    for n, blob in plan.op_models.items()}
-        read_fds = {d: c.fileno() for d, c in reads.items()}
-        write_fds = {d: c.fileno() for d, c in writes.items()}
-        ctrl.send(("ready",))
-        while True:
-            msg = ctrl.recv()
-            if msg[0] == "stop":
-                return
-            mode, held = msg[1], dict(msg[2])  # the host's graph inputs arrive before the run
-            del msg
-            stats = _measured_run(mode, lambda held=held: _execute(plan, sessions, held, read_fds, write_fds))
-            outputs = {name: held[name] for name in plan.outputs}
-            held.clear()
-            ctrl.send(("done", stats, outputs))
+            context = worker_context(torch_device)
+        with context:
+            runs = [a for a in plan.actions if isinstance(a, RunOp)]
+            ops = device_ops(plan.op_models, {a.node: a.feeds for a in runs}, {a.node: a.outputs for a in runs},
+                             torch_device, {a.node: [o for o in a.outputs if o in a.frees] for a in runs})
+            read_fds = {d: c.fileno() for d, c in reads.items()}
+            write_fds = {d: c.fileno() for d, c in writes.items()}
+            ctrl.send(("ready", ops.measured_by))
+            while True:
+                msg = ctrl.recv()
+                if msg[0] == "stop":
+                    return
+                mode, held = msg[1], dict(msg[2])  # the host's graph inputs arrive before the run
+                del msg
+                stats = _measured_run(mode, ops, lambda held=held: _execute(plan, ops, held, read_fds, write_fds))
+                outputs = {name: np.asarray(ops.to_host(held[name])) for name in plan.outputs}
+                held.clear()
+                ctrl.send(("done", stats, outputs))
     except BaseException as exc:  # noqa: BLE001 - reported to the parent, which stops every process
         with contextlib.suppress(OSError):
             ctrl.send(("error", f"{type(exc).__name__}: {exc}"))
@@ -195,13 +201,19 @@ class DeviceProcesses:
 
     ``run(feed, mode)`` runs the schedule once everywhere (``mode``: ``"time"``,
     ``"heap"`` or ``"rss"``) and returns the graph outputs and each device's stats.
+    ``torch_devices``: per plan, the torch device that runs its ops (``cuda:N``, ``cpu``), or
+    None for ONNX Runtime on the CPU (the default for every plan).
     """
 
-    def __init__(self, plans: Sequence[DevicePlan], timeout_s: float = TIMEOUT_S) -> None:
+    def __init__(self, plans: Sequence[DevicePlan], timeout_s: float = TIMEOUT_S,
+                 torch_devices: Sequence[str | None] = ()) -> None:
         from onnx_sched.bench.runtimes.fresh_process import MALLOC_ENV
 
         ctx = mp.get_context("spawn")
         self.plans = list(plans)
+        runners = list(torch_devices) or [None] * len(self.plans)
+        if len(runners) != len(self.plans):
+            raise ValueError(f"{len(runners)} torch devices for {len(self.plans)} device plans")
         self.timeout_s = timeout_s
         n = len(self.plans)
         pipes = {(a, b): ctx.Pipe(duplex=False) for a in range(n) for b in range(n) if a != b}  # (reader, writer)
@@ -212,7 +224,7 @@ class DeviceProcesses:
                 parent, child = ctx.Pipe()
                 reads = {a: pipes[(a, d)][0] for a in range(n) if a != d}
                 writes = {b: pipes[(d, b)][1] for b in range(n) if b != d}
-                proc = ctx.Process(target=_device_main, args=(plan, child, reads, writes), daemon=True,
+                proc = ctx.Process(target=_device_main, args=(plan, child, reads, writes, runners[d]), daemon=True,
                                    name=f"onnx-sched-device-{plan.name}")
                 proc.start()
                 child.close()
@@ -221,7 +233,8 @@ class DeviceProcesses:
         for r, w in pipes.values():
             r.close()
             w.close()
-        self._collect("ready")
+        #: per device, what its heap peak measures (memray's native heap, or the CUDA allocator)
+        self.measured_by = [msg[1] for msg in self._collect("ready")]
 
     def _collect(self, expected: str) -> list[tuple]:
         out = []
@@ -283,21 +296,40 @@ def reference_outputs(model: Any, feed: Mapping[str, np.ndarray]) -> dict[str, n
     return dict(zip(names, sess.run(names, dict(feed))))
 
 
-def measure_schedule(sched: PlacedSchedule, feed: Mapping[str, np.ndarray]) -> ScheduleMeasurement:
+def measure_schedule(sched: PlacedSchedule, feed: Mapping[str, np.ndarray],
+                     torch_devices: Mapping[str, str] | None = None) -> ScheduleMeasurement:
     """Run ``sched`` with one process per device (warm-up, heap run, RSS run); compare each
-    device's measured peaks with the model's and the outputs with a plain ORT run."""
+    device's measured peaks with the model's and the outputs with a plain ORT run.
+
+    ``torch_devices`` maps a device name of the schedule to the torch device that runs its
+    ops (``{"GPU": "cuda:0"}``; labels as the split executor takes them: ``cuda:N``,
+    ``torch:cpu``); the others run on ONNX Runtime's CPU provider."""
+    from onnx_sched.bench.runtimes.torch_parts import tolerance, torch_device
+
     plans = device_plans(sched)
-    with DeviceProcesses(plans) as procs:
+    asked = dict(torch_devices or {})
+    unknown = sorted(set(asked) - {p.name for p in plans})
+    if unknown:
+        raise ValueError(f"torch devices for {unknown}, which the schedule does not have "
+                         f"(its devices: {', '.join(p.name for p in plans)})")
+    for name, label in asked.items():
+        if torch_device(label) is None:
+            raise ValueError(f"{name}={label}: not a torch device (cuda:N or torch:cpu)")
+    runners = [torch_device(asked[p.name]) if p.name in asked else None for p in plans]
+    with DeviceProcesses(plans, torch_devices=runners) as procs:
         _, timed = procs.run(feed, "time")
         _, heap = procs.run(feed, "heap")
         outputs, rss = procs.run(feed, "rss")
+        measured_by = procs.measured_by
     model = with_weights(sched.imported)
-    equal, worst = compare_outputs(reference_outputs(model, feed), outputs, output_tolerance(model))
+    tol = max(output_tolerance(model), *tolerance([r for r in runners if r]))
+    equal, worst = compare_outputs(reference_outputs(model, feed), outputs, tol)
     devices = tuple(
         DeviceMeasurement(device=p.name, predicted_peak_bytes=p.predicted_peak_bytes,
                           heap_peak_bytes=h["heap_peak_bytes"], heap_end_bytes=h["heap_end_bytes"],
                           peak_rss_delta=r["peak_rss_delta"], ops=sum(isinstance(a, RunOp) for a in p.actions),
                           sends=sum(isinstance(a, Send) for a in p.actions),
-                          receives=sum(isinstance(a, Recv) for a in p.actions), seconds=t["seconds"])
-        for p, t, h, r in zip(plans, timed, heap, rss))
+                          receives=sum(isinstance(a, Recv) for a in p.actions), seconds=t["seconds"],
+                          runtime=runner or "onnxruntime", measured_by=by)
+        for p, t, h, r, runner, by in zip(plans, timed, heap, rss, runners, measured_by))
     return ScheduleMeasurement(devices=devices, outputs_equal=equal, max_abs_diff=worst)

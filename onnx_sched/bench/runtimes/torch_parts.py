@@ -59,8 +59,11 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-__all__ = ["TOLERANCE", "TorchPart", "convert_part", "onnx2torch_module", "outputs_close", "prepare_for_torch",
-           "synchronize", "time_ops", "tolerance", "torch_device", "worker_context"]
+__all__ = ["OUTPUT_NODE", "TOLERANCE", "TorchPart", "convert_part", "onnx2torch_module", "outputs_close",
+           "prepare_for_torch", "synchronize", "time_ops", "tolerance", "torch_device", "worker_context"]
+
+#: Name prefix of the output ``Identity`` nodes :func:`prepare_for_torch` adds (cut out again after conversion).
+OUTPUT_NODE = "onnx_sched_out/"
 
 #: (rtol, atol) of a torch device's outputs against ONNX Runtime's, by device type.
 TOLERANCE = {"cpu": (1e-4, 1e-4), "cuda": (1e-3, 1e-3)}
@@ -213,7 +216,7 @@ def prepare_for_torch(model: onnx.ModelProto) -> onnx.ModelProto:
             n.input.append(shape_name)
     outputs = list(g.output)
     for o in outputs:
-        g.node.append(helper.make_node("Identity", [o.name], [f"{o.name}__out"], name=f"onnx_sched_out/{o.name}"))
+        g.node.append(helper.make_node("Identity", [o.name], [f"{o.name}__out"], name=f"{OUTPUT_NODE}{o.name}"))
     del g.output[:]
     for o in outputs:
         vi = onnx.ValueInfoProto()
@@ -226,21 +229,38 @@ def prepare_for_torch(model: onnx.ModelProto) -> onnx.ModelProto:
 def convert_part(model: onnx.ModelProto) -> tuple[Any, onnx.ModelProto]:
     """The ``torch.fx.GraphModule`` (eval mode) of a part and the model it was converted from
     (:func:`prepare_for_torch` of ``model``); an op onnx2torch has no converter for is a one-line
-    ``ValueError`` naming it.  Model-local functions are inlined first (onnx2torch converts calls of
-    none): :func:`~onnx_sched.onnx_inline.inline_calls` names their body's nodes."""
+    ``ValueError`` naming it.  The module runs the part's own nodes only (no output copies).
+    Model-local functions are inlined first (onnx2torch converts calls of none):
+    :func:`~onnx_sched.onnx_inline.inline_calls` names their body's nodes."""
     import re
 
     from onnx_sched.onnx_inline import inline_calls
 
     prepared = prepare_for_torch(inline_calls(model)[0])
     try:
-        return onnx2torch_module().convert(prepared).eval(), prepared
+        module = onnx2torch_module().convert(prepared).eval()
     except NotImplementedError as exc:  # onnx2torch: "Converter is not implemented (OperationDescription(...))"
         op = re.search(r"domain='([^']*)', operation_type='([^']*)', version=(\d+)", str(exc))
         what = (f"cannot convert {op.group(1) + '.' if op.group(1) else ''}{op.group(2)} (op version {op.group(3)})"
                 if op else f"cannot convert this model ({' '.join(str(exc).split())})")
         raise ValueError(f"PyTorch devices run ONNX through onnx2torch, which {what}: run such ops on ONNX Runtime "
                          "(a device that is not cuda:N / torch:cpu, or profile --runtime ort)") from None
+    return _without_output_copies(module), prepared
+
+
+def _without_output_copies(module: Any) -> Any:
+    """``module`` with the output ``Identity`` nodes of :func:`prepare_for_torch` cut out: they only fix
+    onnx2torch's output order, and its Identity clones the tensor (an extra copy of every part output,
+    a second buffer of it at the peak)."""
+    graph = module.graph
+    for n in list(graph.nodes):
+        if n.op == "call_module" and str(n.target).startswith(OUTPUT_NODE):
+            n.replace_all_uses_with(n.args[0])
+            graph.erase_node(n)
+    graph.lint()
+    module.delete_all_unused_submodules()
+    module.recompile()
+    return module
 
 
 @contextlib.contextmanager
