@@ -35,7 +35,8 @@ python3 benchmarks/gpu_placement.py --device "$DEVICE" --repeats 10 --time-limit
 echo "gpu_placement: rc $?"
 cat "$OUT/gpu_placement.md" 2>/dev/null
 
-python3 benchmarks/device_memory_real.py --corpus "$CORPUS" --time-limit 5 --torch-device "GPU=$DEVICE" \
+python3 benchmarks/device_memory_real.py --corpus "$CORPUS" --method brkga --time-limit 5 --torch-device "GPU=$DEVICE" \
+    --models light_squeezenet randwire_ws randwire_er randwire_ws_regular light_densenet121 \
     --out "$OUT/device_memory.json" > "$OUT/device_memory.log" 2>&1
 echo "device_memory_real: rc $?"
 grep -E "^(│|┃|┏|┡|└)" "$OUT/device_memory.log"
