@@ -72,9 +72,7 @@ def run(path: Path, method: str, devices: tuple[str, ...], time_limit: float, ba
     feed = import_feed(sched.imported, seed=0)
     setting = f"split ({result.report['method_used']})"
     if limits:
-        setting += f", limit {_mib(min(limits.values()))} MiB"
-        if result.report.get("notes"):
-            setting += " (over it)" if any("limit" in n for n in result.report["notes"]) else ""
+        setting += f", limit {_mib(min(limits.values()))} MiB" + ("" if result.report["feasible"] else " (over it)")
     rows = _rows(path.stem, setting, sched, feed, torch_devices)
     if baseline:  # the input model as it is (the split model's file order is the schedule's, not the input's)
         original = with_random_weights(import_onnx(path))

@@ -22,7 +22,7 @@ import numpy as np
 
 from onnx_sched.api import optimize_model
 from onnx_sched.bench.inputs import import_feed
-from onnx_sched.bench.runtimes.device_ops import TorchOps
+from onnx_sched.bench.runtimes.device_ops import device_ops
 from onnx_sched.bench.runtimes.device_plan import Recv, RunOp, device_plans, load_schedule
 from onnx_sched.bench.runtimes.torch_parts import torch_device, worker_context
 from onnx_sched.bench.weights import with_random_weights
@@ -54,11 +54,9 @@ def main(argv: list[str] | None = None) -> int:
     sched = replace(sched, imported=with_random_weights(sched.imported))
     plan = next(p for p in device_plans(sched) if p.name == args.device_name)
     feed = import_feed(sched.imported, seed=0)
-    runs = [a for a in plan.actions if isinstance(a, RunOp)]
     rows = []
     with worker_context(dev):
-        ops = TorchOps(plan.op_models, {a.node: a.feeds for a in runs}, {a.node: a.outputs for a in runs}, dev,
-                       {a.node: [o for o in a.outputs if o in a.frees] for a in runs})
+        ops = device_ops(plan, dev)
         nodes = sched.imported.model.graph.node
         held: dict[str, object] = {k: ops.from_host(np.ascontiguousarray(v)) for k, v in feed.items()}
         for act in plan.actions:

@@ -26,9 +26,12 @@ on the way in, the host buffer dropped at once.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from onnx_sched.bench.runtimes.device_plan import DevicePlan
 
 __all__ = ["OrtOps", "TorchOps", "device_ops"]
 
@@ -125,11 +128,13 @@ class TorchOps:
                 "heap_end_bytes": int(torch.cuda.memory_allocated(self._dev) - base)}
 
 
-def device_ops(op_models: Mapping[int, bytes], feeds: Mapping[int, Sequence[str]],
-               outputs: Mapping[int, Sequence[str]], torch_device: str | None,
-               unread: Mapping[int, Sequence[str]] | None = None) -> OrtOps | TorchOps:
-    """The runner of one device's ops: ONNX Runtime when ``torch_device`` is None, else PyTorch there.
-    ``unread``: per op, outputs nothing reads, which a torch module need not make (its value is None)."""
+def device_ops(plan: DevicePlan, torch_device: str | None) -> OrtOps | TorchOps:
+    """The runner of ``plan``'s ops: ONNX Runtime when ``torch_device`` is None, else PyTorch there (an
+    output the plan frees right after its op, which nothing reads, is not made there: its value is None)."""
     if torch_device is None:
-        return OrtOps(op_models)
-    return TorchOps(op_models, feeds, outputs, torch_device, unread)
+        return OrtOps(plan.op_models)
+    from onnx_sched.bench.runtimes.device_plan import RunOp
+
+    runs = [a for a in plan.actions if isinstance(a, RunOp)]
+    return TorchOps(plan.op_models, {a.node: a.feeds for a in runs}, {a.node: a.outputs for a in runs},
+                    torch_device, {a.node: [o for o in a.outputs if o in a.frees] for a in runs})

@@ -157,9 +157,7 @@ def _device_main(plan: DevicePlan, ctrl: Any, reads: Mapping[int, Any], writes: 
 
             context = worker_context(torch_device)
         with context:
-            runs = [a for a in plan.actions if isinstance(a, RunOp)]
-            ops = device_ops(plan.op_models, {a.node: a.feeds for a in runs}, {a.node: a.outputs for a in runs},
-                             torch_device, {a.node: [o for o in a.outputs if o in a.frees] for a in runs})
+            ops = device_ops(plan, torch_device)
             read_fds = {d: c.fileno() for d, c in reads.items()}
             write_fds = {d: c.fileno() for d, c in writes.items()}
             ctrl.send(("ready", ops.measured_by))
@@ -312,10 +310,11 @@ def measure_schedule(sched: PlacedSchedule, feed: Mapping[str, np.ndarray],
     if unknown:
         raise ValueError(f"torch devices for {unknown}, which the schedule does not have "
                          f"(its devices: {', '.join(p.name for p in plans)})")
-    for name, label in asked.items():
-        if torch_device(label) is None:
-            raise ValueError(f"{name}={label}: not a torch device (cuda:N or torch:cpu)")
-    runners = [torch_device(asked[p.name]) if p.name in asked else None for p in plans]
+    runner_of = {name: torch_device(label) for name, label in asked.items()}
+    for name, runner in runner_of.items():
+        if runner is None:
+            raise ValueError(f"{name}={asked[name]}: not a torch device (cuda:N or torch:cpu)")
+    runners = [runner_of.get(p.name) for p in plans]
     with DeviceProcesses(plans, torch_devices=runners) as procs:
         _, timed = procs.run(feed, "time")
         _, heap = procs.run(feed, "heap")
