@@ -1,4 +1,4 @@
-"""Per op on a CUDA device: bytes the allocator held while the op ran beyond its outputs (kernel workspace).
+"""Per op on a CUDA device: bytes the allocator held while the op ran beyond its outputs (its temporaries).
 
 The multi-device memory model counts tensors only.  Section 14.6 of docs/results.md found one GPU process above
 its prediction (light_densenet121, +6 %); this script finds which ops take the extra.  It splits the model as

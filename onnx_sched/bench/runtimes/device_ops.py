@@ -12,8 +12,9 @@ this module's job, one class per runtime, each with the same four methods:
   Tensors stay torch tensors on the device between ops.  On CUDA the live peak is
   the caching allocator's high-water mark of allocated bytes over the run
   (``torch.cuda.max_memory_allocated``, weights loaded before it apart): the GPU
-  memory the tensors of the run held, plus any workspace a kernel took (cuDNN,
-  cuBLAS), which the memory model does not count.  On ``torch:cpu`` it is memray's
+  memory the tensors of the run held, plus any temporary buffer an op's module or
+  kernel took while it ran (docs/results.md 14.6: an ``Add``'s at densenet's
+  peak), which the memory model does not count.  On ``torch:cpu`` it is memray's
   native heap, as for ONNX Runtime.  An output that nothing reads (Dropout's mask)
   is not made: onnx2torch converts Dropout only without it, so the model counts
   bytes such a device does not hold.
