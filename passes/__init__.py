@@ -44,6 +44,10 @@ class PassContext:
     options: Mapping[str, Any] = field(default_factory=dict)
     problem: Any = None  # objective-specific data, e.g. a makespan Problem
     source: Any = None  # the imported model (ONNX or OpenVINO import), for passes that run it for real
+    #: When real runs on a measured target must end: the caller held their time (the objective's
+    #: ``target_seconds``) back from ``time_limit``, so a pass that times its own candidates runs them after its
+    #: search until then, and the objective's scoring after the pass shares it.  ``None``: the pass's own limit.
+    measure_deadline: Any = None
 
     def rng(self) -> np.random.Generator:
         return np.random.default_rng(self.seed)

@@ -184,12 +184,26 @@ def parse_memory_limits(specs: Sequence[str]) -> dict[str, int]:
     return out
 
 
+def _overrun_reason(report: dict, limit: float) -> str:
+    """Why a run took longer than its time limit, from its report's seconds."""
+    from onnx_sched.api import MIN_PASS_SECONDS
+
+    rest = report["total_seconds"] - report["seconds"]  # reading, preparing, scoring, writing
+    measure = report.get("measure_seconds", 0.0)  # real runs on a measured target, estimated before the search
+    if measure and measure + MIN_PASS_SECONDS >= limit:
+        return f"measuring on the target alone needs about {measure:.1f} s; the search got its minimum"
+    if rest + MIN_PASS_SECONDS >= limit:
+        return "reading and writing this model alone need more; the search got its minimum"
+    return f"{report['seconds']:.1f} s searching, {rest:.1f} s reading, preparing{', measuring' if measure else ''} " \
+           "and writing"
+
+
 def _optimize(source: Path, model: Path, output: Path, objective: str, method: str, clock: Deadline, inplace: bool,
               seed: int, beam: int | None, samples: int | None, machines: Path | None, report_path: Path | None,
               plot_path: Path | None, shapes: dict, dim_values: dict, profiles: tuple[Path, ...] = (),
               latency_mode: str = "sequential", devices: str | None = None,
               extra_options: dict[str, object] | None = None, memory_limits: dict[str, int] | None = None) -> None:
-    from onnx_sched.api import MIN_PASS_SECONDS, optimize_model
+    from onnx_sched.api import optimize_model
     from onnx_sched.devices import device_names
     from onnx_sched.exporters.dispatch import save_model
     from onnx_sched.jit import announce_compilation
@@ -214,11 +228,8 @@ def _optimize(source: Path, model: Path, output: Path, objective: str, method: s
         console.print(f"Note: {note}", markup=False)
     over = report["total_seconds"] - clock.seconds
     if over > max(0.1, 0.02 * clock.seconds):  # more than timer granularity and a last step's overshoot
-        io = report["total_seconds"] - report["seconds"]
-        why = ("reading and writing this model alone need more; the search got its minimum"
-               if io + MIN_PASS_SECONDS >= clock.seconds
-               else f"{report['seconds']:.1f} s searching, {io:.1f} s reading, preparing and writing")
-        console.print(f"Took {report['total_seconds']:.1f} s of a {clock.seconds:g} s --time-limit: {why}.")
+        console.print(f"Took {report['total_seconds']:.1f} s of a {clock.seconds:g} s --time-limit: "
+                      f"{_overrun_reason(report, clock.seconds)}.")
     if report["compile_seconds"] > 1.0:
         console.print(f"Compiled or loaded kernels in {report['compile_seconds']:.1f} s before the time limit started.")
     if report_path is not None:

@@ -68,6 +68,15 @@ class Latency:
             return 1.0 / _measured_speedup(ctx, schedule)
         return float(lat.evaluate(_target_problem(ctx), schedule.placement))
 
+    def target_seconds(self, graph: Graph, ctx: PassContext) -> float:
+        """On the measured target: the runs of the other single devices and the result beside host-only."""
+        if _target(ctx) != "measured" or ctx.options.get("warm_up"):
+            return 0.0
+        from onnx_sched.bench.runtimes.placement_timing import measuring_seconds
+
+        return measuring_seconds(ctx.source, ctx.problem.device_names, rows=len(ctx.problem.device_names),
+                                 repeats=int(ctx.option("repeats", 10)), seed=ctx.seed)
+
     def baseline(self, graph: Graph, ctx: PassContext, method: str, schedule: Schedule) -> Schedule:
         """Every op on the host device, in Kahn order; a placement chosen by *measured* latency
         (``info["measured_latency_s"]``, e.g. ``hsdag`` with ``reward=measured``) is its own
@@ -159,44 +168,28 @@ def _target_problem(ctx: PassContext) -> lat.PlacementProblem:
 
 
 def _measured_speedup(ctx: PassContext, schedule: Schedule) -> float:
-    """Host-only seconds / placed seconds of ``schedule`` (:func:`measured_speedups`, memoised)."""
-    return float(measured_speedups(ctx, np.asarray(schedule.placement, np.int64)[None, :])[0])
+    """Host-only seconds / placed seconds of ``schedule`` (:func:`measured_speedups`, memoised; fewer repeats when
+    the caller's ``measure_deadline`` is near)."""
+    placement = np.asarray(schedule.placement, np.int64)[None, :]
+    return float(measured_speedups(ctx, placement, deadline=ctx.measure_deadline)[0])
 
 
 def measured_speedups(ctx: PassContext, placements: np.ndarray, required: int | None = None,
                       deadline: Any = None) -> np.ndarray:
     """Host-only seconds / placed seconds of each row of ``placements``: interleaved split-executor runs on pinned
-    cores, the rows not yet measured in one run beside the host-only placement.  Memoised per placement of the model
-    being optimized and measuring setting (devices, host, repeats, seed), so a pass choosing on the target, the
-    baseline check and the report share one measurement.
+    cores (:func:`~onnx_sched.bench.runtimes.placement_timing.memo_speedups`: each placement timed once, so a pass
+    choosing on the target, the baseline check and the report share one measurement).
     With a ``deadline``, the rows after the first ``required`` are run only while they fit (NaN otherwise); on the
     objective's warm-up instance (no model to run) every speedup is 1."""
     placements = np.atleast_2d(np.asarray(placements, np.int64))
-    setting = (ctx.problem.device_names, ctx.problem.host, int(ctx.option("repeats", 10)), ctx.seed)
-    if _MEASURED.get("source") is not ctx.source or _MEASURED.get("setting") != setting:
-        _MEASURED.clear()
-        _MEASURED["source"], _MEASURED["setting"] = ctx.source, setting
-    keys = [p.tobytes() for p in placements]
     if ctx.options.get("warm_up"):
         return np.ones(len(placements))
+    from onnx_sched.bench.runtimes.placement_timing import memo_speedups
+
     host_only = np.full(ctx.problem.graph.n_ops, ctx.problem.host, np.int64)
-    _MEASURED[host_only.tobytes()] = 1.0  # the reference itself: not timed against itself
-    new = list(dict.fromkeys(k for k in keys if k not in _MEASURED))  # in the order of their first rows
-    if new:
-        from onnx_sched.bench.runtimes.placement_timing import speedups_over
+    return memo_speedups(ctx.source, host_only, placements, ctx.problem.device_names, int(ctx.option("repeats", 10)),
+                         seed=ctx.seed, deadline=deadline, required=required)
 
-        rows = {k: i for i, k in reversed(list(enumerate(keys)))}  # first row of each placement
-        must = len({k for k in keys[:len(keys) if required is None else required] if k in new})
-        got = speedups_over(ctx.source, host_only, placements[[rows[k] for k in new]], ctx.problem.device_names,
-                            int(ctx.option("repeats", 10)), seed=ctx.seed, deadline=deadline,
-                            required=None if deadline is None else max(must, 1))
-        for k, v in zip(new, got):
-            if np.isfinite(v):
-                _MEASURED[k] = float(v)
-    return np.array([_MEASURED.get(k, np.nan) for k in keys], dtype=float)  # type: ignore[arg-type]
-
-
-_MEASURED: dict[object, object] = {}
 
 OBJECTIVE = Latency()
 

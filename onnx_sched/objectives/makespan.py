@@ -68,6 +68,15 @@ class Makespan:
             return target_makespan(ctx.problem, schedule, ctx)
         return float(ms.evaluate(ctx.problem, schedule).makespan)
 
+    def target_seconds(self, graph: Graph, ctx: PassContext) -> float:
+        """On the measured target: the runs of the result and list-cp beside the whole model on one device."""
+        if ctx.option("target", "proxy") != "measured" or ctx.options.get("warm_up"):
+            return 0.0
+        from onnx_sched.bench.runtimes.placement_timing import measuring_seconds
+
+        return measuring_seconds(ctx.source, ctx.problem.device_names, rows=2, repeats=int(ctx.option("repeats", 10)),
+                                 seed=ctx.seed)
+
     def baseline(self, graph: Graph, ctx: PassContext, method: str, schedule: Schedule) -> Schedule:
         """List scheduling with critical-path priorities and earliest-finish device choice (the pass's own
         schedule when it is exactly that; ``--option device_choice=first-free`` does not change the baseline)."""

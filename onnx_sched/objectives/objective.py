@@ -123,6 +123,10 @@ class Objective(Protocol):
     def evaluate(self, graph: Graph, ctx: PassContext, schedule: Schedule) -> float:
         """The objective value of ``schedule`` (bytes, seconds, time units)."""
 
+    def target_seconds(self, graph: Graph, ctx: PassContext) -> float:
+        """About how long scoring a pass's result on its target takes beyond the pass (real runs: ``--target
+        measured``; 0 for a model): the caller holds it back from the pass's budget (``PassContext.measure_deadline``)."""
+
     def baseline(self, graph: Graph, ctx: PassContext, method: str, schedule: Schedule) -> Schedule:
         """The schedule a result must never be worse than (input order, list-CP, host only)."""
 

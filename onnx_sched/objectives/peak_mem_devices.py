@@ -100,6 +100,9 @@ class PeakMemoryDevices:
     def evaluate(self, graph: Graph, ctx: PassContext, schedule: Schedule) -> float:
         return float(dm.fitness(ctx.problem, self._walk(ctx, schedule).per_device_peak)[0])
 
+    def target_seconds(self, graph: Graph, ctx: PassContext) -> float:
+        return 0.0  # the memory model is the target: nothing runs
+
     def baseline(self, graph: Graph, ctx: PassContext, method: str, schedule: Schedule) -> Schedule:
         """Every op on the first device, in input order."""
         steps = tuple(dm.Step("op", j, 0) for j in range(graph.n_ops))

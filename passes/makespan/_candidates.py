@@ -136,7 +136,7 @@ def select(problem: ms.MakespanProblem, chains: Chains, ctx: PassContext, method
     and list-cp (the objective's baseline).  When no candidate beats the better of the two on the
     target, that reference is the result (``info["chosen"]``), so a target that punishes what the
     proxy ignores never gets a candidate worse than no split or than the baseline.  A measured target
-    with a ``deadline`` (the pass's, begun before it generated the candidates) times the proxy-best
+    with a ``deadline`` (``ctx.measure_deadline``, else the pass's own) times the proxy-best
     candidate and the references, then the others in proxy order while the runs end in time; the top k
     shrinks to those (``info["measured_candidates"]``).
     """
@@ -203,5 +203,5 @@ def target_report(problem: ms.MakespanProblem, schedule: Schedule, ctx: PassCont
     if opts.target == "measured" and ctx.options.get("warm_up"):
         value = float(ms.evaluate(problem, schedule).speedup)
     else:
-        value = float(target_speedups(problem, chains, opts, ctx)[0])
+        value = float(target_speedups(problem, chains, opts, ctx, deadline=ctx.measure_deadline, first=[0])[0])
     return {"model": opts.target, "speedup": value, "proxy_best_speedup": value}

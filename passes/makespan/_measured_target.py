@@ -8,7 +8,8 @@ reference, the whole model on device 0 alone; a candidate's target speedup is
 
 What is measured is the placement: inside each part ONNX Runtime runs nodes
 in its own order, as a deployed model would.  Candidates that share a placement
-share a measurement.  Within a time limit the proxy-best candidate and the references are
+share a measurement, and so do the pass and the objective's report after it
+(:func:`~onnx_sched.bench.runtimes.placement_timing.memo_speedups`).  Within a time limit the proxy-best candidate and the references are
 always measured, the other candidates in proxy order while the runs still end in time.
 """
 
@@ -32,7 +33,7 @@ def measured_speedups(problem: ms.MakespanProblem, chains: Chains, ctx: PassCont
 
     With a ``deadline``, the placements of the chains ``first`` are always measured, the others in chain order
     while the run still ends in time; chains left unmeasured get NaN."""
-    from onnx_sched.bench.runtimes.placement_timing import speedups_over
+    from onnx_sched.bench.runtimes.placement_timing import memo_speedups
 
     units = lanes_of(problem).unit[chains.lane]
     distinct, which = np.unique(units, axis=0, return_inverse=True)
@@ -42,7 +43,7 @@ def measured_speedups(problem: ms.MakespanProblem, chains: Chains, ctx: PassCont
         priority = list(dict.fromkeys([*(int(which[c]) for c in first), *(int(w) for w in which)]))
         required = len({int(which[c]) for c in first})
     single = np.zeros(problem.n_ops, np.int64)
-    measured = speedups_over(ctx.source, single, distinct[priority], problem.device_names, repeats, seed=ctx.seed,
+    measured = memo_speedups(ctx.source, single, distinct[priority], problem.device_names, repeats, seed=ctx.seed,
                              deadline=deadline, required=required)
     speedups = np.empty(len(distinct))
     speedups[priority] = measured

@@ -7,7 +7,11 @@ thread per device, concurrently, device ``i`` pinned to CPU core ``i mod cores``
 interleaved -- placement 1, 2, ..., k, then 1, 2, ... again -- so load drift on a
 shared machine hits all alike, and every placement's outputs are checked
 against the first one's (``ValueError`` if they differ).  This is what the
-``measured`` target of the makespan and latency objectives runs.
+``measured`` target of the makespan and latency objectives runs:
+:func:`memo_speedups` remembers each placement's speedup, so a pass that chose
+on the target and the objective's report after it share one measurement, and
+:func:`measuring_seconds` says beforehand about how long the runs will take, so
+a time limit can hold that time back from the search.
 """
 
 from __future__ import annotations
@@ -16,13 +20,14 @@ import os
 import time
 import weakref
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from onnx_sched.importers.onnx_weights import with_weights
 
-__all__ = ["interleaved_seconds", "speedups_over"]
+__all__ = ["RunCost", "interleaved_seconds", "measuring_seconds", "memo_speedups", "run_cost", "speedups_over"]
 
 
 #: Timed rounds a deadline never cuts below: the median of 3 runs (each placement also ran once, checked, first).
@@ -39,21 +44,14 @@ def interleaved_seconds(imported: Any, placements: np.ndarray, device_names: Seq
     check run so far plus ``warmup + repeats`` runs of every row kept still fit.  Rows left out are NaN.  When
     even the required rows' rounds would end after the deadline (a large model, seconds per run), the warm-up
     rounds go first, then timed rounds down to :data:`MIN_REPEATS`; the columns not run are NaN."""
-    import onnx
-
     from onnx_sched.bench.inputs import import_feed
     from onnx_sched.bench.outputs import compare_outputs
-    from onnx_sched.bench.split_executor import SplitExecutor, device_spec, split_model
+    from onnx_sched.bench.split_executor import SplitExecutor, split_model
 
-    if imported is None or not isinstance(getattr(imported, "model", None), onnx.ModelProto):
-        raise ValueError("a measured target runs the model in ONNX Runtime's split executor: give an ONNX model "
-                         "(not a synthetic graph; an OpenVINO IR's placements are timed by `bench-placement "
-                         "--runtime openvino`)")
-    _check_loads(imported)
+    _check_runnable(imported)
     placements = np.atleast_2d(placements)
     required = len(placements) if required is None else max(1, int(required))
-    ncpu = os.cpu_count() or 1
-    specs = [device_spec(name, threads=1, cores=(i % ncpu,)) for i, name in enumerate(device_names)]
+    specs = _pinned_specs(device_names)
     outputs = [o.name for o in imported.model.graph.output]
     feed = import_feed(imported, seed)
     tol = _tolerance(imported.model, specs)
@@ -93,6 +91,97 @@ def interleaved_seconds(imported: Any, placements: np.ndarray, device_names: Seq
         for _, ex in kept:
             ex.close()
     return times
+
+
+@dataclass(frozen=True)
+class RunCost:
+    """What one placement costs in :func:`interleaved_seconds`: building its split executor with its checked first
+    run (``setup_s``), then each further run (``run_s``)."""
+
+    setup_s: float
+    run_s: float
+
+
+_COSTS: weakref.WeakKeyDictionary[Any, dict[tuple[tuple[str, ...], int], RunCost]] = weakref.WeakKeyDictionary()
+
+
+def run_cost(imported: Any, device_names: Sequence[str], seed: int = 0) -> RunCost:
+    """The :class:`RunCost` of the whole model on the first device, timed once per import and devices (the first
+    call also checks that ONNX Runtime loads the model: bad input is a ``ValueError`` here, before any search)."""
+    from onnx_sched.bench.inputs import import_feed
+    from onnx_sched.bench.split_executor import SplitExecutor, split_model
+
+    key = (tuple(device_names), int(seed))
+    known = _COSTS.setdefault(_check_runnable(imported), {})
+    if key not in known:
+        feed = import_feed(imported, seed)
+        t0 = time.perf_counter()
+        host = np.zeros(imported.graph.n_ops, np.int64)
+        with SplitExecutor(split_model(imported, host), _pinned_specs(device_names),
+                           [o.name for o in imported.model.graph.output]) as ex:
+            ex.run(feed)
+            t1 = time.perf_counter()
+            ex.run(feed)
+            t2 = time.perf_counter()
+        known[key] = RunCost(setup_s=t1 - t0, run_s=t2 - t1)
+    return known[key]
+
+
+def measuring_seconds(imported: Any, device_names: Sequence[str], rows: int, repeats: int = 10, warmup: int = 2,
+                      seed: int = 0) -> float:
+    """About how long :func:`speedups_over` takes for ``rows`` placements (the reference run beside them
+    included), from :func:`run_cost`: what a pass or a caller holds back from its search when it must measure.
+
+    A split placement runs more parts than the whole model on one device, so this is a lower estimate."""
+    cost = run_cost(imported, device_names, seed)
+    return (rows + 1) * (cost.setup_s + (warmup + repeats) * cost.run_s)
+
+
+_MEMO: dict[str, Any] = {}  # the setting measured last, and its speedups by placement
+
+
+def memo_speedups(imported: Any, reference: np.ndarray, placements: np.ndarray, device_names: Sequence[str],
+                  repeats: int = 10, seed: int = 0, deadline: Any = None, required: int | None = None) -> np.ndarray:
+    """:func:`speedups_over`, remembering each placement's speedup for this model, reference and setting (one
+    model at a time), so a placement is timed once however often it is asked for: the placements not known yet are
+    timed in one run, in the order of their first rows.  With a ``deadline`` the new ones among the first
+    ``required`` rows (default: all) are always timed, the others while the run ends in time (NaN otherwise)."""
+    placements = np.atleast_2d(np.asarray(placements, np.int64))
+    reference = np.asarray(reference, np.int64)
+    setting = (tuple(device_names), reference.tobytes(), int(repeats), int(seed))
+    if _MEMO.get("source") is not imported or _MEMO.get("setting") != setting:
+        _MEMO.clear()
+        _MEMO.update(source=imported, setting=setting, speedups={reference.tobytes(): 1.0})  # the reference itself
+    known: dict[bytes, float] = _MEMO["speedups"]
+    keys = [p.tobytes() for p in placements]
+    new = list(dict.fromkeys(k for k in keys if k not in known))
+    if new:
+        rows = {k: i for i, k in reversed(list(enumerate(keys)))}  # first row of each placement
+        must = len({k for k in keys[:len(keys) if required is None else required] if k in new})
+        got = speedups_over(imported, reference, placements[[rows[k] for k in new]], device_names, repeats,
+                            seed=seed, deadline=deadline, required=None if deadline is None else max(must, 1))
+        known.update((k, float(v)) for k, v in zip(new, got) if np.isfinite(v))
+    return np.array([known.get(k, np.nan) for k in keys], dtype=float)
+
+
+def _check_runnable(imported: Any) -> Any:
+    """``imported`` when the split executor can run it (an ONNX model ONNX Runtime loads), else a ``ValueError``."""
+    import onnx
+
+    if imported is None or not isinstance(getattr(imported, "model", None), onnx.ModelProto):
+        raise ValueError("a measured target runs the model in ONNX Runtime's split executor: give an ONNX model "
+                         "(not a synthetic graph; an OpenVINO IR's placements are timed by `bench-placement "
+                         "--runtime openvino`)")
+    _check_loads(imported)
+    return imported
+
+
+def _pinned_specs(device_names: Sequence[str]) -> list[Any]:
+    """One single-threaded device per name, device ``i`` pinned to core ``i mod cores``."""
+    from onnx_sched.bench.split_executor import device_spec
+
+    ncpu = os.cpu_count() or 1
+    return [device_spec(name, threads=1, cores=(i % ncpu,)) for i, name in enumerate(device_names)]
 
 
 def _tolerance(model: Any, devices: Sequence[Any]) -> float:

@@ -1,0 +1,101 @@
+"""A measured target inside a time limit: each placement is run once however often it is scored, and the time the
+runs take is held back from the search (``Objective.target_seconds``, ``PassContext.measure_deadline``)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import onnx
+import pytest
+from conftest import branchy_model
+
+from onnx_sched.api import optimize_model
+from onnx_sched.bench.runtimes import placement_timing
+from onnx_sched.passes import get_pass
+
+TWO_CORES = {"devices": [{"name": "CPU", "peak_flops": 1e10, "mem_bandwidth": 1e10},
+                         {"name": "CPUB", "peak_flops": 1e10, "mem_bandwidth": 1e10}],
+             "links": [{"from": "CPU", "to": "CPUB", "latency": 0, "bandwidth": 1e10}]}
+
+
+@pytest.fixture()
+def runs(monkeypatch) -> list[int]:
+    """The number of placements each interleaved run timed, in call order (the runs themselves are real)."""
+    calls: list[int] = []
+    real = placement_timing.interleaved_seconds
+
+    def counted(imported, placements, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003
+        calls.append(len(np.atleast_2d(placements)))
+        return real(imported, placements, *args, **kwargs)
+
+    monkeypatch.setattr(placement_timing, "interleaved_seconds", counted)
+    return calls
+
+
+def test_a_single_schedule_method_is_run_once_for_its_score_its_baseline_and_its_report(tmp_path, runs) -> None:
+    """list-cp's result is its own baseline: before the memo, scoring, the baseline check and the report each ran
+    it beside the reference (three runs); now one run times it, and the report says what was held back."""
+    machines = tmp_path / "two_cores.json"
+    machines.write_text(json.dumps(TWO_CORES))
+    result = optimize_model(branchy_model(branches=2, n=64), "makespan", "list-cp", time_limit=30, seed=0,
+                            machines=machines, options={"target": "measured", "repeats": 3})
+    assert runs == [2]  # the reference and list-cp's placement, once
+    assert result.report["target"]["model"] == "measured" and result.report["target"]["speedup"] > 0
+    assert result.report["measure_seconds"] > 0
+
+
+def test_the_pass_gets_the_time_limit_less_the_measured_runs(tmp_path, monkeypatch) -> None:
+    """The caller times one run of the model first, holds back what the target's runs will take, and hands the
+    pass its deadline for them: the pass's ``time_limit`` is shorter by about that, the runs end by the limit."""
+    machines = tmp_path / "two_cores.json"
+    machines.write_text(json.dumps(TWO_CORES))
+    seen = {}
+    real = get_pass("list-cp", "makespan")
+
+    def spy(graph, ctx):  # noqa: ANN001
+        seen["ctx"] = ctx
+        return real(graph, ctx)
+
+    monkeypatch.setattr("onnx_sched.api.get_pass", lambda name, objective: spy)
+    model = branchy_model(branches=2, n=64)
+    result = optimize_model(model, "makespan", "list-cp", time_limit=30, machines=machines,
+                            options={"target": "measured", "repeats": 3})
+    ctx, measure = seen["ctx"], result.report["measure_seconds"]
+    assert ctx.measure_deadline is not None and ctx.time_limit < 30 - measure + 1e-9
+    assert ctx.time_limit < ctx.measure_deadline.seconds <= 30
+    plain = optimize_model(model, "makespan", "list-cp", time_limit=30, machines=machines)
+    assert "measure_seconds" not in plain.report and seen["ctx"].measure_deadline is None
+
+
+def test_measuring_seconds_grows_with_placements_and_repeats() -> None:
+    """The estimate comes from one timed run of the whole model (memoised per model and devices): each placement
+    costs a setup and ``warmup + repeats`` runs, the reference included."""
+    from onnx_sched.importers.onnx import import_onnx
+
+    imported = import_onnx(branchy_model(branches=2, n=64))
+    cost = placement_timing.run_cost(imported, ["CPU", "CPUB"])
+    assert cost.setup_s > 0 and cost.run_s > 0
+    assert placement_timing.run_cost(imported, ["CPU", "CPUB"]) is cost
+    one = placement_timing.measuring_seconds(imported, ["CPU", "CPUB"], rows=1, repeats=3, warmup=0)
+    assert one == pytest.approx(2 * (cost.setup_s + 3 * cost.run_s))
+    assert placement_timing.measuring_seconds(imported, ["CPU", "CPUB"], rows=3, repeats=10) > 2 * one
+
+
+def test_memo_speedups_times_each_placement_once_per_model(runs) -> None:
+    """A placement asked for again (in the same call or a later one) is not run again; a new one is; the reference
+    is 1 without a run; another model starts afresh."""
+    from onnx_sched.importers.onnx import import_onnx
+
+    imported = import_onnx(branchy_model(branches=2, n=64))
+    n = imported.graph.n_ops
+    ref, split = np.zeros(n, np.int64), np.arange(n, dtype=np.int64) % 2
+    first = placement_timing.memo_speedups(imported, ref, np.stack([split, split, ref]), ["CPU", "CPUB"], repeats=3)
+    assert runs == [2] and first[0] == first[1] > 0 and first[2] == 1.0
+    again = placement_timing.memo_speedups(imported, ref, split[None], ["CPU", "CPUB"], repeats=3)
+    assert runs == [2] and again[0] == first[0]
+    placement_timing.memo_speedups(imported, ref, (1 - split)[None], ["CPU", "CPUB"], repeats=3)
+    assert runs == [2, 2]
+    other = import_onnx(onnx.load_from_string(branchy_model(branches=2, n=64).SerializeToString()))
+    placement_timing.memo_speedups(other, ref, split[None], ["CPU", "CPUB"], repeats=3)
+    assert runs == [2, 2, 2]
