@@ -164,6 +164,36 @@ def test_torch_runner_copies_exactly_the_tensors_that_cross_devices() -> None:
     np.testing.assert_allclose(got["y"], a + 1 / (1 + np.exp(-a)), rtol=1e-5, atol=1e-6)
 
 
+def test_torch_runner_passes_scalars_between_devices_as_scalars() -> None:
+    """A 0-d tensor (a Gather of a Shape, as every attention block's reshape computes) crossing from ONNX Runtime to
+    a torch part and back stays 0-d: ``np.ascontiguousarray`` made it 1-d, and the Concat after its Unsqueeze
+    failed (yolos_tiny and swin_tiny split over a CPU core and cuda:0, docs/results.md 17.5)."""
+    from onnx import TensorProto, helper
+
+    from onnx_sched.bench.inputs import random_inputs
+    from onnx_sched.bench.split_executor import SplitExecutor, split_model
+    from onnx_sched.importers.onnx import import_onnx
+
+    # x[2, 6] -> Shape -> Gather(0) = s (0-d) -> Unsqueeze -> Concat([s, -1]) -> Reshape(x) -> y[2, 6]
+    nodes = [helper.make_node("Shape", ["x"], ["shape"], name="shape"),
+             helper.make_node("Gather", ["shape", "zero"], ["s"], name="gather", axis=0),
+             helper.make_node("Unsqueeze", ["s", "axes"], ["u"], name="unsqueeze"),
+             helper.make_node("Concat", ["u", "minus_one"], ["new_shape"], name="concat", axis=0),
+             helper.make_node("Reshape", ["x", "new_shape"], ["y"], name="reshape")]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 6])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 6])],
+                              initializer=[helper.make_tensor("zero", TensorProto.INT64, [], [0]),
+                                           helper.make_tensor("axes", TensorProto.INT64, [1], [0]),
+                                           helper.make_tensor("minus_one", TensorProto.INT64, [1], [-1])])
+    imp = import_onnx(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=10))
+    feed = random_inputs(imp.model, 0)
+    devices = [device_spec("CPU"), device_spec("torch:cpu")]
+    for torch_ops in ({"unsqueeze", "concat", "reshape"}, {"shape", "gather"}):  # s crosses ORT -> torch, torch -> ORT
+        placement = np.array([1 if n in torch_ops else 0 for n in imp.graph.op_names])
+        with SplitExecutor(split_model(imp, placement), devices, ["y"]) as ex:
+            np.testing.assert_array_equal(ex.run(feed)["y"], feed["x"])
+
+
 def test_torch_runner_cli_bench_placement_and_profile(tmp_path) -> None:
     """bench-placement --devices CPU,torch:cpu, profile --device torch:cpu (a valid profile file with
     measured transfers), and a latency placement planned from an ORT CPU profile plus that one."""

@@ -318,7 +318,9 @@ def _as_array(value: Any) -> Any:
 def _ort_value(value: Any) -> Any:
     import onnxruntime as ort
 
-    return value if isinstance(value, ort.OrtValue) else ort.OrtValue.ortvalue_from_numpy(np.ascontiguousarray(value))
+    if isinstance(value, ort.OrtValue):
+        return value
+    return ort.OrtValue.ortvalue_from_numpy(np.require(value, requirements="C"))  # keeps 0-d (ascontiguousarray: 1-d)
 
 
 class _Worker(threading.Thread):

@@ -74,8 +74,8 @@ class Makespan:
             return 0.0
         from onnx_sched.bench.runtimes.placement_timing import measuring_seconds
 
-        return measuring_seconds(ctx.source, ctx.problem.device_names, rows=2, repeats=int(ctx.option("repeats", 10)),
-                                 seed=ctx.seed)
+        return measuring_seconds(ctx.source, ctx.problem.device_names, rows=2, singles=1,
+                                 repeats=int(ctx.option("repeats", 10)), seed=ctx.seed)
 
     def baseline(self, graph: Graph, ctx: PassContext, method: str, schedule: Schedule) -> Schedule:
         """List scheduling with critical-path priorities and earliest-finish device choice (the pass's own

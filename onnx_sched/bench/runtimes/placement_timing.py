@@ -65,7 +65,7 @@ def interleaved_seconds(imported: Any, placements: np.ndarray, device_names: Seq
                     deadline.left() < setup_seconds + (warmup + repeats) * run_seconds * (len(kept) + 1) / len(kept):
                 break  # another row would end the run after the deadline
             t0 = time.perf_counter()
-            ex = SplitExecutor(split_model(imported, p), specs, outputs)
+            ex = _take_ready(imported, device_names, p) or SplitExecutor(split_model(imported, p), specs, outputs)
             kept.append((k, ex))
             t1 = time.perf_counter()
             out = ex.run(feed)
@@ -95,46 +95,81 @@ def interleaved_seconds(imported: Any, placements: np.ndarray, device_names: Seq
 
 @dataclass(frozen=True)
 class RunCost:
-    """What one placement costs in :func:`interleaved_seconds`: building its split executor with its checked first
-    run (``setup_s``), then each further run (``run_s``)."""
+    """What one placement costs in :func:`interleaved_seconds`, on the slowest of the devices: building its split
+    executor with its checked first run (``setup_s``; a torch device's includes converting the parts), then each
+    further run (``run_s``); and what starting the torch devices took once (``start_s``: importing torch, CUDA's
+    context and libraries), already paid."""
 
     setup_s: float
     run_s: float
+    start_s: float = 0.0
 
 
 _COSTS: weakref.WeakKeyDictionary[Any, dict[tuple[tuple[str, ...], int], RunCost]] = weakref.WeakKeyDictionary()
+_READY: dict[str, Any] = {}  # the import run_cost last timed, and its single-device executors, open for reuse
 
 
 def run_cost(imported: Any, device_names: Sequence[str], seed: int = 0) -> RunCost:
-    """The :class:`RunCost` of the whole model on the first device, timed once per import and devices (the first
-    call also checks that ONNX Runtime loads the model: bad input is a ``ValueError`` here, before any search)."""
+    """The :class:`RunCost` of the whole model on each device, timed once per import and devices (the first call
+    also checks that ONNX Runtime loads the model: bad input is a ``ValueError`` here, before any search).  The
+    single-device executors it builds stay open for the run that times those placements
+    (:func:`interleaved_seconds` takes them over), so they are not built twice."""
     from onnx_sched.bench.inputs import import_feed
     from onnx_sched.bench.split_executor import SplitExecutor, split_model
 
     key = (tuple(device_names), int(seed))
     known = _COSTS.setdefault(_check_runnable(imported), {})
     if key not in known:
-        feed = import_feed(imported, seed)
+        if _READY.get("source") is not imported:
+            _close_ready()
+            _READY.update(source=imported, executors={})
+        feed, outputs, setup, run = import_feed(imported, seed), [o.name for o in imported.model.graph.output], 0.0, 0.0
         t0 = time.perf_counter()
-        host = np.zeros(imported.graph.n_ops, np.int64)
-        with SplitExecutor(split_model(imported, host), _pinned_specs(device_names),
-                           [o.name for o in imported.model.graph.output]) as ex:
+        _start_torch_devices(device_names)
+        start = time.perf_counter() - t0
+        for d in range(len(device_names)):
+            single = np.full(imported.graph.n_ops, d, np.int64)
+            t0 = time.perf_counter()
+            ex = SplitExecutor(split_model(imported, single), _pinned_specs(device_names), outputs)
+            _READY["executors"][(tuple(device_names), single.tobytes())] = ex
             ex.run(feed)
             t1 = time.perf_counter()
             ex.run(feed)
-            t2 = time.perf_counter()
-        known[key] = RunCost(setup_s=t1 - t0, run_s=t2 - t1)
+            setup, run = max(setup, t1 - t0), max(run, time.perf_counter() - t1)
+        known[key] = RunCost(setup_s=setup, run_s=run, start_s=start)
     return known[key]
 
 
-def measuring_seconds(imported: Any, device_names: Sequence[str], rows: int, repeats: int = 10, warmup: int = 2,
-                      seed: int = 0) -> float:
-    """About how long :func:`speedups_over` takes for ``rows`` placements (the reference run beside them
-    included), from :func:`run_cost`: what a pass or a caller holds back from its search when it must measure.
-
-    A split placement runs more parts than the whole model on one device, so this is a lower estimate."""
+def measuring_seconds(imported: Any, device_names: Sequence[str], rows: int, singles: int = 1, repeats: int = 10,
+                      warmup: int = 2, seed: int = 0) -> float:
+    """About how long :func:`memo_speedups` takes for ``rows`` placements beside ``singles`` single-device ones (the
+    reference among them), from :func:`run_cost`, whose executors the single-device placements reuse: what a pass or
+    a caller holds back from its search when it must measure.  Costs are the slowest device's."""
     cost = run_cost(imported, device_names, seed)
-    return (rows + 1) * (cost.setup_s + (warmup + repeats) * cost.run_s)
+    return rows * cost.setup_s + (rows + singles) * (warmup + repeats) * cost.run_s
+
+
+def _start_torch_devices(device_names: Sequence[str]) -> None:
+    from onnx_sched.bench.runtimes.torch_parts import start_device, torch_device
+    from onnx_sched.bench.split_executor import check_devices
+
+    check_devices(_pinned_specs(device_names))  # one line for a device this machine cannot run
+    for name in device_names:
+        if torch_device(name):
+            start_device(torch_device(name))
+
+
+def _take_ready(imported: Any, device_names: Sequence[str], placement: np.ndarray) -> Any:
+    """The open executor :func:`run_cost` built for this placement, handed over (``None`` when there is none)."""
+    if _READY.get("source") is not imported:
+        return None
+    return _READY["executors"].pop((tuple(device_names), np.asarray(placement, np.int64).tobytes()), None)
+
+
+def _close_ready() -> None:
+    for ex in _READY.get("executors", {}).values():
+        ex.close()
+    _READY.clear()
 
 
 _MEMO: dict[str, Any] = {}  # the setting measured last, and its speedups by placement

@@ -284,6 +284,19 @@ def worker_context(device: str, threads: int = 1) -> Iterator[None]:
             yield
 
 
+def start_device(device: str) -> None:
+    """Pay a torch device's once-per-process start now: importing torch and onnx2torch, and on CUDA the context and
+    the cuDNN / cuBLAS handles (a small convolution and matrix product), so a timed build afterwards measures the
+    build alone (:func:`~onnx_sched.bench.runtimes.placement_timing.run_cost`)."""
+    import torch
+
+    onnx2torch_module()
+    with worker_context(device):
+        x = torch.ones((1, 1, 4, 4), device=device)
+        torch.nn.functional.conv2d(x, torch.ones((1, 1, 3, 3), device=device)).sum().item()
+        (x[0, 0] @ x[0, 0]).sum().item()
+
+
 def synchronize(device: str) -> None:
     """Wait for the calling thread's current stream on ``device`` (no-op on CPU)."""
     if device.startswith("cuda"):
@@ -323,7 +336,7 @@ class TorchPart:
 
         if isinstance(value, torch.Tensor):
             return value if value.device == self._dev else value.to(self._dev, non_blocking=self._cuda)
-        t = torch.from_numpy(np.ascontiguousarray(value))
+        t = torch.from_numpy(np.require(value, requirements="C"))  # keeps 0-d (ascontiguousarray: 1-d)
         if self._cuda:
             t = t.pin_memory().to(self._dev, non_blocking=True)  # host -> device on this worker's stream
         return t
@@ -346,7 +359,7 @@ class TorchPart:
             else:
                 copies[name] = t
         synchronize(self.device)
-        return dev_out, {k: np.ascontiguousarray(v.numpy()) for k, v in copies.items()}  # ORT wants C order
+        return dev_out, {k: np.require(v.numpy(), requirements="C") for k, v in copies.items()}  # C order, 0-d kept
 
 
 def time_ops(module: Any, args: Sequence[Any], node_names: Sequence[str], device: str
