@@ -194,6 +194,42 @@ def test_torch_runner_passes_scalars_between_devices_as_scalars() -> None:
             np.testing.assert_array_equal(ex.run(feed)["y"], feed["x"])
 
 
+@pytest.mark.parametrize("opset", [9, 17])
+def test_torch_runner_same_auto_pad_and_asymmetric_average_pooling_run_like_ort(opset: int) -> None:
+    """``auto_pad = SAME_UPPER / SAME_LOWER`` (stride 2 on odd and even sizes: asymmetric pads) on Conv, MaxPool and
+    AveragePool, and AveragePool with explicit asymmetric pads with and without ``count_include_pad``, which
+    onnx2torch refuses as they come (EfficientNet-B0, Inception-v1), run on a torch device like ONNX Runtime."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    from onnx_sched.bench.inputs import random_inputs
+    from onnx_sched.bench.split_executor import SplitExecutor, split_model
+    from onnx_sched.importers.onnx import import_onnx
+
+    weight = numpy_helper.from_array(np.random.default_rng(0).standard_normal((3, 2, 3, 3)).astype(np.float32), "w")
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c_up"], name="conv_up", auto_pad="SAME_UPPER", strides=[2, 2]),
+             helper.make_node("Conv", ["x", "w"], ["c_low"], name="conv_low", auto_pad="SAME_LOWER", strides=[2, 2]),
+             helper.make_node("MaxPool", ["x"], ["m"], name="max", auto_pad="SAME_UPPER", kernel_shape=[3, 3],
+                              strides=[2, 2]),
+             helper.make_node("AveragePool", ["x"], ["a_same"], name="avg_same", auto_pad="SAME_LOWER",
+                              kernel_shape=[2, 3], strides=[2, 2]),
+             helper.make_node("AveragePool", ["x"], ["a_ex"], name="avg_ex", kernel_shape=[3, 3], pads=[0, 0, 1, 2]),
+             helper.make_node("AveragePool", ["x"], ["a_in"], name="avg_in", kernel_shape=[3, 3], pads=[1, 0, 0, 2],
+                              count_include_pad=1)]
+    outputs = {"c_up": [1, 3, 4, 4], "c_low": [1, 3, 4, 4], "m": [1, 2, 4, 4], "a_same": [1, 2, 4, 4],
+               "a_ex": [1, 2, 6, 7], "a_in": [1, 2, 6, 7]}
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, 7, 8])],
+                              [helper.make_tensor_value_info(o, TensorProto.FLOAT, shape) for o, shape in outputs.items()],
+                              initializer=[weight])
+    imp = import_onnx(helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=7))
+    feed = random_inputs(imp.model, 3)
+    ref = _ort_outputs(imp.model, feed)
+    with SplitExecutor(split_model(imp, np.zeros(imp.graph.n_ops, np.int64)), [device_spec("torch:cpu")],
+                       list(ref)) as ex:
+        got = ex.run(feed)
+    for name in ref:
+        np.testing.assert_allclose(got[name], ref[name], rtol=1e-5, atol=1e-5, err_msg=name)
+
+
 def test_torch_runner_cli_bench_placement_and_profile(tmp_path) -> None:
     """bench-placement --devices CPU,torch:cpu, profile --device torch:cpu (a valid profile file with
     measured transfers), and a latency placement planned from an ORT CPU profile plus that one."""

@@ -16,6 +16,9 @@ ONNX and has no importer), after :func:`prepare_for_torch`:
   to 1: RoBERTa's position ids came out reversed);
 * ``Flatten`` with a static output shape becomes ``Reshape`` to it (onnx2torch's
   Flatten fails for ``axis`` = rank, e.g. DistilBERT's ``[1, 128] -> [128, 1]``);
+* ``auto_pad = SAME_*`` becomes explicit pads, and an ``AveragePool`` with
+  asymmetric pads a ``Pad`` and one without (:mod:`.torch_padding`: onnx2torch
+  refuses both; EfficientNet-B0, Inception-v1);
 * every part output gets its own ``Identity`` node, so each output is one
   single-output node in graph-output order (onnx2torch returns a multi-output
   node's whole tuple otherwise);
@@ -58,6 +61,8 @@ from typing import Any
 import numpy as np
 import onnx
 from onnx import helper, numpy_helper
+
+from onnx_sched.bench.runtimes.torch_padding import explicit_padding
 
 __all__ = ["OUTPUT_NODE", "TOLERANCE", "TorchPart", "convert_part", "onnx2torch_module", "outputs_close",
            "prepare_for_torch", "synchronize", "time_ops", "tolerance", "torch_device", "worker_context"]
@@ -197,8 +202,11 @@ def prepare_for_torch(model: onnx.ModelProto) -> onnx.ModelProto:
     except Exception:  # noqa: BLE001 - keep what the part has
         pass
     g = out.graph
+    infos = list(g.input) + list(g.value_info) + list(g.output)
     shapes = {vi.name: [d.dim_value if d.HasField("dim_value") else -1 for d in vi.type.tensor_type.shape.dim]
-              for vi in list(g.value_info) + list(g.output) if vi.type.tensor_type.HasField("shape")}
+              for vi in infos if vi.type.tensor_type.HasField("shape")}
+    explicit_padding(out, shapes, {vi.name: vi.type.tensor_type.elem_type for vi in infos
+                                   if vi.type.tensor_type.elem_type})
     read = {x for n in g.node for x in n.input} | {o.name for o in g.output}
     for n in g.node:
         if n.op_type == "Dropout" and not any(o in read for o in n.output[1:]):  # the mask is unread
