@@ -102,6 +102,20 @@ def _bench_split(label: str, kind: str) -> None:
     assert report["torch_devices"] == [torch_device(label)] and set(report["device_seconds"]) == {"CPU", label}
 
 
+def _ort_and_torch_cpu(model: onnx.ModelProto, seed: int) -> tuple[dict, dict]:
+    """The outputs of one ONNX Runtime session and of the whole model as one part on ``torch:cpu``, same feed."""
+    from onnx_sched.bench.inputs import random_inputs
+    from onnx_sched.bench.split_executor import SplitExecutor, split_model
+    from onnx_sched.importers.onnx import import_onnx
+
+    imp = import_onnx(model)
+    feed = random_inputs(imp.model, seed)
+    ref = _ort_outputs(imp.model, feed)
+    with SplitExecutor(split_model(imp, np.zeros(imp.graph.n_ops, np.int64)), [device_spec("torch:cpu")],
+                       list(ref)) as ex:
+        return ref, ex.run(feed)
+
+
 def test_torch_runner_split_over_ort_and_torch_equals_one_session() -> None:
     _bench_split("torch:cpu", "cpu")
 
@@ -111,20 +125,12 @@ def test_torch_runner_rewrites_what_onnx2torch_gets_wrong() -> None:
     its mask unread run like ONNX Runtime (onnx2torch 1.5.15 fails or differs on each as it comes)."""
     from onnx import TensorProto, helper
 
-    from onnx_sched.bench.inputs import random_inputs
-    from onnx_sched.bench.split_executor import SplitExecutor, split_model
-    from onnx_sched.importers.onnx import import_onnx
-
     def run(nodes, outputs, opset: int) -> None:  # noqa: ANN001
         graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 6])],
                                   [helper.make_tensor_value_info(o, t, shape) for o, t, shape in outputs],
                                   initializer=[helper.make_tensor("axis", TensorProto.INT64, [], [1])])
-        imp = import_onnx(helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=10))
-        feed = random_inputs(imp.model, 1)
-        ref = _ort_outputs(imp.model, feed)
-        with SplitExecutor(split_model(imp, np.zeros(imp.graph.n_ops, np.int64)), [device_spec("torch:cpu")],
-                           list(ref)) as ex:
-            got = ex.run(feed)
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=10)
+        ref, got = _ort_and_torch_cpu(model, 1)
         assert outputs_close(ref, got, *TOLERANCE["cpu"]), (ref, got)
 
     run([helper.make_node("CumSum", ["x", "axis"], ["c"], name="cumsum"),
@@ -201,10 +207,6 @@ def test_torch_runner_same_auto_pad_and_asymmetric_average_pooling_run_like_ort(
     onnx2torch refuses as they come (EfficientNet-B0, Inception-v1), run on a torch device like ONNX Runtime."""
     from onnx import TensorProto, helper, numpy_helper
 
-    from onnx_sched.bench.inputs import random_inputs
-    from onnx_sched.bench.split_executor import SplitExecutor, split_model
-    from onnx_sched.importers.onnx import import_onnx
-
     weight = numpy_helper.from_array(np.random.default_rng(0).standard_normal((3, 2, 3, 3)).astype(np.float32), "w")
     nodes = [helper.make_node("Conv", ["x", "w"], ["c_up"], name="conv_up", auto_pad="SAME_UPPER", strides=[2, 2]),
              helper.make_node("Conv", ["x", "w"], ["c_low"], name="conv_low", auto_pad="SAME_LOWER", strides=[2, 2]),
@@ -220,12 +222,8 @@ def test_torch_runner_same_auto_pad_and_asymmetric_average_pooling_run_like_ort(
     graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, 7, 8])],
                               [helper.make_tensor_value_info(o, TensorProto.FLOAT, shape) for o, shape in outputs.items()],
                               initializer=[weight])
-    imp = import_onnx(helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=7))
-    feed = random_inputs(imp.model, 3)
-    ref = _ort_outputs(imp.model, feed)
-    with SplitExecutor(split_model(imp, np.zeros(imp.graph.n_ops, np.int64)), [device_spec("torch:cpu")],
-                       list(ref)) as ex:
-        got = ex.run(feed)
+    ref, got = _ort_and_torch_cpu(helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)],
+                                                    ir_version=7), 3)
     for name in ref:
         np.testing.assert_allclose(got[name], ref[name], rtol=1e-5, atol=1e-5, err_msg=name)
 
