@@ -14,6 +14,8 @@ ONNX and has no importer), after :func:`prepare_for_torch`:
   lacks the opset-7 version) becomes ``Identity``;
 * ``CumSum`` gets its ``reverse=0`` default written out (onnx2torch 1.5.15 defaults
   to 1: RoBERTa's position ids came out reversed);
+* an omitted optional input at the end of a node's inputs (an empty name) is
+  dropped: onnx2torch looks the empty name up (Swin-v2's ``Clip(x, min, "")``);
 * ``Flatten`` with a static output shape becomes ``Reshape`` to it (onnx2torch's
   Flatten fails for ``axis`` = rank, e.g. DistilBERT's ``[1, 128] -> [128, 1]``);
 * ``auto_pad = SAME_*`` becomes explicit pads, and an ``AveragePool`` with
@@ -209,6 +211,8 @@ def prepare_for_torch(model: onnx.ModelProto) -> onnx.ModelProto:
                                    if vi.type.tensor_type.elem_type})
     read = {x for n in g.node for x in n.input} | {o.name for o in g.output}
     for n in g.node:
+        while len(n.input) > 1 and not n.input[-1]:  # an omitted optional input last: the same node without it
+            del n.input[-1]
         if n.op_type == "Dropout" and not any(o in read for o in n.output[1:]):  # the mask is unread
             n.op_type = "Identity"
             del n.attribute[:]
