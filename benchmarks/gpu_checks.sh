@@ -2,7 +2,9 @@
 # What a session with a CUDA GPU checks, in one go (docs/results.md sections 17.3, 14.5): the CUDA tests, the CPU-core +
 # GPU placement benchmark, per-device peak memory of multi-device memory schedules with the GPU device's ops on the GPU
 # (its peak from the CUDA allocator), and the user's path -- profiles scaled to the split executor's run, `optimize`
-# choosing among `auto`'s candidates by real runs, `bench-placement` on the written model.
+# choosing among `auto`'s candidates by real runs, `bench-placement` on the written model -- and the models split over a
+# CPU core and the GPU in three ways, outputs against one ONNX Runtime session (benchmarks/torch_parts_corpus.py).
+# The device tool returns only a few files from $OUT: keep OUT small (a run of section 17.5 lost its JSON).
 #
 #   OUT=runs/gpu_checks bash benchmarks/gpu_checks.sh [MODEL ...]
 #
@@ -52,3 +54,8 @@ M="${MODELS[0]}"
 } > "$OUT/cli.log" 2>&1
 echo "cli ($M): rc $?"
 tail -n 3 "$OUT/cli.log"
+
+python3 benchmarks/torch_parts_corpus.py --device "$DEVICE" --corpus "$CORPUS" --models "${MODELS[@]}" \
+    --out "$OUT/torch_parts.json" > "$OUT/torch_parts.log" 2>&1
+echo "torch_parts_corpus: rc $?"
+tail -n 2 "$OUT/torch_parts.log"

@@ -23,6 +23,9 @@ the same seed.  Rules:
   of its latest consumer (highest level among the consumers), lowest variance;
 * ``elite`` / ``elite-var1``: :func:`solution_action` of the feature run's best chromosome (its modes encode that
   solution), at the lowest variance level / at least level 1.
+* ``memory-order`` / ``memory-order-reversed`` (session 30): ``prior`` with each op's priority mean at its place in
+  a single-device peak-memory order of the graph (the ``greedy`` pass of ``peak-mem``), first op at the top level /
+  at the bottom, variance level 1: does the order that minimises one device's peak lead the split's search?
 
     python benchmarks/regal_prior_rules.py --seeds 3 --out benchmarks/regal_prior_rules.json
 """
@@ -92,6 +95,19 @@ def _latest_consumer(inputs: RegalInputs, a: np.ndarray) -> np.ndarray:
     return own
 
 
+def _memory_order(problem: dm.DeviceMemoryProblem, inputs: RegalInputs, reverse: bool) -> np.ndarray:
+    from onnx_sched.passes import PassContext, get_pass
+
+    g = problem.graph
+    order = np.asarray(get_pass("greedy", "peak-mem")(g, PassContext(time_limit=1.0)).order)
+    place = np.empty(g.n_ops)
+    place[order] = np.arange(g.n_ops) / max(g.n_ops - 1, 1)
+    a = feature_prior(inputs, ND)
+    a[:, PRIORITY_HEAD] = np.clip(np.rint((place if reverse else 1 - place) * (LEVELS - 1)), 0, LEVELS - 1)
+    a[:, PRIORITY_HEAD + 1] = 1
+    return a
+
+
 def _elite(problem: dm.DeviceMemoryProblem, inputs: RegalInputs, variance: int) -> np.ndarray:
     a = solution_action(problem, inputs.warm.best_keys)
     a[:, 1:-1:2] = np.maximum(a[:, 1:-1:2], variance)
@@ -110,6 +126,8 @@ RULES: dict[str, Callable[[dm.DeviceMemoryProblem, RegalInputs], np.ndarray]] = 
     "prior-xfer-consumer": lambda p, i: _transfers(i, lambda a: _latest_consumer(i, a)),
     "elite": lambda p, i: _elite(p, i, 0),
     "elite-var1": lambda p, i: _elite(p, i, 1),
+    "memory-order": lambda p, i: _memory_order(p, i, reverse=False),
+    "memory-order-reversed": lambda p, i: _memory_order(p, i, reverse=True),
 }
 
 
