@@ -230,7 +230,13 @@ def optimize_model(
     budget = max(left - measure, MIN_PASS_SECONDS)
     ctx = replace(ctx, time_limit=budget, measure_deadline=Deadline(max(left, budget)) if measure else None)
     compiled_before = jit.compile_seconds()
-    schedule, report = schedule_graph(imported.graph, obj.name, method, ctx)
+    try:
+        schedule, report = schedule_graph(imported.graph, obj.name, method, ctx)
+    finally:
+        if measure:  # executors built for the estimate that no run took over (the model's sessions, per device)
+            from onnx_sched.bench.runtimes.placement_timing import close_ready
+
+            close_ready()
     compile_s += jit.compile_seconds() - compiled_before  # kernels the warm-up did not reach (off the clock too)
     report = {"model": imported.graph.name, "ops": imported.graph.n_ops, **report, "time_limit": clock.seconds,
               **({"measure_seconds": measure} if measure else {}), "compile_seconds": compile_s,

@@ -27,7 +27,8 @@ import numpy as np
 
 from onnx_sched.importers.onnx_weights import with_weights
 
-__all__ = ["RunCost", "interleaved_seconds", "measuring_seconds", "memo_speedups", "run_cost", "speedups_over"]
+__all__ = ["RunCost", "close_ready", "interleaved_seconds", "measuring_seconds", "memo_speedups", "run_cost",
+           "speedups_over"]
 
 
 #: Timed rounds a deadline never cuts below: the median of 3 runs (each placement also ran once, checked, first).
@@ -121,7 +122,7 @@ def run_cost(imported: Any, device_names: Sequence[str], seed: int = 0) -> RunCo
     known = _COSTS.setdefault(_check_runnable(imported), {})
     if key not in known:
         if _READY.get("source") is not imported:
-            _close_ready()
+            close_ready()
             _READY.update(source=imported, executors={})
         feed, outputs, setup, run = import_feed(imported, seed), [o.name for o in imported.model.graph.output], 0.0, 0.0
         t0 = time.perf_counter()
@@ -166,7 +167,8 @@ def _take_ready(imported: Any, device_names: Sequence[str], placement: np.ndarra
     return _READY["executors"].pop((tuple(device_names), np.asarray(placement, np.int64).tobytes()), None)
 
 
-def _close_ready() -> None:
+def close_ready() -> None:
+    """Close the single-device executors :func:`run_cost` built that no run took over (a caller done measuring)."""
     for ex in _READY.get("executors", {}).values():
         ex.close()
     _READY.clear()
