@@ -134,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.out:
         args.out.write_text(json.dumps({"command": " ".join(sys.argv), "device": args.device, "block": args.block,
                                         "rows": rows, "failed": failed, "skipped": skipped}, indent=1))
-    return 0 if equal == len(rows) else 1
+    return 0 if equal == len(rows) and not failed else 1
 
 
 if __name__ == "__main__":

@@ -225,18 +225,20 @@ def optimize_model(
         with clock.paused():
             compile_s = warm_up_method(obj, method, problem, seed=seed, inplace=inplace, options=options)
     ctx = PassContext(seed=seed, inplace=inplace, options=dict(options or {}), problem=problem, source=imported)
-    measure = obj.target_seconds(imported.graph, ctx)  # runs on a measured target, timed once on this model
-    left = clock.left() - export_seconds(imported.graph, source_bytes(imported))
-    budget = max(left - measure, MIN_PASS_SECONDS)
-    ctx = replace(ctx, time_limit=budget, measure_deadline=Deadline(max(left, budget)) if measure else None)
+    obj.check(imported.graph, ctx)
     compiled_before = jit.compile_seconds()
+    measure = 0.0
     try:
+        measure = obj.target_seconds(imported.graph, ctx)  # runs on a measured target, timed once on this model
+        left = clock.left() - export_seconds(imported.graph, source_bytes(imported))
+        budget = max(left - measure, MIN_PASS_SECONDS)
+        ctx = replace(ctx, time_limit=budget, measure_deadline=Deadline(max(left, budget)) if measure else None)
         schedule, report = schedule_graph(imported.graph, obj.name, method, ctx)
     finally:
-        if measure:  # executors built for the estimate that no run took over (the model's sessions, per device)
-            from onnx_sched.bench.runtimes.placement_timing import close_ready
+        if ctx.options.get("target") == "measured":  # the estimate's executors, the model's measurements
+            from onnx_sched.bench.runtimes.placement_timing import release
 
-            close_ready()
+            release()
     compile_s += jit.compile_seconds() - compiled_before  # kernels the warm-up did not reach (off the clock too)
     report = {"model": imported.graph.name, "ops": imported.graph.n_ops, **report, "time_limit": clock.seconds,
               **({"measure_seconds": measure} if measure else {}), "compile_seconds": compile_s,

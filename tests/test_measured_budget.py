@@ -19,6 +19,14 @@ TWO_CORES = {"devices": [{"name": "CPU", "peak_flops": 1e10, "mem_bandwidth": 1e
              "links": [{"from": "CPU", "to": "CPUB", "latency": 0, "bandwidth": 1e10}]}
 
 
+@pytest.fixture(autouse=True)
+def released():
+    """Each test starts and ends with no executor or measurement kept from another."""
+    placement_timing.release()
+    yield
+    placement_timing.release()
+
+
 @pytest.fixture()
 def runs(monkeypatch) -> list[int]:
     """The number of placements each interleaved run timed, in call order (the runs themselves are real)."""
@@ -144,3 +152,34 @@ def test_a_torch_device_is_started_before_its_build_is_timed() -> None:
     estimate = placement_timing.measuring_seconds(imported, ["CPU", "torch:cpu"], rows=1, singles=2, repeats=3,
                                                   warmup=0)
     assert estimate == pytest.approx(cost.setup_s + 3 * 3 * cost.run_s)
+
+
+def test_the_estimate_keeps_only_the_executors_a_run_takes_over_and_skips_a_device_that_cannot_run_it() -> None:
+    """makespan's runs reuse the first device's whole-model executor only: the others are closed at once.  A device
+    that cannot run the whole model (here a torch device and an op onnx2torch cannot convert) is left out of the
+    estimate instead of failing the command: a split may still keep that op elsewhere."""
+    from onnx import TensorProto, helper
+
+    from onnx_sched.importers.onnx import import_onnx
+
+    imported = import_onnx(branchy_model(branches=2, n=64))
+    placement_timing.measuring_seconds(imported, ["CPU", "CPUB"], rows=2, singles=1)
+    assert len(placement_timing._READY["executors"]) == 1
+    pytest.importorskip("torch")
+    from onnx_sched.bench.runtimes.torch_parts import onnx2torch_module
+
+    try:
+        onnx2torch_module()
+    except ImportError:
+        pytest.skip("the torch part-runner needs onnx2torch (the [gpu] extra)")
+    nodes = [helper.make_node("Relu", ["x"], ["r"], name="relu"),
+             helper.make_node("SplitToSequence", ["r"], ["s"], name="split", axis=1),
+             helper.make_node("ConcatFromSequence", ["s"], ["y"], name="concat", axis=1)]
+    graph = helper.make_graph(nodes, "seq", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4])])
+    seq = import_onnx(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=10))
+    cost = placement_timing.run_cost(seq, ["CPU", "torch:cpu"])
+    assert cost.setup_s > 0 and list(placement_timing._READY["executors"]) == [(("CPU", "torch:cpu"),
+                                                                               bytes(np.zeros(3, np.int64)))]
+    with pytest.raises(ValueError):  # the first device is the reference: it must run the model
+        placement_timing.run_cost(seq, ["torch:cpu", "CPU"])

@@ -221,7 +221,7 @@ def test_torch_runner_same_auto_pad_and_asymmetric_average_pooling_run_like_ort(
              helper.make_node("AveragePool", ["x"], ["a_in"], name="avg_in", kernel_shape=[3, 3], pads=[1, 0, 0, 2],
                               count_include_pad=1)]
     outputs = {"c_up": [1, 3, 4, 4], "c_low": [1, 3, 4, 4], "m": [1, 2, 4, 4], "a_same": [1, 2, 4, 4],
-               "a_ex": [1, 2, 6, 7], "a_in": [1, 2, 6, 7]}
+               "a_ex": [1, 2, 6, 8], "a_in": [1, 2, 6, 8]}
     graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, 7, 8])],
                               [helper.make_tensor_value_info(o, TensorProto.FLOAT, shape) for o, shape in outputs.items()],
                               initializer=[weight])

@@ -190,11 +190,11 @@ def _overrun_reason(report: dict, limit: float) -> str:
 
     rest = report["total_seconds"] - report["seconds"]  # reading, preparing, scoring, writing
     measure = report.get("measure_seconds", 0.0)  # real runs on a measured target, estimated before the search
-    if measure and max(measure, rest) + MIN_PASS_SECONDS >= limit:
-        return (f"starting the target's devices and measuring on them need more (about {measure:.1f} s of runs "
-                "after the start); the search got its minimum")
+    if measure and measure + MIN_PASS_SECONDS >= limit:
+        return f"measuring on the target alone needs about {measure:.1f} s; the search got its minimum"
     if rest + MIN_PASS_SECONDS >= limit:
-        return "reading and writing this model alone need more; the search got its minimum"
+        what = "starting the target's devices, reading and writing" if measure else "reading and writing"
+        return f"{what} this model alone need more; the search got its minimum"
     return f"{report['seconds']:.1f} s searching, {rest:.1f} s reading, preparing{', measuring' if measure else ''} " \
            "and writing"
 

@@ -58,6 +58,7 @@ def profile_torch(imported: Any, device: str = "cpu", repeats: int = 10, warmup:
     import torch
 
     from onnx_sched.bench.inputs import import_feed
+    from onnx_sched.bench.runtimes.torch_padding import source_node
     from onnx_sched.bench.runtimes.torch_parts import OUTPUT_NODE, convert_part, synchronize, time_ops, worker_context
 
     if device.startswith("cuda") and not torch.cuda.is_available():
@@ -74,7 +75,7 @@ def profile_torch(imported: Any, device: str = "cpu", repeats: int = 10, warmup:
     totals: list[float] = []
     with worker_context(device, threads):
         module = module.to(torch.device(device))
-        args = [torch.from_numpy(np.ascontiguousarray(feed[i.name])).to(device)
+        args = [torch.from_numpy(np.require(feed[i.name], requirements="C")).to(device)
                 for i in prepared.graph.input if i.name not in inits]
         for i in range(warmup + repeats):
             synchronize(device)
@@ -87,7 +88,7 @@ def profile_torch(imported: Any, device: str = "cpu", repeats: int = 10, warmup:
                 totals.append(dt)
                 by_op: dict[str, float] = {}
                 for node, secs in per.items():
-                    op = owner.get(node, node)
+                    op = owner.get(source_node(node), source_node(node))
                     by_op[op] = by_op.get(op, 0.0) + secs
                 samples.append(by_op)
     op_secs = {n: float(np.median([s.get(n, 0.0) for s in samples])) for n in graph.op_names}

@@ -27,7 +27,7 @@ import numpy as np
 
 from onnx_sched.importers.onnx_weights import with_weights
 
-__all__ = ["RunCost", "close_ready", "interleaved_seconds", "measuring_seconds", "memo_speedups", "run_cost",
+__all__ = ["RunCost", "interleaved_seconds", "measuring_seconds", "memo_speedups", "release", "run_cost",
            "speedups_over"]
 
 
@@ -66,12 +66,13 @@ def interleaved_seconds(imported: Any, placements: np.ndarray, device_names: Seq
                     deadline.left() < setup_seconds + (warmup + repeats) * run_seconds * (len(kept) + 1) / len(kept):
                 break  # another row would end the run after the deadline
             t0 = time.perf_counter()
-            ex = _take_ready(imported, device_names, p) or SplitExecutor(split_model(imported, p), specs, outputs)
+            ex, built_s = _take_ready(imported, device_names, p)  # built by run_cost: its build counts as setup
+            ex = ex or SplitExecutor(split_model(imported, p), specs, outputs)
             kept.append((k, ex))
             t1 = time.perf_counter()
             out = ex.run(feed)
             run_seconds += time.perf_counter() - t1
-            setup_seconds = max(setup_seconds, time.perf_counter() - t0)
+            setup_seconds = max(setup_seconds, built_s + time.perf_counter() - t0)
             if reference is None:
                 reference = out
                 continue
@@ -110,11 +111,13 @@ _COSTS: weakref.WeakKeyDictionary[Any, dict[tuple[tuple[str, ...], int], RunCost
 _READY: dict[str, Any] = {}  # the import run_cost last timed, and its single-device executors, open for reuse
 
 
-def run_cost(imported: Any, device_names: Sequence[str], seed: int = 0) -> RunCost:
+def run_cost(imported: Any, device_names: Sequence[str], seed: int = 0, keep: Sequence[int] | None = None) -> RunCost:
     """The :class:`RunCost` of the whole model on each device, timed once per import and devices (the first call
     also checks that ONNX Runtime loads the model: bad input is a ``ValueError`` here, before any search).  The
-    single-device executors it builds stay open for the run that times those placements
-    (:func:`interleaved_seconds` takes them over), so they are not built twice."""
+    single-device executors of the devices in ``keep`` (default: all) stay open for the run that times those
+    placements (:func:`interleaved_seconds` takes them over), so they are not built twice; the others are closed at
+    once.  A device other than the first that cannot run the whole model (too little memory, an op its runtime
+    lacks) is left out of the estimate: a split may still run there."""
     from onnx_sched.bench.inputs import import_feed
     from onnx_sched.bench.split_executor import SplitExecutor, split_model
 
@@ -122,7 +125,7 @@ def run_cost(imported: Any, device_names: Sequence[str], seed: int = 0) -> RunCo
     known = _COSTS.setdefault(_check_runnable(imported), {})
     if key not in known:
         if _READY.get("source") is not imported:
-            close_ready()
+            release()
             _READY.update(source=imported, executors={})
         feed, outputs, setup, run = import_feed(imported, seed), [o.name for o in imported.model.graph.output], 0.0, 0.0
         t0 = time.perf_counter()
@@ -131,12 +134,26 @@ def run_cost(imported: Any, device_names: Sequence[str], seed: int = 0) -> RunCo
         for d in range(len(device_names)):
             single = np.full(imported.graph.n_ops, d, np.int64)
             t0 = time.perf_counter()
-            ex = SplitExecutor(split_model(imported, single), _pinned_specs(device_names), outputs)
-            _READY["executors"][(tuple(device_names), single.tobytes())] = ex
-            ex.run(feed)
-            t1 = time.perf_counter()
-            ex.run(feed)
+            try:
+                ex = SplitExecutor(split_model(imported, single), _pinned_specs(device_names), outputs)
+            except Exception:  # noqa: BLE001 - the first device is the reference: it must run; others may not
+                if d == 0:
+                    raise
+                continue
+            try:
+                ex.run(feed)
+                t1 = time.perf_counter()
+                ex.run(feed)
+            except Exception:  # noqa: BLE001
+                ex.close()
+                if d == 0:
+                    raise
+                continue
             setup, run = max(setup, t1 - t0), max(run, time.perf_counter() - t1)
+            if keep is None or d in keep:
+                _READY["executors"][(tuple(device_names), single.tobytes())] = (ex, t1 - t0)
+            else:
+                ex.close()
         known[key] = RunCost(setup_s=setup, run_s=run, start_s=start)
     return known[key]
 
@@ -146,7 +163,9 @@ def measuring_seconds(imported: Any, device_names: Sequence[str], rows: int, sin
     """About how long :func:`memo_speedups` takes for ``rows`` placements beside ``singles`` single-device ones (the
     reference among them), from :func:`run_cost`, whose executors the single-device placements reuse: what a pass or
     a caller holds back from its search when it must measure.  Costs are the slowest device's."""
-    cost = run_cost(imported, device_names, seed)
+    if repeats < 1 or warmup < 0:
+        raise ValueError(f"--option repeats={repeats}: a measured target needs at least 1 timed run per placement")
+    cost = run_cost(imported, device_names, seed, keep=None if singles >= len(device_names) else range(singles))
     return rows * cost.setup_s + (rows + singles) * (warmup + repeats) * cost.run_s
 
 
@@ -160,18 +179,21 @@ def _start_torch_devices(device_names: Sequence[str]) -> None:
             start_device(torch_device(name))
 
 
-def _take_ready(imported: Any, device_names: Sequence[str], placement: np.ndarray) -> Any:
-    """The open executor :func:`run_cost` built for this placement, handed over (``None`` when there is none)."""
+def _take_ready(imported: Any, device_names: Sequence[str], placement: np.ndarray) -> tuple[Any, float]:
+    """The open executor :func:`run_cost` built for this placement and the seconds its build took, handed over
+    (``(None, 0.0)`` when there is none)."""
     if _READY.get("source") is not imported:
-        return None
-    return _READY["executors"].pop((tuple(device_names), np.asarray(placement, np.int64).tobytes()), None)
+        return None, 0.0
+    return _READY["executors"].pop((tuple(device_names), np.asarray(placement, np.int64).tobytes()), (None, 0.0))
 
 
-def close_ready() -> None:
-    """Close the single-device executors :func:`run_cost` built that no run took over (a caller done measuring)."""
-    for ex in _READY.get("executors", {}).values():
+def release() -> None:
+    """A caller done measuring: close the executors :func:`run_cost` built that no run took over, and forget the
+    model's measurements (they hold the model)."""
+    for ex, _ in _READY.get("executors", {}).values():
         ex.close()
     _READY.clear()
+    _MEMO.clear()
 
 
 _MEMO: dict[str, Any] = {}  # the setting measured last, and its speedups by placement

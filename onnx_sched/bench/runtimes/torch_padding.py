@@ -14,8 +14,9 @@ Where the input's spatial shape is static, both have exact rewrites:
   ``count_include_pad = 0`` a constant ``K / count`` per output position then
   turns that into the average over the window's input positions only.
 
-Nodes whose shapes are unknown, ``ceil_mode = 1`` or dilated pooling are left as
-they are (onnx2torch then refuses them in one line, as before).
+``SAME_*`` and ``VALID`` fix the output size, so the rewrite drops ``ceil_mode``.  An
+asymmetric ``AveragePool`` with unknown shapes, ``ceil_mode = 1`` or dilations is left
+as it is (onnx2torch then refuses it in one line, as before).
 """
 
 from __future__ import annotations
@@ -26,9 +27,23 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-__all__ = ["average_pool_counts", "explicit_padding", "same_pads"]
+__all__ = ["average_pool_counts", "explicit_padding", "same_pads", "source_node"]
 
 _PADDED = ("Conv", "MaxPool", "AveragePool", "LpPool")
+#: Name suffixes of the nodes an ``AveragePool`` split adds beside the pooling node (which keeps its name).
+ADDED = ("/onnx_sched_pad", "/onnx_sched_count")
+
+
+def source_node(name: str) -> str:
+    """The node a rewritten node's time belongs to (a profile's op names are the source model's).
+
+    >>> source_node("pool5/onnx_sched_pad"), source_node("pool5")
+    ('pool5', 'pool5')
+    """
+    for suffix in ADDED:
+        if name.endswith(suffix):
+            return name[: -len(suffix)]
+    return name
 
 
 def same_pads(spatial: Sequence[int], kernel: Sequence[int], strides: Sequence[int], dilations: Sequence[int],
@@ -113,12 +128,12 @@ def explicit_padding(model: onnx.ModelProto, shapes: Mapping[str, Sequence[int]]
             continue
         if auto_pad in ("SAME_UPPER", "SAME_LOWER", "VALID"):
             pads = same_pads(spatial, kernel, strides, dilations, auto_pad) if auto_pad != "VALID" else [0] * 2 * rank
-            _set(node, auto_pad=None, pads=pads)
+            _set(node, auto_pad=None, pads=pads, ceil_mode=None)  # SAME / VALID fix the output size: no ceil_mode
             attrs = _attributes(node)
         pads = list(attrs.get("pads", [0] * 2 * rank))
         asymmetric = pads[:rank] != pads[rank:]
         if node.op_type != "AveragePool" or not asymmetric or attrs.get("ceil_mode", 0) or set(dilations) != {1} \
-                or node.input[0] not in types:
+                or node.input[0] not in types or opset < 2:
             nodes.append(node)
             continue
         nodes.extend(_split_average_pool(node, attrs, spatial, kernel, strides, pads, graph, opset,
@@ -136,13 +151,13 @@ def _split_average_pool(node: onnx.NodeProto, attrs: Mapping, spatial: list[int]
     full = [0, 0, *pads[:rank], 0, 0, *pads[rank:]]
     if opset >= 11:  # pads an input
         graph.initializer.append(numpy_helper.from_array(np.asarray(full, np.int64), f"{name}__pads"))
-        pad = helper.make_node("Pad", [x, f"{name}__pads"], [padded], name=f"{name}__pad", mode="constant")
+        pad = helper.make_node("Pad", [x, f"{name}__pads"], [padded], name=name + ADDED[0], mode="constant")
     else:  # Pad-2: pads an attribute
-        pad = helper.make_node("Pad", [x], [padded], name=f"{name}__pad", mode="constant", pads=full, value=0.0)
+        pad = helper.make_node("Pad", [x], [padded], name=name + ADDED[0], mode="constant", pads=full, value=0.0)
     pool = helper.make_node("AveragePool", [padded], [y], name=name, kernel_shape=kernel, strides=strides)
     if attrs.get("count_include_pad", 0):
         return [pad, pool]
     pool.output[0] = pooled
     factor = float(np.prod(kernel)) / average_pool_counts(spatial, kernel, strides, pads)
     graph.initializer.append(numpy_helper.from_array(factor.astype(dtype)[None, None], scale))
-    return [pad, pool, helper.make_node("Mul", [pooled, scale], [y], name=f"{name}__count")]
+    return [pad, pool, helper.make_node("Mul", [pooled, scale], [y], name=name + ADDED[1])]

@@ -298,8 +298,10 @@ def worker_context(device: str, threads: int = 1) -> Iterator[None]:
 
 def start_device(device: str) -> None:
     """Pay a torch device's once-per-process start now: importing torch and onnx2torch, and on CUDA the context and
-    the cuDNN / cuBLAS handles (a small convolution and matrix product), so a timed build afterwards measures the
-    build alone (:func:`~onnx_sched.bench.runtimes.placement_timing.run_cost`)."""
+    loading cuDNN / cuBLAS (a small convolution and matrix product; each worker thread still makes its own
+    handles), so a timed build afterwards measures the build alone
+    (:func:`~onnx_sched.bench.runtimes.placement_timing.run_cost`).  On torch's CPU device it also sets one torch
+    thread, as the split executor's workers do."""
     import torch
 
     onnx2torch_module()
