@@ -111,17 +111,25 @@ def test_memo_speedups_times_each_placement_once_per_model(runs) -> None:
 
 
 def test_the_single_device_executors_timed_for_the_estimate_are_not_built_again(monkeypatch) -> None:
-    """run_cost builds the whole model on each device; the run that then times those placements takes them over
-    (a torch device's conversion and CUDA start are paid once), and builds only the split."""
+    """run_cost builds and runs the whole model on each device; the run that then times those placements takes them
+    over with their first outputs (a torch device's conversion and CUDA start are paid once, the check run too),
+    and builds only the split."""
     from onnx_sched.bench import split_executor
     from onnx_sched.importers.onnx import import_onnx
 
     built: list[int] = []
+    runs: list[int] = []  # per executor built, its runs
 
     class Counted(split_executor.SplitExecutor):
         def __init__(self, parts, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003
             built.append(len(parts))
+            self.index = len(runs)
+            runs.append(0)
             super().__init__(parts, *args, **kwargs)
+
+        def run(self, feed):  # noqa: ANN001, ANN201
+            runs[self.index] += 1
+            return super().run(feed)
 
     monkeypatch.setattr(split_executor, "SplitExecutor", Counted)
     imported = import_onnx(branchy_model(branches=2, n=64))
@@ -132,6 +140,8 @@ def test_the_single_device_executors_timed_for_the_estimate_are_not_built_again(
     speed = placement_timing.memo_speedups(imported, np.zeros(n, np.int64), np.stack([np.ones(n, np.int64), split]),
                                            ["CPU", "CPUB"], repeats=3)
     assert len(built) == 3 and built[2] > 1 and np.isfinite(speed).all()
+    # the estimate's two runs, then 2 warm-up and 3 timed rounds: the first run already checked its outputs
+    assert runs == [2 + 5, 2 + 5, 1 + 5]
 
 
 def test_a_torch_device_is_started_before_its_build_is_timed() -> None:
@@ -180,6 +190,6 @@ def test_the_estimate_keeps_only_the_executors_a_run_takes_over_and_skips_a_devi
     seq = import_onnx(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=10))
     cost = placement_timing.run_cost(seq, ["CPU", "torch:cpu"])
     assert cost.setup_s > 0 and list(placement_timing._READY["executors"]) == [(("CPU", "torch:cpu"),
-                                                                               bytes(np.zeros(3, np.int64)))]
+                                                                               bytes(np.zeros(3, np.int64)), 0)]
     with pytest.raises(ValueError):  # the first device is the reference: it must run the model
         placement_timing.run_cost(seq, ["torch:cpu", "CPU"])

@@ -21,7 +21,7 @@ import time
 import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -66,13 +66,18 @@ def interleaved_seconds(imported: Any, placements: np.ndarray, device_names: Seq
                     deadline.left() < setup_seconds + (warmup + repeats) * run_seconds * (len(kept) + 1) / len(kept):
                 break  # another row would end the run after the deadline
             t0 = time.perf_counter()
-            ex, built_s = _take_ready(imported, device_names, p)  # built by run_cost: its build counts as setup
-            ex = ex or SplitExecutor(split_model(imported, p), specs, outputs)
-            kept.append((k, ex))
-            t1 = time.perf_counter()
-            out = ex.run(feed)
-            run_seconds += time.perf_counter() - t1
-            setup_seconds = max(setup_seconds, built_s + time.perf_counter() - t0)
+            ready = _take_ready(imported, device_names, p, seed)  # built and run by run_cost: not again
+            if ready is not None:
+                kept.append((k, ready.executor))
+                out, run_seconds = ready.outputs, run_seconds + ready.run_s
+                setup_seconds = max(setup_seconds, ready.build_s)
+            else:
+                ex = SplitExecutor(split_model(imported, p), specs, outputs)
+                kept.append((k, ex))
+                t1 = time.perf_counter()
+                out = ex.run(feed)
+                run_seconds += time.perf_counter() - t1
+                setup_seconds = max(setup_seconds, time.perf_counter() - t0)
             if reference is None:
                 reference = out
                 continue
@@ -107,8 +112,17 @@ class RunCost:
     start_s: float = 0.0
 
 
+class _Ready(NamedTuple):
+    """A single-device executor :func:`run_cost` built and ran, open for the measuring run to take over."""
+
+    executor: Any
+    build_s: float  # building it with its first (checked) run
+    run_s: float  # its second run
+    outputs: dict[str, Any]  # of its first run, on the seeded feed
+
+
 _COSTS: weakref.WeakKeyDictionary[Any, dict[tuple[tuple[str, ...], int], RunCost]] = weakref.WeakKeyDictionary()
-_READY: dict[str, Any] = {}  # the import run_cost last timed, and its single-device executors, open for reuse
+_READY: dict[str, Any] = {}  # the import run_cost last timed, and its _Ready executors by (devices, placement, seed)
 
 
 def run_cost(imported: Any, device_names: Sequence[str], seed: int = 0, keep: Sequence[int] | None = None) -> RunCost:
@@ -141,17 +155,19 @@ def run_cost(imported: Any, device_names: Sequence[str], seed: int = 0, keep: Se
                     raise
                 continue
             try:
-                ex.run(feed)
+                first = ex.run(feed)
                 t1 = time.perf_counter()
                 ex.run(feed)
+                t2 = time.perf_counter()
             except Exception:  # noqa: BLE001
                 ex.close()
                 if d == 0:
                     raise
                 continue
-            setup, run = max(setup, t1 - t0), max(run, time.perf_counter() - t1)
+            setup, run = max(setup, t1 - t0), max(run, t2 - t1)
             if keep is None or d in keep:
-                _READY["executors"][(tuple(device_names), single.tobytes())] = (ex, t1 - t0)
+                _READY["executors"][(tuple(device_names), single.tobytes(), int(seed))] = _Ready(ex, t1 - t0, t2 - t1,
+                                                                                                 first)
             else:
                 ex.close()
         known[key] = RunCost(setup_s=setup, run_s=run, start_s=start)
@@ -179,19 +195,18 @@ def _start_torch_devices(device_names: Sequence[str]) -> None:
             start_device(torch_device(name))
 
 
-def _take_ready(imported: Any, device_names: Sequence[str], placement: np.ndarray) -> tuple[Any, float]:
-    """The open executor :func:`run_cost` built for this placement and the seconds its build took, handed over
-    (``(None, 0.0)`` when there is none)."""
+def _take_ready(imported: Any, device_names: Sequence[str], placement: np.ndarray, seed: int) -> _Ready | None:
+    """What :func:`run_cost` built and ran for this placement and feed, handed over (``None`` when nothing)."""
     if _READY.get("source") is not imported:
-        return None, 0.0
-    return _READY["executors"].pop((tuple(device_names), np.asarray(placement, np.int64).tobytes()), (None, 0.0))
+        return None
+    return _READY["executors"].pop((tuple(device_names), np.asarray(placement, np.int64).tobytes(), int(seed)), None)
 
 
 def release() -> None:
     """A caller done measuring: close the executors :func:`run_cost` built that no run took over, and forget the
     model's measurements (they hold the model)."""
-    for ex, _ in _READY.get("executors", {}).values():
-        ex.close()
+    for ready in _READY.get("executors", {}).values():
+        ready.executor.close()
     _READY.clear()
     _MEMO.clear()
 
