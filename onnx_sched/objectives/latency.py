@@ -69,12 +69,13 @@ class Latency:
         return float(lat.evaluate(_target_problem(ctx), schedule.placement))
 
     def target_seconds(self, graph: Graph, ctx: PassContext) -> float:
-        """On the measured target: the runs of the result and of every single device (host-only the reference)."""
+        """On the measured target: the runs of the result beside host-only.  A pass that also times other placements
+        holds their time back from its own search (``auto``: the other single devices)."""
         if _target(ctx) != "measured" or ctx.options.get("warm_up"):
             return 0.0
         from onnx_sched.bench.runtimes.placement_timing import measuring_seconds
 
-        return measuring_seconds(ctx.source, ctx.problem.device_names, rows=1, singles=len(ctx.problem.device_names),
+        return measuring_seconds(ctx.source, ctx.problem.device_names, rows=1, singles=1,
                                  repeats=int(ctx.option("repeats", 10)), seed=ctx.seed)
 
     def baseline(self, graph: Graph, ctx: PassContext, method: str, schedule: Schedule) -> Schedule:

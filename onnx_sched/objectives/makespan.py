@@ -75,7 +75,7 @@ class Makespan:
         from onnx_sched.bench.runtimes.placement_timing import measuring_seconds
 
         return measuring_seconds(ctx.source, ctx.problem.device_names, rows=2, singles=1,
-                                 repeats=int(ctx.option("repeats", 10)), seed=ctx.seed)
+                                 repeats=int(ctx.option("repeats", 10)), seed=ctx.seed, keep=[0])
 
     def baseline(self, graph: Graph, ctx: PassContext, method: str, schedule: Schedule) -> Schedule:
         """List scheduling with critical-path priorities and earliest-finish device choice (the pass's own

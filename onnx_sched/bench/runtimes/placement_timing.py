@@ -175,13 +175,14 @@ def run_cost(imported: Any, device_names: Sequence[str], seed: int = 0, keep: Se
 
 
 def measuring_seconds(imported: Any, device_names: Sequence[str], rows: int, singles: int = 1, repeats: int = 10,
-                      warmup: int = 2, seed: int = 0) -> float:
+                      warmup: int = 2, seed: int = 0, keep: Sequence[int] | None = None) -> float:
     """About how long :func:`memo_speedups` takes for ``rows`` placements beside ``singles`` single-device ones (the
-    reference among them), from :func:`run_cost`, whose executors the single-device placements reuse: what a pass or
-    a caller holds back from its search when it must measure.  Costs are the slowest device's."""
+    reference among them), from :func:`run_cost` (``keep``: the devices whose single-device executors a run will
+    take over), whose executors the single-device placements reuse: what a pass or a caller holds back from its
+    search when it must measure.  Costs are the slowest device's."""
     if repeats < 1 or warmup < 0:
         raise ValueError(f"--option repeats={repeats}: a measured target needs at least 1 timed run per placement")
-    cost = run_cost(imported, device_names, seed, keep=None if singles >= len(device_names) else range(singles))
+    cost = run_cost(imported, device_names, seed, keep=keep)
     return rows * cost.setup_s + (rows + singles) * (warmup + repeats) * cost.run_s
 
 
