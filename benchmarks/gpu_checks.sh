@@ -4,7 +4,8 @@
 # (its peak from the CUDA allocator), and the user's path -- profiles scaled to the split executor's run, `optimize`
 # choosing among `auto`'s candidates by real runs, `bench-placement` on the written model -- and the models split over a
 # CPU core and the GPU in three ways, outputs against one ONNX Runtime session (benchmarks/torch_parts_corpus.py).
-# The device tool returns only a few files from $OUT: keep OUT small (a run of section 17.5 lost its JSON).
+# The device tool returns at most 8 files from its $OUT (a run of section 17.5 lost its JSON): write this script's
+# files elsewhere and pack them into one, e.g. in a device call `PACK=$OUT/gpu_checks.tgz OUT=/tmp/gpu_checks bash ...`.
 #
 #   OUT=runs/gpu_checks bash benchmarks/gpu_checks.sh [MODEL ...]
 #
@@ -59,3 +60,7 @@ python3 benchmarks/torch_parts_corpus.py --device "$DEVICE" --corpus "$CORPUS" -
     --out "$OUT/torch_parts.json" > "$OUT/torch_parts.log" 2>&1
 echo "torch_parts_corpus: rc $?"
 tail -n 2 "$OUT/torch_parts.log"
+
+if [ -n "${PACK:-}" ]; then
+    tar czf "$PACK" -C "$OUT" . && echo "packed $OUT into $PACK"
+fi
