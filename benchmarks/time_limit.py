@@ -118,15 +118,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("--markdown", type=Path, default=None)
     args = ap.parse_args(argv)
-    problem_args = list(OBJECTIVE_ARGS[args.objective])
-    if args.machines is not None:
-        problem_args = ["--machines", args.machines]
-    if args.profiles is not None:
-        problem_args = ["--profiles", args.profiles]
-    if args.devices is not None:
-        problem_args = [a for a in problem_args if a not in ("--devices", "CPU,GPU")] + ["--devices", args.devices]
-    if args.target is not None:
-        problem_args += ["--target", args.target]
+    given = {"--machines": args.machines, "--profiles": args.profiles, "--devices": args.devices,
+             "--target": args.target}
+    flags = dict(zip(OBJECTIVE_ARGS[args.objective][::2], OBJECTIVE_ARGS[args.objective][1::2]))  # flag -> value
+    if args.machines is not None or args.profiles is not None:  # another problem file replaces the default one
+        flags.pop("--machines", None), flags.pop("--profiles", None)
+    flags.update({flag: value for flag, value in given.items() if value is not None})
+    problem_args = [x for pair in flags.items() for x in pair]
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
