@@ -52,6 +52,11 @@ class PassContext:
     def rng(self) -> np.random.Generator:
         return np.random.default_rng(self.seed)
 
+    def measure_by(self, own: Any) -> Any:
+        """The deadline a pass's real runs on a measured target end by: the caller's ``measure_deadline``, else the
+        pass's ``own``."""
+        return own if self.measure_deadline is None else self.measure_deadline
+
     def option(self, name: str, default: Any) -> Any:
         """``options[name]``, or ``default`` when not given.  A text value for a numeric ``default`` (the CLI
         parses ``--option k=3`` as a number) is a ``ValueError`` that names the option.

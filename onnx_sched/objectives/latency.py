@@ -71,12 +71,11 @@ class Latency:
     def target_seconds(self, graph: Graph, ctx: PassContext) -> float:
         """On the measured target: the runs of the result beside host-only.  A pass that also times other placements
         holds their time back from its own search (``auto``: the other single devices)."""
-        if _target(ctx) != "measured" or ctx.options.get("warm_up"):
+        if _target(ctx) != "measured":  # (an unknown --target is refused here, before the search)
             return 0.0
-        from onnx_sched.bench.runtimes.placement_timing import measuring_seconds
+        from onnx_sched.bench.runtimes.placement_timing import measured_target_seconds
 
-        return measuring_seconds(ctx.source, ctx.problem.device_names, rows=1, singles=1,
-                                 repeats=int(ctx.option("repeats", 10)), seed=ctx.seed)
+        return measured_target_seconds(ctx, ctx.problem.device_names, rows=1)
 
     def baseline(self, graph: Graph, ctx: PassContext, method: str, schedule: Schedule) -> Schedule:
         """Every op on the host device, in Kahn order; a placement chosen by *measured* latency

@@ -70,12 +70,9 @@ class Makespan:
 
     def target_seconds(self, graph: Graph, ctx: PassContext) -> float:
         """On the measured target: the runs of the result and list-cp beside the whole model on one device."""
-        if ctx.option("target", "proxy") != "measured" or ctx.options.get("warm_up"):
-            return 0.0
-        from onnx_sched.bench.runtimes.placement_timing import measuring_seconds
+        from onnx_sched.bench.runtimes.placement_timing import measured_target_seconds
 
-        return measuring_seconds(ctx.source, ctx.problem.device_names, rows=2, singles=1,
-                                 repeats=int(ctx.option("repeats", 10)), seed=ctx.seed, keep=[0])
+        return measured_target_seconds(ctx, ctx.problem.device_names, rows=2, keep=[0])
 
     def baseline(self, graph: Graph, ctx: PassContext, method: str, schedule: Schedule) -> Schedule:
         """List scheduling with critical-path priorities and earliest-finish device choice (the pass's own

@@ -66,7 +66,7 @@ def candidates(problem: ms.MakespanProblem, ctx: PassContext,
 @register("gflownet", objective="makespan")
 def run(graph: Graph, ctx: PassContext) -> Schedule:
     deadline = Deadline(ctx.time_limit)  # generating; then (measured target) timing, in the time held back for it
-    measuring = ctx.measure_deadline or deadline
+    measuring = ctx.measure_by(deadline)
     problem = ms.problem_of(graph, ctx)
     chains, info = candidates(problem, ctx, deadline)
     return select(problem, chains, ctx, "gflownet", deadline=measuring, **info)

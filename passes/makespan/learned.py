@@ -90,7 +90,7 @@ def run(graph: Graph, ctx: PassContext) -> Schedule:
     """Greedy + ``samples`` Gumbel-top-k samples of the learned logits; best of them and (unless
     ``list_cp=0``) the list-cp schedule."""
     deadline = Deadline(ctx.time_limit)
-    measuring = ctx.measure_deadline or deadline  # the candidates' runs on a measured target
+    measuring = ctx.measure_by(deadline)  # the candidates' runs on a measured target
     problem = ms.problem_of(graph, ctx)
     samples = int(ctx.option("samples", 256))
     if samples < 0:

@@ -63,10 +63,14 @@ MIN_EXACT_SECONDS = 0.3
 
 @register("auto", objective="latency")
 def portfolio(graph: Graph, ctx: PassContext) -> Schedule:
+    from onnx_sched.bench.runtimes.placement_timing import measured_target_seconds
+
     start = Deadline(ctx.time_limit)
-    measuring = start if ctx.measure_deadline is None else ctx.measure_deadline  # on a measured target, the runs
+    measuring = ctx.measure_by(start)  # on a measured target, the runs
     problem = problem_of(graph, ctx)
-    clock = Deadline(max(start.left() - _singles_seconds(ctx, problem), 0.1))  # the search's
+    # the search's: measured_choice also times the single devices besides the host (the caller held back the result's)
+    clock = Deadline(max(start.left() - measured_target_seconds(ctx, problem.device_names, rows=0,
+                                                                singles=problem.n_devices - 1), 0.1))
     candidates: list[Schedule] = []
     for d in range(problem.n_devices):
         candidates.append(make_placement_schedule(problem, single_device(problem, d), f"single:{problem.device_names[d]}"))
@@ -93,17 +97,6 @@ def portfolio(graph: Graph, ctx: PassContext) -> Schedule:
         best, measured = measured_choice(ctx, candidates, best, measuring)
     return best.with_(info={**best.info, "portfolio": tried, **({"cpsat_skipped": skipped} if skipped else {}),
                             **measured})
-
-
-def _singles_seconds(ctx: PassContext, problem) -> float:  # noqa: ANN001
-    """On a measured target, the runs of the single devices other than the host, which :func:`measured_choice`
-    always times (the caller held back only the result's): left out of the search's time."""
-    if str(ctx.option("target", "proxy")) != "measured" or ctx.option("warm_up", False):
-        return 0.0
-    from onnx_sched.bench.runtimes.placement_timing import measuring_seconds
-
-    return measuring_seconds(ctx.source, problem.device_names, rows=0, singles=problem.n_devices - 1,
-                             repeats=int(ctx.option("repeats", 10)), seed=ctx.seed)
 
 
 def measured_choice(ctx: PassContext, candidates: list[Schedule], proxy_best: Schedule,

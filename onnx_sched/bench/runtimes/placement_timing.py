@@ -27,8 +27,8 @@ import numpy as np
 
 from onnx_sched.importers.onnx_weights import with_weights
 
-__all__ = ["RunCost", "interleaved_seconds", "measuring_seconds", "memo_speedups", "release", "run_cost",
-           "speedups_over"]
+__all__ = ["RunCost", "interleaved_seconds", "measured_target_seconds", "measuring_seconds", "memo_speedups", "release",
+           "run_cost", "speedups_over"]
 
 
 #: Timed rounds a deadline never cuts below: the median of 3 runs (each placement also ran once, checked, first).
@@ -147,20 +147,16 @@ def run_cost(imported: Any, device_names: Sequence[str], seed: int = 0, keep: Se
         start = time.perf_counter() - t0
         for d in range(len(device_names)):
             single = np.full(imported.graph.n_ops, d, np.int64)
-            t0 = time.perf_counter()
+            t0, ex = time.perf_counter(), None
             try:
                 ex = SplitExecutor(split_model(imported, single), _pinned_specs(device_names), outputs)
-            except Exception:  # noqa: BLE001 - the first device is the reference: it must run; others may not
-                if d == 0:
-                    raise
-                continue
-            try:
                 first = ex.run(feed)
                 t1 = time.perf_counter()
                 ex.run(feed)
                 t2 = time.perf_counter()
-            except Exception:  # noqa: BLE001
-                ex.close()
+            except Exception:  # noqa: BLE001 - the first device is the reference: it must run; others may not
+                if ex is not None:
+                    ex.close()
                 if d == 0:
                     raise
                 continue
@@ -184,6 +180,16 @@ def measuring_seconds(imported: Any, device_names: Sequence[str], rows: int, sin
         raise ValueError(f"--option repeats={repeats}: a measured target needs at least 1 timed run per placement")
     cost = run_cost(imported, device_names, seed, keep=keep)
     return rows * cost.setup_s + (rows + singles) * (warmup + repeats) * cost.run_s
+
+
+def measured_target_seconds(ctx: Any, device_names: Sequence[str], rows: int, singles: int = 1,
+                            keep: Sequence[int] | None = None) -> float:
+    """:func:`measuring_seconds` for a pass context (its model, ``repeats`` option and seed): 0 unless its
+    ``--target`` is ``measured``, and on the warm-up instance, which runs nothing."""
+    if str(ctx.option("target", "proxy")) != "measured" or ctx.options.get("warm_up"):
+        return 0.0
+    return measuring_seconds(ctx.source, device_names, rows=rows, singles=singles,
+                             repeats=int(ctx.option("repeats", 10)), seed=ctx.seed, keep=keep)
 
 
 def _start_torch_devices(device_names: Sequence[str]) -> None:
