@@ -51,6 +51,7 @@ from onnx import helper
 
 from onnx_sched.bench.part_merge import merge_parts
 from onnx_sched.importers.onnx_weights import with_weights
+from onnx_sched.onnx_structure import infer_shapes
 
 __all__ = ["CPU_PROVIDER", "DeviceSpec", "SplitExecutor", "SubModel", "check_devices", "device_spec", "node_devices",
            "split_model"]
@@ -239,7 +240,7 @@ def _groups(nodes: Sequence[onnx.NodeProto], compute: list[int], dev: Mapping[in
 
 def _value_infos(model: onnx.ModelProto) -> dict[str, onnx.ValueInfoProto]:
     try:
-        inferred = onnx.shape_inference.infer_shapes(model, check_type=False, strict_mode=False)
+        inferred = infer_shapes(model, check_type=False, strict_mode=False)
     except Exception:  # noqa: BLE001 - keep what the file has
         inferred = model
     out: dict[str, onnx.ValueInfoProto] = {}

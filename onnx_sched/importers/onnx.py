@@ -38,6 +38,7 @@ from onnx_sched.importers._assemble import assemble_graph
 from onnx_sched.importers.onnx_shapes import infer_types
 from onnx_sched.importers.onnx_topology import topology_problem
 from onnx_sched.importers.sequence_sizes import sequence_bytes
+from onnx_sched.onnx_structure import structure_only
 
 __all__ = [
     "ImportedOnnx", "check_dim_names", "import_onnx", "is_utf8_path", "load_model", "parse_dims", "parse_input_shapes",
@@ -160,7 +161,7 @@ def _first_line(exc: BaseException) -> str:
 def _check(model: onnx.ModelProto | Path, where: str) -> None:
     """onnx.checker, given the path for files so external data resolves next to the model."""
     try:
-        onnx.checker.check_model(str(model) if isinstance(model, Path) else _structure_only(model))
+        onnx.checker.check_model(str(model) if isinstance(model, Path) else structure_only(model))
     except onnx.checker.ValidationError as exc:
         msg = _first_line(exc)
         if "No Op registered" in str(exc) or "No opset import" in str(exc):
@@ -182,24 +183,6 @@ def is_utf8_path(path: str | os.PathLike) -> bool:
     return True
 
 
-def _structure_only(model: onnx.ModelProto) -> onnx.ModelProto:
-    """``model`` for the checker when it came without a file: initializers whose data lives in external
-    files become typed graph inputs, since the checker would look for those files in the working
-    directory (an ``onnx_ir`` model loaded elsewhere keeps them beside its own file)."""
-    external = [t for t in model.graph.initializer if t.data_location == onnx.TensorProto.EXTERNAL]
-    if not external:
-        return model
-    copy = onnx.ModelProto()
-    copy.CopyFrom(model)
-    inputs = {i.name for i in copy.graph.input}
-    kept = [t for t in copy.graph.initializer if t.data_location != onnx.TensorProto.EXTERNAL]
-    del copy.graph.initializer[:]
-    copy.graph.initializer.extend(kept)
-    copy.graph.input.extend(helper.make_tensor_value_info(t.name, t.data_type, list(t.dims))
-                            for t in external if t.name not in inputs)
-    return copy
-
-
 # ------------------------------------------------------------------- shapes
 def check_dim_names(model: onnx.ModelProto, dims: Mapping[str, int]) -> None:
     """``ValueError`` for a ``--dim`` name that no input of ``model`` has as a symbolic dimension."""
@@ -211,6 +194,10 @@ def check_dim_names(model: onnx.ModelProto, dims: Mapping[str, int]) -> None:
 
 
 def _pin_inputs(model: onnx.ModelProto, input_shapes: Mapping[str, tuple[int, ...]], dims: Mapping[str, int]) -> onnx.ModelProto:
+    """A copy of ``model`` with ``input_shapes`` and ``dims`` set on its inputs; ``model`` itself when neither
+    names anything (no copy of the weights)."""
+    if not input_shapes and not dims:
+        return model
     m = onnx.ModelProto()
     m.CopyFrom(model)
     names = {i.name for i in m.graph.input}

@@ -20,6 +20,7 @@ import onnx
 
 from onnx_sched.importers.bounded_shapes import upper_bound_shape
 from onnx_sched.importers.observed_shapes import observed_shapes
+from onnx_sched.onnx_structure import infer_shapes, structure_only
 
 __all__ = ["infer_types"]
 
@@ -102,7 +103,7 @@ def _collect_types(model: onnx.ModelProto) -> dict[str, tuple[int, tuple[int, ..
 
 def _infer_onnx(model: onnx.ModelProto) -> dict:
     try:
-        inferred = onnx.shape_inference.infer_shapes(model, check_type=False, strict_mode=False, data_prop=True)
+        inferred = infer_shapes(model, check_type=False, strict_mode=False, data_prop=True)
     except Exception:  # noqa: BLE001 - fall through to the other engines
         return {}
     return _collect_types(inferred)
@@ -138,7 +139,8 @@ def _infer_ort_symbolic(model: onnx.ModelProto) -> dict:
     try:
         # it writes a scratch file into the working directory: keep that out of the user's folder
         with tempfile.TemporaryDirectory() as tmp, contextlib.chdir(tmp):
-            inferred = SymbolicShapeInference.infer_shapes(model, auto_merge=True, guess_output_rank=False)
+            inferred = SymbolicShapeInference.infer_shapes(structure_only(model), auto_merge=True,
+                                                            guess_output_rank=False)
     except Exception:  # noqa: BLE001
         return {}
     return _collect_types(inferred) if inferred is not None else {}

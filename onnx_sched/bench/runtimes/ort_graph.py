@@ -154,13 +154,12 @@ def _record_ort_shapes(model: Any, folder: Path) -> None:
 def _unknown_sizes(model: Any) -> list[str]:
     """Node outputs of ``model`` (fixed input shapes) of which onnx's shape inference knows neither a non-tensor
     type nor any shape, and that read nothing whose shape inference found data-dependent (partly known)."""
-    import onnx
-
     from onnx_sched.importers.onnx import _subgraph_reads
+    from onnx_sched.onnx_structure import infer_shapes
 
     g = model.graph
     try:
-        inferred = onnx.shape_inference.infer_shapes(model, check_type=False, strict_mode=False, data_prop=True)
+        inferred = infer_shapes(model, check_type=False, strict_mode=False, data_prop=True)
     except Exception:  # noqa: BLE001 - then every node output is measured
         inferred = model
     known, tainted = {t.name for t in g.initializer}, set()

@@ -65,6 +65,7 @@ import onnx
 from onnx import helper, numpy_helper
 
 from onnx_sched.bench.runtimes.torch_padding import explicit_padding
+from onnx_sched.onnx_structure import annotate_shapes, copy_except
 
 __all__ = ["OUTPUT_NODE", "TOLERANCE", "TorchPart", "convert_part", "onnx2torch_module", "outputs_close",
            "prepare_for_torch", "synchronize", "time_ops", "tolerance", "torch_device", "worker_context"]
@@ -145,62 +146,99 @@ def onnx2torch_module() -> Any:
         v12, v16 = (OperationDescription(domain="", operation_type=op, version=v) for v in (12, 16))
         if v12 in _CONVERTER_REGISTRY and v16 not in _CONVERTER_REGISTRY:
             _CONVERTER_REGISTRY[v16] = _CONVERTER_REGISTRY[v12]
+    from onnx2torch import converter
+
+    if not hasattr(converter.safe_shape_inference, "__wrapped__"):
+        converter.safe_shape_inference = _light_shape_inference(converter.safe_shape_inference)
     return onnx2torch
 
 
+def _light_shape_inference(original: Callable[..., onnx.ModelProto]) -> Callable[..., onnx.ModelProto]:
+    """onnx2torch's shape inference (run first thing by ``convert``) on the model's structure only, its findings
+    written into the model (:func:`~onnx_sched.onnx_structure.annotate_shapes`): the same annotations, without
+    serializing and copying every weight (seconds for a BERT).  A path goes to ``original``."""
+    def infer(model: Any, **kwargs: Any) -> Any:
+        if not isinstance(model, onnx.ModelProto):
+            return original(model, **kwargs)
+        annotate_shapes(model, **kwargs)
+        return model
+
+    infer.__wrapped__ = original  # type: ignore[attr-defined]
+    return infer
+
+
 def _fold_constants(model: onnx.ModelProto) -> onnx.ModelProto:
-    """Nodes computable from initializers alone run once (ONNX Runtime) and become initializers."""
+    """Nodes computable from initializers alone become initializers: an ``Identity`` of a weight is that weight
+    under the output's name (exporters route shared weights through one; no run), the others run once in ONNX
+    Runtime with only the initializers they read."""
     g = model.graph
-    inits = {t.name for t in g.initializer}
+    weights = {t.name: t for t in g.initializer}
     const_nodes: list[int] = []
     const_out: set[str] = set()
     for i, n in enumerate(g.node):
         if n.op_type in ("If", "Loop", "Scan") or n.domain not in ("", "ai.onnx"):
             continue
-        if all(x in inits or x in const_out for x in n.input if x):
+        if all(x in weights or x in const_out for x in n.input if x):
             const_nodes.append(i)
             const_out.update(o for o in n.output if o)
     if not const_nodes:
         return model
-    import onnxruntime as ort
-
     const = set(const_nodes)
     rest = [n for i, n in enumerate(g.node) if i not in const]
-    read = {x for n in rest for x in n.input} | {o.name for o in g.output}
-    needed = [o for i in const_nodes for o in g.node[i].output if o and o in read]
+    used = {x for n in rest for x in n.input} | {o.name for o in g.output}
+    alias: dict[str, onnx.TensorProto] = {}  # an Identity's output: the weight it passes on
+    computed: list[int] = []
+    for i in const_nodes:
+        n = g.node[i]
+        source = alias.get(n.input[0], weights.get(n.input[0])) if n.op_type == "Identity" else None
+        if source is not None:
+            alias[n.output[0]] = source
+        else:
+            computed.append(i)
+
+    def named(name: str) -> onnx.TensorProto:
+        if name in weights:
+            return weights[name]
+        tensor = onnx.TensorProto()
+        tensor.CopyFrom(alias[name])
+        tensor.name = name
+        return tensor
+
+    needed = [o for i in computed for o in g.node[i].output if o and o in used]
     values: list[Any] = []
     if needed:
-        sub = helper.make_graph([g.node[i] for i in const_nodes], "constants", [],
-                                [helper.make_empty_tensor_value_info(x) for x in needed], initializer=list(g.initializer))
+        import onnxruntime as ort
+
+        reads = dict.fromkeys(x for i in computed for x in g.node[i].input if x in weights or x in alias)
+        sub = helper.make_graph([g.node[i] for i in computed], "constants", [],
+                                [helper.make_empty_tensor_value_info(x) for x in needed],
+                                initializer=[named(x) for x in reads])
         # IR >= 4: an initializer need not be a graph input (IR-3 models list them as inputs; this graph has none)
         m = helper.make_model(sub, opset_imports=list(model.opset_import), ir_version=max(int(model.ir_version), 4))
         so = ort.SessionOptions()
         so.log_severity_level = 3
         values = ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"]).run(needed, {})
     out = onnx.ModelProto()
-    out.CopyFrom(model)
-    del out.graph.node[:]
+    copy_except(model, out, "graph")
+    copy_except(g, out.graph, "node", "initializer", "input")
     out.graph.node.extend(rest)
-    used = {x for n in rest for x in n.input} | {o.name for o in g.output}
-    kept = [t for t in g.initializer if t.name in used]
-    del out.graph.initializer[:]
-    out.graph.initializer.extend(kept + [numpy_helper.from_array(np.asarray(v), x) for x, v in zip(needed, values)])
-    dropped = inits - used  # IR-3 models also list their initializers as graph inputs: drop those too
-    if any(i.name in dropped for i in g.input):
-        inputs = [i for i in g.input if i.name not in dropped]
-        del out.graph.input[:]
-        out.graph.input.extend(inputs)
+    out.graph.initializer.extend([t for t in g.initializer if t.name in used])
+    out.graph.initializer.extend(named(x) for x in alias if x in used)
+    out.graph.initializer.extend(numpy_helper.from_array(np.asarray(v), x) for x, v in zip(needed, values))
+    dropped = set(weights) - used  # IR-3 models also list their initializers as graph inputs: drop those too
+    out.graph.input.extend(i for i in g.input if i.name not in dropped)
     return out
 
 
 def prepare_for_torch(model: onnx.ModelProto) -> onnx.ModelProto:
     """The rewrites onnx2torch needs (module docstring): fold constants, Dropout -> Identity,
     one ``Identity`` per graph output (named ``<output>__out``)."""
-    model = _fold_constants(model)
-    out = onnx.ModelProto()
-    out.CopyFrom(model)
+    out = _fold_constants(model)
+    if out is model:  # nothing folded: the caller's model is not ours to change
+        out = onnx.ModelProto()
+        out.CopyFrom(model)
     try:
-        out = onnx.shape_inference.infer_shapes(out, check_type=False, strict_mode=False)
+        annotate_shapes(out, check_type=False, strict_mode=False)
     except Exception:  # noqa: BLE001 - keep what the part has
         pass
     g = out.graph

@@ -1,0 +1,120 @@
+"""What `onnx-sched optimize` costs on a model that carries its weights: wall time and peak memory.
+
+The corpus models have their float weights stripped; a user's model does not.  A 440 MB BERT held
+several times over while it is read, checked, shape-inferred, copied and written makes the command
+slow and its memory a multiple of the model -- for a tool whose users are short of memory.  This
+script gives each named corpus model seeded random weights (`bench.weights.with_random_weights`),
+saves it inline (one file, as exporters write models under 2 GB), runs the real command on it in a
+fresh process, and reports the command's wall seconds, its own clock (`total_seconds` of the
+report: import, search, export; kernel loading apart), its peak RSS (the child's `ru_maxrss`) and
+that peak over the model's file size.  Each written model is checked: `onnx.checker` (full, by
+path) and the same ONNX Runtime outputs as the input on seeded inputs (both with graph
+optimizations off).
+
+    python benchmarks/weights_overhead.py --out docs/weights_overhead.json
+
+``--models`` picks corpus models (default: resnet50, bert_base, gpt2_small), ``--repeats`` runs the
+command that many times per model (the table keeps the median seconds and the largest peak).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+from rich.console import Console
+from rich.table import Table
+
+from onnx_sched.bench.inputs import random_inputs
+from onnx_sched.bench.weights import with_random_weights
+from onnx_sched.importers.dispatch import import_model
+
+CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus" / "onnx"
+DEFAULT_MODELS = ("resnet50", "bert_base", "gpt2_small")
+
+#: Runs one command and prints its peak RSS in bytes: the wrapper's only child is the command.
+_PEAK_RSS = ("import resource, subprocess, sys; rc = subprocess.run(sys.argv[1:]).returncode; "
+             "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024, file=sys.stderr); sys.exit(rc)")
+
+
+def materialise(name: str, folder: Path) -> Path:
+    """The corpus model ``name`` with seeded random weights, saved inline in ``folder``."""
+    path = folder / f"{name}.onnx"
+    onnx.save_model(with_random_weights(import_model(CORPUS / f"{name}.onnx")).model, path)
+    return path
+
+
+def run_command(model: Path, output: Path, report: Path, args: list[str]) -> dict[str, float]:
+    """``onnx-sched optimize`` in a fresh process: wall seconds, peak RSS, the report's clock."""
+    cmd = [sys.executable, "-c", _PEAK_RSS, sys.executable, "-m", "onnx_sched.cli", "optimize", str(model),
+           "-o", str(output), "--report", str(report), *args]
+    t0 = time.perf_counter()
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    wall = time.perf_counter() - t0
+    if done.returncode != 0:
+        raise RuntimeError(f"{model.name}: exit {done.returncode}: {done.stderr.strip().splitlines()[-2:]}")
+    peak = int(done.stderr.strip().splitlines()[-1])
+    total = json.loads(report.read_text())["total_seconds"]
+    return {"wall_s": wall, "total_seconds": total, "peak_rss_bytes": peak}
+
+
+def same_outputs(model: Path, output: Path) -> bool:
+    """``onnx.checker`` (full) passes on ``output`` and ONNX Runtime gives it ``model``'s outputs."""
+    onnx.checker.check_model(str(output), full_check=True)
+    feed = random_inputs(onnx.load(str(model), load_external_data=False), seed=0)
+    opts = ort.SessionOptions()
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    got = [ort.InferenceSession(str(p), opts, providers=["CPUExecutionProvider"]).run(None, feed)
+           for p in (model, output)]
+    return all(np.array_equal(a, b, equal_nan=True) for a, b in zip(*got))
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--models", nargs="+", default=list(DEFAULT_MODELS))
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--time-limit", type=float, default=10.0, help="the command's --time-limit")
+    ap.add_argument("--out", type=Path, default=None)
+    args = ap.parse_args(argv)
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="weights_overhead_") as tmp:
+        folder = Path(tmp)
+        for name in args.models:
+            model = materialise(name, folder)
+            size = model.stat().st_size
+            output, report = folder / f"{name}.out.onnx", folder / f"{name}.report.json"
+            runs = [run_command(model, output, report, ["--time-limit", str(args.time_limit)])
+                    for _ in range(args.repeats)]
+            rows.append({"model": name, "file_bytes": size,
+                         "wall_s": statistics.median(r["wall_s"] for r in runs),
+                         "total_seconds": statistics.median(r["total_seconds"] for r in runs),
+                         "peak_rss_bytes": max(r["peak_rss_bytes"] for r in runs),
+                         "runs": runs, "outputs_equal": same_outputs(model, output)})
+            for path in (model, output):
+                path.unlink()
+    table = Table(title="optimize on models with their weights (peak-mem, auto)")
+    for col in ("model", "file MiB", "wall s (median)", "command clock s", "peak RSS MiB", "peak / file",
+                "outputs equal"):
+        table.add_column(col, justify="left" if col == "model" else "right")
+    for r in rows:
+        table.add_row(r["model"], f"{r['file_bytes'] / 2**20:.0f}", f"{r['wall_s']:.2f}", f"{r['total_seconds']:.2f}",
+                      f"{r['peak_rss_bytes'] / 2**20:.0f}", f"{r['peak_rss_bytes'] / r['file_bytes']:.2f}",
+                      "yes" if r["outputs_equal"] else "NO")
+    Console().print(table)
+    if args.out is not None:
+        command = "python benchmarks/weights_overhead.py " + " ".join(sys.argv[1:] if argv is None else argv)
+        args.out.write_text(json.dumps({"command": command, "rows": rows}, indent=1) + "\n")
+    return 0 if all(r["outputs_equal"] for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,95 @@
+"""An ONNX model's structure without its large weights, for the work on it that reads types and shapes only.
+
+onnx's shape inference and its checker take a ``ModelProto`` through C++ as bytes: a 440 MB model is
+serialized, copied and parsed back although no large weight's values matter to them -- only the small
+constants a ``Reshape``, ``Slice`` or ``Expand`` reads do.  :func:`structure_only` is the model with every
+initializer with more than :data:`LARGE_ELEMENTS` elements, and every one whose data lives in external
+files, declared as a typed graph input instead, built without copying those weights; :func:`infer_shapes`
+runs onnx's shape inference on it, and :func:`annotate_shapes` writes what it finds into the model itself.
+Used by the importer (its shape engines and, for a model given in memory, the checker), the split
+executor, ONNX Runtime's optimized graph and the torch part-runner.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import onnx
+from onnx import helper
+
+__all__ = ["LARGE_ELEMENTS", "annotate_shapes", "copy_except", "infer_shapes", "is_large", "structure_only"]
+
+#: Initializers with more elements than this are weights to every shape rule: no op reads a shape, an axis
+#: list or an index vector this long.
+LARGE_ELEMENTS = 4096
+
+
+def is_large(tensor: onnx.TensorProto, max_elements: int = LARGE_ELEMENTS) -> bool:
+    """Whether ``tensor``'s values stay out of :func:`structure_only`: external data, or over ``max_elements``."""
+    return tensor.data_location == onnx.TensorProto.EXTERNAL or math.prod(tensor.dims) > max_elements
+
+
+def copy_except(src: Any, dst: Any, *skip: str) -> None:
+    """Every set field of protobuf message ``src`` but those named in ``skip`` into the empty message ``dst`` of the
+    same type: a copy that leaves out what would be copied only to be replaced (a graph's weights, its nodes)."""
+    for field, value in src.ListFields():
+        if field.name in skip:
+            continue
+        if field.is_repeated:
+            getattr(dst, field.name).extend(value)
+        elif field.message_type is not None:
+            getattr(dst, field.name).CopyFrom(value)
+        else:
+            setattr(dst, field.name, value)
+
+
+def structure_only(model: onnx.ModelProto, max_elements: int = LARGE_ELEMENTS) -> onnx.ModelProto:
+    """``model`` with its large initializers (:func:`is_large`) as typed graph inputs of the same name, type and
+    shape; the other initializers, nodes, value infos, opsets and functions as they are.  ``model`` itself when
+    it has no large initializer.
+
+    >>> import numpy as np
+    >>> from onnx import numpy_helper
+    >>> w = numpy_helper.from_array(np.zeros((256, 256), np.float32), "w")
+    >>> s = numpy_helper.from_array(np.array([1, -1], np.int64), "s")
+    >>> x = helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [256, 256])
+    >>> y = helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, None)
+    >>> nodes = [helper.make_node("MatMul", ["x", "w"], ["m"]), helper.make_node("Reshape", ["m", "s"], ["y"])]
+    >>> model = helper.make_model(helper.make_graph(nodes, "g", [x], [y], [w, s]))
+    >>> light = structure_only(model)
+    >>> [t.name for t in light.graph.initializer], [i.name for i in light.graph.input]
+    (['s'], ['x', 'w'])
+    """
+    graph = model.graph
+    if not any(is_large(t, max_elements) for t in graph.initializer):
+        return model
+    light = onnx.ModelProto()
+    copy_except(model, light, "graph")
+    copy_except(graph, light.graph, "initializer")
+    declared = {i.name for i in graph.input}  # IR < 4 lists initializers as inputs too
+    for tensor in graph.initializer:
+        if not is_large(tensor, max_elements):
+            light.graph.initializer.append(tensor)
+        elif tensor.name not in declared:
+            light.graph.input.append(helper.make_tensor_value_info(tensor.name, tensor.data_type, list(tensor.dims)))
+    return light
+
+
+def infer_shapes(model: onnx.ModelProto, **kwargs: Any) -> onnx.ModelProto:
+    """``onnx.shape_inference.infer_shapes`` (same ``kwargs``) of :func:`structure_only` ``(model)``: the same
+    value infos as of ``model`` itself, at a fraction of the time and memory for a model with its weights.  The
+    result's large initializers are graph inputs."""
+    return onnx.shape_inference.infer_shapes(structure_only(model), **kwargs)
+
+
+def annotate_shapes(model: onnx.ModelProto, **kwargs: Any) -> None:
+    """Write :func:`infer_shapes`' findings (same ``kwargs``) into ``model`` itself: its value infos, output types
+    and nodes (subgraph bodies carry their own value infos) become the inferred ones; inputs and weights stay as
+    they are, so nothing large is copied."""
+    inferred = infer_shapes(model, **kwargs).graph
+    graph = model.graph
+    for name in ("node", "value_info", "output"):
+        field = getattr(graph, name)
+        del field[:]
+        field.extend(getattr(inferred, name))
