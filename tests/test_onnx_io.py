@@ -173,6 +173,24 @@ def test_export_keeps_everything_but_order_and_adds_metadata(tmp_path):
         save_model_atomic(out, p, source_path=p)
 
 
+def test_a_saved_model_written_one_initializer_at_a_time_reads_back_as_the_model(tmp_path):
+    rng = np.random.default_rng(0)
+    weights = [numpy_helper.from_array(rng.standard_normal((8, 8)).astype(np.float32), f"w{i}") for i in range(3)]
+    nodes = [helper.make_node("MatMul", ["x" if i == 0 else f"h{i}", f"w{i}"], [f"h{i + 1}" if i < 2 else "y"])
+             for i in range(3)]
+    m = _model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 8])],
+               [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 8])], weights)
+    m.doc_string = "after the weights in the file, before them in the message"
+    m.metadata_props.add(key="k", value="v")
+    path = tmp_path / "m.onnx"
+    save_model_atomic(m, path)
+    assert path.read_bytes() != m.SerializeToString()  # the weights come last in the file
+    back = onnx.load(str(path))
+    assert back == m and [t.name for t in back.graph.initializer] == ["w0", "w1", "w2"]
+    onnx.checker.check_model(str(path), full_check=True)
+    assert_bitwise_equal(run_ort(m), run_ort(back))
+
+
 def test_placement_is_written_as_node_metadata():
     imp = import_onnx(branchy_model(n=8))
     n = imp.graph.n_ops

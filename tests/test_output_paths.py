@@ -41,6 +41,20 @@ def test_model_files_of_an_onnx_model_with_external_data(tmp_path):
     assert [p.name for p in model_files(src)] == ["m.onnx", "m.weights"]
 
 
+def test_model_files_parses_a_model_only_when_its_bytes_mention_external_data(tmp_path):
+    src = external_data_model(tmp_path)
+    inline = onnx.load(str(src))  # the weights read in
+    inline.doc_string = "no external data here, only the word location"
+    onnx.save_model(inline, str(tmp_path / "inline.onnx"))
+    assert [p.name for p in model_files(tmp_path / "inline.onnx")] == ["inline.onnx"]  # parsed: no reference
+    inline.doc_string = ""
+    onnx.save_model(inline, str(tmp_path / "plain.onnx"))
+    assert b"location" not in (tmp_path / "plain.onnx").read_bytes()
+    assert [p.name for p in model_files(tmp_path / "plain.onnx")] == ["plain.onnx"]
+    (tmp_path / "empty.onnx").write_bytes(b"")
+    assert [p.name for p in model_files(tmp_path / "empty.onnx")] == ["empty.onnx"]
+
+
 @pytest.mark.parametrize("flag", ["--report", "--plot"])
 def test_optimize_refuses_a_report_or_plot_over_the_input(tmp_path, flag):
     src = external_data_model(tmp_path / "in")

@@ -24,12 +24,12 @@ import onnx
 
 from onnx_sched.exporters.paths import (
     atomic_write,
-    atomic_write_bytes,
     check_output_paths,
     copy_targets,
     external_data_files,
 )
 from onnx_sched.importers.onnx import ImportedOnnx
+from onnx_sched.onnx_structure import copy_except
 from onnx_sched.schedule import Schedule
 
 __all__ = ["DEVICES_KEY", "DEVICE_KEY", "MAX_IR_VERSION", "RESULT_KEYS_KEY", "export_onnx", "save_model_atomic"]
@@ -158,4 +158,20 @@ def save_model_atomic(model: onnx.ModelProto, out_path: str | os.PathLike, sourc
     for src_file, dst_file in todo:  # a copy, never a hard link (a write to either would change both)
         dst_file.parent.mkdir(parents=True, exist_ok=True)
         atomic_write(dst_file, lambda tmp, src=src_file: shutil.copyfile(src, tmp))
-    atomic_write_bytes(out, model.SerializeToString())
+    atomic_write(out, lambda tmp: _write_model(model, tmp))
+
+
+def _write_model(model: onnx.ModelProto, path: str) -> None:
+    """``model`` serialized to ``path`` one initializer at a time: the model without its initializers, then one
+    ``ModelProto`` per initializer holding only that tensor.  Protobuf parses concatenated messages as one merged
+    message (repeated fields appended in order), so the file reads back as ``model``, while memory holds one
+    tensor's bytes at a time instead of the whole model's (hundreds of MB for a model with its weights)."""
+    head = onnx.ModelProto()
+    copy_except(model, head, "graph")
+    copy_except(model.graph, head.graph, "initializer")
+    with open(path, "wb") as fh:
+        fh.write(head.SerializeToString())
+        for tensor in model.graph.initializer:
+            chunk = onnx.ModelProto()  # a new one each time: upb frees a message's memory only with the message
+            chunk.graph.initializer.append(tensor)
+            fh.write(chunk.SerializeToString())

@@ -100,7 +100,7 @@ def model_files(path: str | os.PathLike, *, external: bool = True) -> list[Path]
     p = Path(path)
     if p.suffix.lower() == ".xml":
         return [p, p.with_suffix(".bin")]
-    if not external or not p.is_file():
+    if not external or not p.is_file() or not _mentions(p, b"location"):
         return [p]
     import onnx
 
@@ -109,6 +109,18 @@ def model_files(path: str | os.PathLike, *, external: bool = True) -> list[Path]
     except Exception:  # unreadable: the importer reports it in its own words
         return [p]
     return [p, *external_data_files(model, p)]
+
+
+def _mentions(path: Path, word: bytes) -> bool:
+    """Whether the bytes of the file at ``path`` contain ``word``: an ONNX file without the key ``location`` has no
+    external data, which saves parsing its weights (a second or more per GB) to find none."""
+    import mmap
+
+    with open(path, "rb") as fh:
+        if os.fstat(fh.fileno()).st_size == 0:
+            return False
+        with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as data:
+            return data.find(word) >= 0
 
 
 def copy_targets(model_path: str | os.PathLike, external: Iterable[Path], output: str | os.PathLike) -> list[tuple[Path, Path]]:

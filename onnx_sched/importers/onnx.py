@@ -159,7 +159,8 @@ def _first_line(exc: BaseException) -> str:
 
 
 def _check(model: onnx.ModelProto | Path, where: str) -> None:
-    """onnx.checker, given the path for files so external data resolves next to the model."""
+    """onnx.checker on the model's structure (:func:`~onnx_sched.onnx_structure.structure_only`), or on its file
+    (a path) so external data resolves next to the model."""
     try:
         onnx.checker.check_model(str(model) if isinstance(model, Path) else structure_only(model))
     except onnx.checker.ValidationError as exc:
@@ -337,7 +338,10 @@ def import_onnx(
         model = load_model(path)
         where = str(path)
     if check:
-        _check(path if path is not None and is_utf8_path(path) else model, where)  # onnx's C++ code: UTF-8 paths
+        # by path when external data must resolve beside the file (onnx's C++ code: UTF-8 paths); else the model
+        # in hand without its large weights, which the checker would only serialize and parse again
+        external = any(t.data_location == onnx.TensorProto.EXTERNAL for t in model.graph.initializer)
+        _check(path if external and path is not None and is_utf8_path(path) else model, where)
     g = model.graph
     pinned = _pin_inputs(model, input_shapes or {}, dims or {})
 
