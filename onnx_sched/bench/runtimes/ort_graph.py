@@ -71,13 +71,14 @@ def ort_optimized_model(
         so.optimized_model_filepath = str(tmp_path)
         so.log_severity_level = 3
         with ort_loads(str(src)):
-            ort.InferenceSession(str(src), sess_options=so, providers=["CPUExecutionProvider"])
+            session = ort.InferenceSession(str(src), sess_options=so, providers=["CPUExecutionProvider"])
+        fed = {i.name for i in session.get_inputs()}  # what the caller feeds: not an initializer's name
+        del session
         # ORT keeps external initializers as references into the input's data files (relative to the
         # input's folder); the weights are not read here, and are copied next to ``dst`` below
         model = onnx.load(str(tmp_path), load_external_data=False)
     # an input that had an initializer (IR < 4 lists every initializer as an input) and lost it to ORT's
     # constant folding would become one the caller must feed: drop it (nothing reads it any more)
-    fed = _fed_inputs(src)
     inits = {t.name for t in model.graph.initializer}
     kept_inputs = [i for i in model.graph.input if i.name in fed or i.name in inits]
     del model.graph.input[:]
@@ -98,15 +99,6 @@ def ort_optimized_model(
 
     save_model_atomic(model, dst, source_path=src)
     return dst
-
-
-def _fed_inputs(path: Path) -> set[str]:
-    """The graph inputs of the model at ``path`` that the caller feeds (no initializer of that name)."""
-    from onnx_sched.bench.inputs import load_model_header
-
-    g = load_model_header(path).graph
-    inits = {t.name for t in g.initializer}
-    return {i.name for i in g.input if i.name not in inits}
 
 
 def _record_ort_shapes(model: Any, folder: Path) -> None:
