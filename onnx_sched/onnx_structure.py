@@ -25,9 +25,12 @@ __all__ = ["LARGE_ELEMENTS", "annotate_shapes", "copy_except", "infer_shapes", "
 LARGE_ELEMENTS = 4096
 
 
-def is_large(tensor: onnx.TensorProto, max_elements: int = LARGE_ELEMENTS) -> bool:
-    """Whether ``tensor``'s values stay out of :func:`structure_only`: external data, or over ``max_elements``."""
-    return tensor.data_location == onnx.TensorProto.EXTERNAL or math.prod(tensor.dims) > max_elements
+def is_large(tensor: onnx.TensorProto, max_elements: int | None = LARGE_ELEMENTS) -> bool:
+    """Whether ``tensor``'s values stay out of :func:`structure_only`: external data, or over ``max_elements``
+    (``None``: external data only)."""
+    if tensor.data_location == onnx.TensorProto.EXTERNAL:
+        return True
+    return max_elements is not None and math.prod(tensor.dims) > max_elements
 
 
 def copy_except(src: Any, dst: Any, *skip: str) -> None:
@@ -44,7 +47,7 @@ def copy_except(src: Any, dst: Any, *skip: str) -> None:
             setattr(dst, field.name, value)
 
 
-def structure_only(model: onnx.ModelProto, max_elements: int = LARGE_ELEMENTS) -> onnx.ModelProto:
+def structure_only(model: onnx.ModelProto, max_elements: int | None = LARGE_ELEMENTS) -> onnx.ModelProto:
     """``model`` with its large initializers (:func:`is_large`) as typed graph inputs of the same name, type and
     shape; the other initializers, nodes, value infos, opsets and functions as they are.  ``model`` itself when
     it has no large initializer.

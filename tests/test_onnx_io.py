@@ -191,6 +191,42 @@ def test_a_saved_model_written_one_initializer_at_a_time_reads_back_as_the_model
     assert_bitwise_equal(run_ort(m), run_ort(back))
 
 
+def test_a_model_with_fields_this_onnx_does_not_know_keeps_them_when_saved(tmp_path):
+    m = _model([helper.make_node("Relu", ["x"], ["y"])], [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+               [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
+    unknown = bytes([0x98, 0x06, 0x07])  # field 99, varint 7: what a newer onnx might write
+    newer = onnx.ModelProto()
+    newer.ParseFromString(m.SerializeToString() + unknown)
+    save_model_atomic(newer, tmp_path / "m.onnx")
+    assert (tmp_path / "m.onnx").read_bytes() == newer.SerializeToString()
+    assert (tmp_path / "m.onnx").read_bytes().endswith(unknown)
+
+
+def test_the_file_check_still_sees_inside_large_weights(tmp_path):
+    w = numpy_helper.from_array(np.zeros((128, 128), np.float32), "w")
+    w.raw_data = w.raw_data[:100]  # far fewer bytes than 128 x 128 floats
+    m = _model([helper.make_node("MatMul", ["x", "w"], ["y"])],
+               [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 128])],
+               [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 128])], [w])
+    onnx.save_model(m, str(tmp_path / "bad.onnx"))
+    with pytest.raises(ModelLoadError, match="invalid ONNX model"):
+        import_onnx(tmp_path / "bad.onnx")
+
+
+def test_external_data_in_a_constant_resolves_beside_the_file(tmp_path, monkeypatch):
+    from onnx.external_data_helper import convert_model_to_external_data
+
+    value = numpy_helper.from_array(np.ones((64, 128), np.float32), "c")
+    m = _model([helper.make_node("Constant", [], ["c"], value=value), helper.make_node("MatMul", ["x", "c"], ["y"])],
+               [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 64])],
+               [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 128])])
+    convert_model_to_external_data(m, location="c.bin", size_threshold=0, convert_attribute=True)
+    onnx.save_model(m, str(tmp_path / "m.onnx"))
+    assert (tmp_path / "c.bin").stat().st_size == 64 * 128 * 4
+    monkeypatch.chdir(tmp_path.parent)  # the data file is not in the working directory
+    assert import_onnx(tmp_path / "m.onnx").graph.n_ops == 1
+
+
 def test_placement_is_written_as_node_metadata():
     imp = import_onnx(branchy_model(n=8))
     n = imp.graph.n_ops

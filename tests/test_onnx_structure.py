@@ -116,3 +116,24 @@ def test_the_importer_sizes_a_model_whose_shapes_need_a_small_constant_beside_a_
     graph = import_onnx(model).graph
     sizes = dict(zip(graph.tensor_names, graph.tensor_bytes))
     assert sizes["m"] == 2 * 128 * 4 and sizes["y"] == 4 * 64 * 4 and sizes["w"] == 64 * 128 * 4
+
+
+def test_torch_preparation_keeps_a_folded_weight_that_only_a_subgraph_reads():
+    from onnx_sched.bench.runtimes.torch_parts import prepare_for_torch
+
+    w = numpy_helper.from_array(np.arange(6, dtype=np.float32).reshape(2, 3), "w")
+    then = helper.make_graph([helper.make_node("Add", ["x", "w_shared"], ["t"])], "then", [],
+                             [helper.make_tensor_value_info("t", TensorProto.FLOAT, [2, 3])])
+    other = helper.make_graph([helper.make_node("Sub", ["x", "w_shared"], ["e"])], "else", [],
+                              [helper.make_tensor_value_info("e", TensorProto.FLOAT, [2, 3])])
+    nodes = [helper.make_node("Identity", ["w"], ["w_shared"]),
+             helper.make_node("If", ["c"], ["y"], then_branch=then, else_branch=other)]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3]),
+                                           helper.make_tensor_value_info("c", TensorProto.BOOL, [])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])], [w])
+    model = helper.make_model(graph, ir_version=10, opset_imports=[helper.make_opsetid("", 17)])
+    prepared = prepare_for_torch(model)
+    assert "w_shared" in {t.name for t in prepared.graph.initializer}
+    for c in (True, False):
+        feed = {"x": np.ones((2, 3), np.float32), "c": np.array(c)}
+        np.testing.assert_array_equal(_run(model, feed)[0], _run(prepared, feed)[0])

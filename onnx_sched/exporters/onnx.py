@@ -18,6 +18,7 @@ import os
 import shutil
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import onnx
@@ -165,13 +166,41 @@ def _write_model(model: onnx.ModelProto, path: str) -> None:
     """``model`` serialized to ``path`` one initializer at a time: the model without its initializers, then one
     ``ModelProto`` per initializer holding only that tensor.  Protobuf parses concatenated messages as one merged
     message (repeated fields appended in order), so the file reads back as ``model``, while memory holds one
-    tensor's bytes at a time instead of the whole model's (hundreds of MB for a model with its weights)."""
+    tensor's bytes at a time instead of the whole model's (hundreds of MB for a model with its weights).  A model or
+    graph with fields this onnx does not know (written by a newer one) is serialized whole, which keeps them."""
+    if _unknown_fields(model) or _unknown_fields(model.graph):
+        Path(path).write_bytes(_serialized(model))
+        return
     head = onnx.ModelProto()
     copy_except(model, head, "graph")
     copy_except(model.graph, head.graph, "initializer")
     with open(path, "wb") as fh:
-        fh.write(head.SerializeToString())
+        written = fh.write(head.SerializeToString())
         for tensor in model.graph.initializer:
             chunk = onnx.ModelProto()  # a new one each time: upb frees a message's memory only with the message
             chunk.graph.initializer.append(tensor)
-            fh.write(chunk.SerializeToString())
+            written += fh.write(chunk.SerializeToString())
+            if written > PROTOBUF_LIMIT:
+                raise ValueError(_TOO_LARGE)
+
+
+#: The largest message protobuf parses (2 GiB - 1): a larger model must keep its weights in external data files.
+PROTOBUF_LIMIT = 2**31 - 1
+_TOO_LARGE = ("the model would be over 2 GiB, more than protobuf can read back; save the input with its weights in "
+              "external data (onnx.save_model(..., save_as_external_data=True)) and optimize that")
+
+
+def _serialized(model: onnx.ModelProto) -> bytes:
+    try:
+        return model.SerializeToString()
+    except ValueError:  # protobuf refuses messages over its limit
+        raise ValueError(_TOO_LARGE) from None
+
+
+def _unknown_fields(message: Any) -> bool:
+    """Whether ``message`` itself holds fields its schema does not name (kept by parsing, lost by field copies)."""
+    try:
+        from google.protobuf.unknown_fields import UnknownFieldSet
+    except ImportError:  # protobuf < 4.22: the method
+        return len(message.UnknownFields()) > 0
+    return len(UnknownFieldSet(message)) > 0

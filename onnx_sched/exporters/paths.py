@@ -116,11 +116,14 @@ def _mentions(path: Path, word: bytes) -> bool:
     external data, which saves parsing its weights (a second or more per GB) to find none."""
     import mmap
 
-    with open(path, "rb") as fh:
-        if os.fstat(fh.fileno()).st_size == 0:
-            return False
-        with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as data:
-            return data.find(word) >= 0
+    try:
+        with open(path, "rb") as fh:
+            if os.fstat(fh.fileno()).st_size == 0:
+                return False
+            with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as data:
+                return data.find(word) >= 0
+    except OSError:  # unreadable: whoever reads it next says so
+        return True
 
 
 def copy_targets(model_path: str | os.PathLike, external: Iterable[Path], output: str | os.PathLike) -> list[tuple[Path, Path]]:

@@ -32,7 +32,7 @@ import onnx
 from onnx import helper
 
 from onnx_sched.cost.flops import op_flops
-from onnx_sched.errors import ModelLoadError, UnknownOpError, UnknownShapeError
+from onnx_sched.errors import ModelLoadError, OnnxSchedError, UnknownOpError, UnknownShapeError
 from onnx_sched.graph import Graph, TensorKind
 from onnx_sched.importers._assemble import assemble_graph
 from onnx_sched.importers.onnx_shapes import infer_types
@@ -159,20 +159,28 @@ def _first_line(exc: BaseException) -> str:
 
 
 def _check(model: onnx.ModelProto | Path, where: str) -> None:
-    """onnx.checker on the model's structure (:func:`~onnx_sched.onnx_structure.structure_only`), or on its file
-    (a path) so external data resolves next to the model."""
+    """onnx.checker on a model's file, so external data resolves next to it, or on a model in memory, whose
+    external initializers are then declared as inputs (:func:`~onnx_sched.onnx_structure.structure_only`): the
+    checker would look for their files in the working directory.  A file that is not a readable model gets
+    :func:`load_model`'s message."""
     try:
-        onnx.checker.check_model(str(model) if isinstance(model, Path) else structure_only(model))
-    except onnx.checker.ValidationError as exc:
-        msg = _first_line(exc)
+        onnx.checker.check_model(str(model) if isinstance(model, Path) else structure_only(model, max_elements=None))
+    except Exception as exc:  # noqa: BLE001 - the checker raises other errors too on corrupt protos
+        if isinstance(model, Path):
+            load_model(model)  # a file that does not parse: the reader's message
+        raise _check_error(exc, where, model) from None
+
+
+def _check_error(exc: Exception, where: str, model: onnx.ModelProto | Path) -> OnnxSchedError:
+    """The checker's failure ``exc`` as one line of the right kind."""
+    msg = _first_line(exc)
+    if isinstance(exc, onnx.checker.ValidationError):
         if "No Op registered" in str(exc) or "No opset import" in str(exc):
-            raise UnknownOpError(f"{where}: unknown operator: {msg}") from None
+            return UnknownOpError(f"{where}: unknown operator: {msg}")
         if "topologically sorted" in str(exc):
             graph = load_model(model).graph if isinstance(model, Path) else model.graph
-            raise ModelLoadError(f"{where}: {topology_problem(graph) or msg}") from None
-        raise ModelLoadError(f"{where}: invalid ONNX model: {msg}") from None
-    except Exception as exc:  # noqa: BLE001 - checker may raise other errors on corrupt protos
-        raise ModelLoadError(f"{where}: invalid ONNX model: {_first_line(exc)}") from None
+            return ModelLoadError(f"{where}: {topology_problem(graph) or msg}")
+    return ModelLoadError(f"{where}: invalid ONNX model: {msg}")
 
 
 def is_utf8_path(path: str | os.PathLike) -> bool:
@@ -329,19 +337,19 @@ def import_onnx(
     Raises :class:`ModelLoadError`, :class:`UnknownOpError` or
     :class:`UnknownShapeError` with a one-line message on bad input.
     """
-    path = None
+    path, checked = None, False
     if isinstance(source, onnx.ModelProto):
         model = source
         where = model.graph.name or "model"
     else:
         path = Path(source)
-        model = load_model(path)
         where = str(path)
-    if check:
-        # by path when external data must resolve beside the file (onnx's C++ code: UTF-8 paths); else the model
-        # in hand without its large weights, which the checker would only serialize and parse again
-        external = any(t.data_location == onnx.TensorProto.EXTERNAL for t in model.graph.initializer)
-        _check(path if external and path is not None and is_utf8_path(path) else model, where)
+        if check and path.is_file() and is_utf8_path(path):  # onnx's C++ code takes UTF-8 paths only
+            _check(path, where)  # before this process reads the model: the checker's copy is gone by then
+            checked = True
+        model = load_model(path)
+    if check and not checked:
+        _check(model, where)
     g = model.graph
     pinned = _pin_inputs(model, input_shapes or {}, dims or {})
 
