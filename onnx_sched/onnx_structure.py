@@ -87,12 +87,14 @@ def infer_shapes(model: onnx.ModelProto, **kwargs: Any) -> onnx.ModelProto:
 
 
 def annotate_shapes(model: onnx.ModelProto, **kwargs: Any) -> None:
-    """Write :func:`infer_shapes`' findings (same ``kwargs``) into ``model`` itself: its value infos, output types
-    and nodes (subgraph bodies carry their own value infos) become the inferred ones; inputs and weights stay as
-    they are, so nothing large is copied."""
+    """Write :func:`infer_shapes`' findings (same ``kwargs``) into ``model`` itself: its value infos and output
+    types, and its nodes when some hold subgraphs (whose bodies carry their own value infos); inputs and weights
+    stay as they are, so nothing large is copied."""
     inferred = infer_shapes(model, **kwargs).graph
     graph = model.graph
-    for name in ("node", "value_info", "output"):
+    subgraphs = any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
+                    for node in graph.node for a in node.attribute)
+    for name in ("value_info", "output", *(("node",) if subgraphs else ())):
         field = getattr(graph, name)
         del field[:]
         field.extend(getattr(inferred, name))
