@@ -39,12 +39,18 @@ def copy_except(src: Any, dst: Any, *skip: str) -> None:
     for field, value in src.ListFields():
         if field.name in skip:
             continue
-        if field.is_repeated:
+        if _repeated(field):
             getattr(dst, field.name).extend(value)
         elif field.message_type is not None:
             getattr(dst, field.name).CopyFrom(value)
         else:
             setattr(dst, field.name, value)
+
+
+def _repeated(field: Any) -> bool:
+    """Whether a protobuf field is repeated: ``is_repeated`` in recent protobuf, which deprecates ``label``."""
+    repeated = getattr(field, "is_repeated", None)
+    return field.label == field.LABEL_REPEATED if repeated is None else bool(repeated)
 
 
 def structure_only(model: onnx.ModelProto, max_elements: int | None = LARGE_ELEMENTS) -> onnx.ModelProto:
