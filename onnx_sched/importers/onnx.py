@@ -166,20 +166,18 @@ def _check(model: onnx.ModelProto | Path, where: str) -> None:
     try:
         onnx.checker.check_model(str(model) if isinstance(model, Path) else structure_only(model, max_elements=None))
     except Exception as exc:  # noqa: BLE001 - the checker raises other errors too on corrupt protos
-        if isinstance(model, Path):
-            load_model(model)  # a file that does not parse: the reader's message
-        raise _check_error(exc, where, model) from None
+        # a file that does not parse gets the reader's message; one that does is read once for the checker's
+        raise _check_error(exc, where, load_model(model) if isinstance(model, Path) else model) from None
 
 
-def _check_error(exc: Exception, where: str, model: onnx.ModelProto | Path) -> OnnxSchedError:
-    """The checker's failure ``exc`` as one line of the right kind."""
+def _check_error(exc: Exception, where: str, model: onnx.ModelProto) -> OnnxSchedError:
+    """The checker's failure ``exc`` on ``model`` as one line of the right kind."""
     msg = _first_line(exc)
     if isinstance(exc, onnx.checker.ValidationError):
         if "No Op registered" in str(exc) or "No opset import" in str(exc):
             return UnknownOpError(f"{where}: unknown operator: {msg}")
         if "topologically sorted" in str(exc):
-            graph = load_model(model).graph if isinstance(model, Path) else model.graph
-            return ModelLoadError(f"{where}: {topology_problem(graph) or msg}")
+            return ModelLoadError(f"{where}: {topology_problem(model.graph) or msg}")
     return ModelLoadError(f"{where}: invalid ONNX model: {msg}")
 
 
