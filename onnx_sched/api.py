@@ -187,6 +187,7 @@ def optimize_model(
     memory_limits: Mapping[str, int] | None = None,
     warm_up: bool = True,
     deadline: Deadline | None = None,
+    reuse_input: bool = False,
 ) -> OptimizeResult:
     """Import ``source`` once, schedule it for ``objective`` with ``method`` and export it.
 
@@ -209,6 +210,10 @@ def optimize_model(
     files) passes its running ``deadline``; ``time_limit`` is then ignored.  ``devices`` is a sequence of names
     or a comma list (``"CPU,GPU"``).  A time limit that is not a positive, finite number, a negative seed or an
     empty device list is a ``ValueError`` before any work.
+
+    ``reuse_input`` lets the result be the model read from a path ``source``, reordered in place, instead of a copy:
+    a model with its weights inline is then held once, not twice (the CLI's way).  ``result.imported`` no longer
+    describes the model's node order then.  A model passed in memory is never changed.
     """
     clock = deadline if deadline is not None else Deadline(positive_seconds(time_limit))
     seed = check_seed(seed)
@@ -249,7 +254,8 @@ def optimize_model(
         f"{META_PREFIX}optimal": str(report["optimal"]).lower(),
         **obj.metadata(report),
     }
-    exported = export_model(imported, schedule, meta, device_names=getattr(problem, "device_names", None))
+    exported = export_model(imported, schedule, meta, device_names=getattr(problem, "device_names", None),
+                            in_place=reuse_input and imported.model is not source)
     report["output_format"] = exported.format
     report["notes"] = [*report.get("notes", ()), *exported.notes,  # the objective's, the exporter's, the pass's
                        *(str(note) for note in schedule.info.get("notes", ()))]

@@ -173,6 +173,39 @@ def test_export_keeps_everything_but_order_and_adds_metadata(tmp_path):
         save_model_atomic(out, p, source_path=p)
 
 
+def test_a_model_read_from_a_file_is_reordered_in_place_only_when_asked(tmp_path):
+    m = branchy_model(n=32)
+    path = tmp_path / "m.onnx"
+    onnx.save(m, str(path))
+    copied = optimize_model(path, method="dfs", time_limit=1)
+    reused = optimize_model(path, method="dfs", time_limit=1, reuse_input=True)
+    assert copied.model is not copied.imported.model  # the imported model keeps the file's order
+    assert [n.name for n in copied.imported.model.graph.node] == [n.name for n in m.graph.node]
+    assert reused.model is reused.imported.model and reused.model == copied.model
+    assert [n.name for n in reused.model.graph.node] != [n.name for n in m.graph.node]  # dfs did reorder
+    given = onnx.ModelProto()
+    given.CopyFrom(m)
+    in_memory = optimize_model(given, method="dfs", time_limit=1, reuse_input=True)
+    assert given == m and in_memory.model is not given and in_memory.model == copied.model
+
+
+def test_pinned_dims_infer_shapes_on_the_structure_not_a_copy_of_the_weights(monkeypatch):
+    import onnx_sched.importers.onnx as importer
+
+    w = numpy_helper.from_array(np.ones((16, 4096), np.float32), "w")  # large: a typed input for shape inference
+    m = _model([helper.make_node("MatMul", ["x", "w"], ["y"])],
+               [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 16])],
+               [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 4096])], [w])
+    seen = []
+    infer = importer.infer_types
+    monkeypatch.setattr(importer, "infer_types", lambda model, *a, **k: seen.append(model) or infer(model, *a, **k))
+    imp = import_onnx(m, dims=parse_dims(["batch=3"]))
+    assert [t.name for t in seen[0].graph.initializer] == [] and "w" in {i.name for i in seen[0].graph.input}
+    assert imp.model is m and imp.graph.tensor_bytes[imp.graph.tensor_names.index("y")] == 3 * 4096 * 4
+    with pytest.raises(ValueError, match="has no input 'w'"):
+        import_onnx(m, input_shapes=parse_input_shapes(["w=16x4096"]))
+
+
 def test_a_saved_model_written_one_initializer_at_a_time_reads_back_as_the_model(tmp_path):
     rng = np.random.default_rng(0)
     weights = [numpy_helper.from_array(rng.standard_normal((8, 8)).astype(np.float32), f"w{i}") for i in range(3)]

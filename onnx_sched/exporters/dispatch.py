@@ -43,15 +43,17 @@ def check_output(source: Any, output: str | os.PathLike) -> None:
 
 
 def export_model(imported: Any, schedule: Schedule, metadata: Mapping[str, str] | None = None,
-                 device_names: Sequence[str] | None = None) -> Exported:
-    """The imported model with ``schedule`` applied (ONNX: node order + metadata) or recorded (IR: rt_info)."""
+                 device_names: Sequence[str] | None = None, in_place: bool = False) -> Exported:
+    """The imported model with ``schedule`` applied (ONNX: node order + metadata) or recorded (IR: rt_info).
+    ``in_place``: an ONNX model is reordered itself, not a copy (see :func:`~onnx_sched.exporters.onnx.export_onnx`)."""
     if hasattr(imported, "op_index"):  # ImportedOpenVINO
         from onnx_sched.exporters.openvino_ir import ORDER_NOTE, export_ir
 
         return Exported(export_ir(imported, schedule, metadata, device_names), "openvino", (ORDER_NOTE,))
     from onnx_sched.exporters.onnx import export_onnx
 
-    return Exported(export_onnx(imported, schedule, metadata, device_names=device_names), "onnx")
+    return Exported(export_onnx(imported, schedule, metadata, device_names=device_names, in_place=in_place),
+                    "onnx")
 
 
 def save_model(model: Any, output: str | os.PathLike, source_path: str | os.PathLike | None = None) -> list[Path]:

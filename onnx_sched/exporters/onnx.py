@@ -84,17 +84,28 @@ def export_onnx(
     schedule: Schedule,
     metadata: Mapping[str, str] | None = None,
     device_names: Sequence[str] | None = None,
+    in_place: bool = False,
 ) -> onnx.ModelProto:
-    """The imported model with nodes in ``schedule.order`` and metadata added."""
+    """The imported model with nodes in ``schedule.order`` and metadata added.
+
+    ``in_place`` reorders ``imported.model`` itself instead of a copy, so a model with its weights inline is held
+    once, not twice: for a model nobody else holds (one this process read from a file), and ``imported`` describes
+    it no longer afterwards.
+    """
     src = imported.model
     order = np.asarray(schedule.order, dtype=np.int64)
     if len(order) != len(imported.op_node):
         raise ValueError(f"schedule has {len(order)} ops, model has {len(imported.op_node)}")
-    model = onnx.ModelProto()
-    model.CopyFrom(src)
     node_order = _node_order(imported, order)
+    if in_place:
+        model = src
+        nodes = list(model.graph.node)  # detached by the del below, kept alive by this list
+    else:
+        model = onnx.ModelProto()
+        model.CopyFrom(src)  # unknown fields (a newer onnx's) included
+        nodes = src.graph.node
     del model.graph.node[:]
-    model.graph.node.extend(src.graph.node[i] for i in node_order)
+    model.graph.node.extend(nodes[i] for i in node_order)
     for node in model.graph.node:  # a placement of an earlier run is not this schedule's
         keep = [p for p in node.metadata_props if p.key != DEVICE_KEY]
         del node.metadata_props[:]

@@ -201,13 +201,13 @@ def check_dim_names(model: onnx.ModelProto, dims: Mapping[str, int]) -> None:
 
 
 def _pin_inputs(model: onnx.ModelProto, input_shapes: Mapping[str, tuple[int, ...]], dims: Mapping[str, int]) -> onnx.ModelProto:
-    """A copy of ``model`` with ``input_shapes`` and ``dims`` set on its inputs; ``model`` itself when neither
-    names anything (no copy of the weights)."""
+    """For shape inference: a copy of ``model``'s structure (:func:`structure_only`: its weights are typed inputs,
+    not copied) with ``input_shapes`` and ``dims`` set on its inputs; ``model`` itself when neither names anything."""
     if not input_shapes and not dims:
         return model
     m = onnx.ModelProto()
-    m.CopyFrom(model)
-    names = {i.name for i in m.graph.input}
+    m.CopyFrom(structure_only(model))
+    names = {i.name for i in model.graph.input}  # not the weights the structure declares as inputs
     for name in input_shapes:
         if name not in names:
             raise ValueError(f"--input-shape {name}: the model has no input {name!r} (inputs: {sorted(names)})")
