@@ -390,8 +390,8 @@ def _optimize_any(model: Any, objective: str, method: str, **kwargs: Any) -> Any
     if ir is not None and isinstance(model, ir.Model):
         proto = ir.serde.serialize_model(model)
         return ir.serde.deserialize_model(optimize_model(proto, objective, method, **kwargs).model)
-    if isinstance(model, (str, os.PathLike)) or is_openvino_source(model):
-        return optimize_model(model, objective, method, **kwargs).model
+    if isinstance(model, (str, os.PathLike)) or is_openvino_source(model):  # only the model comes back: no copy
+        return optimize_model(model, objective, method, **{"reuse_input": True, **kwargs}).model
     raise TypeError(
         f"optimize expects onnx.ModelProto, onnx_ir.Model, openvino.Model or a path, got {type(model).__name__}"
     )
