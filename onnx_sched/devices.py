@@ -127,6 +127,15 @@ def is_cpu_alias(name: str) -> bool:
     return name == CPU_ALIAS or re.fullmatch(r"CPU[0-9]+", name) is not None
 
 
+def cpu_devices(n: int) -> list[str]:
+    """``n`` OpenVINO device names that all run on this machine's CPU: ``CPU``, then its aliases.
+
+    >>> cpu_devices(3)
+    ['CPU', 'CPUB', 'CPU2']
+    """
+    return (["CPU", CPU_ALIAS] + [f"CPU{i}" for i in range(2, n)])[:n]
+
+
 def register_cpu_alias(core: Any = None, name: str = CPU_ALIAS) -> str:
     """Register the OpenVINO CPU plugin library a second time as device ``name``.
 

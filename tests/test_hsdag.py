@@ -144,12 +144,19 @@ def test_measured_reward_and_auto_run_on_openvino() -> None:
     d = res.report["details"]
     assert d["measured_latency_s"] <= d["measured_best_single_s"]  # single devices are timed candidates
     assert 2 <= d["measured_candidates"] <= 4 and d["run_devices"] == "CPU,CPUB"
+    slower_b = replace(problem, op_time=problem.op_time * np.array([1.0, 2.0]))  # the model's CPUB: half as fast
+    host_only = float(lat.evaluate(slower_b, np.zeros(problem.graph.n_ops, np.int64)))
     for method, first in (("openvino-auto-cpu-first", "CPU"), ("openvino-auto-gpu-first", "CPUB")):
-        r = optimize_model(model, "latency", method, 30, options={"run_devices": "CPU,CPUB"}, problem=problem)
+        r = optimize_model(model, "latency", method, 30, options={"run_devices": "CPU,CPUB"}, problem=slower_b)
         assert r.report["details"]["auto_target"].startswith(f"AUTO:{first},")
         assert r.report["details"]["measured_latency_s"] > 0
+        # the report's host-only is the model's, also when AUTO's device (a measured choice) is the baseline
+        assert r.report["latency_s"]["host_only"] == pytest.approx(host_only)
     with pytest.raises(ValueError, match="needs the imported model"):
         get_pass("openvino-auto-cpu-first", "latency")(problem.graph, PassContext(problem=problem))
+    three = lat.placement_problem(problem.graph, load_profiles(EXAMPLE_PROFILES))
+    with pytest.raises(ValueError, match=r"^openvino-auto-gpu-first: .* run_devices=CPU,CPUB,CPU2$"):
+        optimize_model(model, "latency", "openvino-auto-gpu-first", 30, problem=three)
 
 
 def _squeezenet_tail_on_second_device(imp) -> np.ndarray:

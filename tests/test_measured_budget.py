@@ -193,3 +193,37 @@ def test_the_estimate_keeps_only_the_executors_a_run_takes_over_and_skips_a_devi
                                                                                bytes(np.zeros(3, np.int64)), 0)]
     with pytest.raises(ValueError):  # the first device is the reference: it must run the model
         placement_timing.run_cost(seq, ["torch:cpu", "CPU"])
+
+
+def _shape_input_model(op: str, data: list[int], shape_len: int, out: list[int]) -> onnx.ModelProto:
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph([helper.make_node(op, ["x", "shape"], ["y"], name=op.lower())], op,
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, data),
+                               helper.make_tensor_value_info("shape", TensorProto.INT64, [shape_len])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, out)])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=10)
+
+
+def test_an_expand_shape_given_as_an_input_is_fed_ones_and_a_model_seeded_inputs_break_is_one_line() -> None:
+    """Seeded integer inputs are 0 or 1, which breaks an Expand of a dimension above 1 at 0: its shape operand is fed
+    ones.  What still cannot run on seeded inputs (a Reshape to a shape the data does not have) is refused in one
+    line by both timers, before any search: ONNX Runtime's (the measured target) and OpenVINO's (reward=measured,
+    openvino-auto-*; OpenVINO sizes this Reshape from its declared output, so the old Expand feed stands in)."""
+    from onnx_sched.bench.inputs import random_inputs
+    from onnx_sched.bench.runtimes.openvino import PlacementTimer
+    from onnx_sched.errors import OnnxSchedError
+    from onnx_sched.importers.onnx import import_onnx
+
+    expand = import_onnx(_shape_input_model("Expand", [1, 3, 1], 2, [1, 3, 1]))
+    assert random_inputs(expand.model)["shape"].tolist() == [1, 1]
+    assert placement_timing.run_cost(expand, ["CPU", "CPUB"]).run_s > 0
+    reshape = import_onnx(_shape_input_model("Reshape", [2, 3], 1, [6]))
+    with pytest.raises(ValueError, match=r"^the model does not run on CPU with seeded inputs .*Reshape") as err:
+        placement_timing.run_cost(reshape, ["CPU", "CPUB"])
+    assert "\n" not in str(err.value)
+    timer = PlacementTimer(expand, ["CPU", "CPUB", "CPU2"])
+    timer.feed["shape"] = np.zeros(2, np.int64)  # what the shape operand got before: [0, 0] cannot take dim 3
+    with pytest.raises(OnnxSchedError, match=r"^OpenVINO cannot run the model on CPU with seeded inputs") as err:
+        timer.time_device("AUTO:CPU,CPUB,CPU2")  # before AUTO runs it: a failing inference there crashed OpenVINO
+    assert "\n" not in str(err.value)

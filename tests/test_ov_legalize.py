@@ -100,6 +100,19 @@ def test_floor_mode_pool_is_not_a_global_mean_and_openvino_error_is_one_line() -
     assert "\n" not in msg and "AveragePool" in msg and "'pool'" in msg
 
 
+def test_an_op_openvino_cannot_convert_is_named_in_the_one_line_error() -> None:
+    from onnx_sched.exporters.openvino import read_onnx_into_openvino
+
+    node = helper.make_node("Frobnicate", ["x"], ["y"], domain="com.example")
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.example", 1)])
+    model.ir_version = 10
+    with pytest.raises(ModelLoadError, match=r"^OpenVINO cannot read the ONNX model: it has no conversion for "
+                                             r"com\.example\.Frobnicate$"):
+        read_onnx_into_openvino(model)
+
+
 def test_corpus_efficientnet_reads_into_openvino() -> None:
     path = CORPUS / "onnx" / "efficientnet_b0.onnx"
     if not path.exists():

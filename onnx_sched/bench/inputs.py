@@ -65,6 +65,13 @@ def _onnx_input_specs(model: Any) -> list[_InputSpec]:
     return specs
 
 
+def _shape_operands(graph: Any) -> set[str]:
+    """Graph inputs read as an ``Expand`` shape or ``Tile`` repeats: ones, valid whatever the data's shape (a 0
+    would make Expand fail on any dimension above 1)."""
+    return {n.input[1] for n in graph.node if n.op_type in ("Expand", "Tile") and n.domain in ("", "ai.onnx")
+            and len(n.input) > 1}
+
+
 def import_feed(imported: Any, seed: int = 0) -> dict[str, np.ndarray]:
     """Seeded inputs for an import (ONNX or OpenVINO) at the shapes it was planned with: a ``--dim`` or
     ``--input-shape`` pin changes the graph's input shapes, not the model's declared ones, and a run
@@ -85,16 +92,16 @@ def random_inputs(
 
     ``model`` is an ``onnx.ModelProto``, an ``openvino.Model`` or the path of an
     ONNX file or of an OpenVINO IR ``.xml``.  Floats are standard normal; integer
-    inputs are 0 or 1 (valid token ids, attention masks, indices); bools are
+    inputs are 0 or 1 (valid token ids, attention masks, indices), or 1 where they are an ``Expand`` shape or
+    ``Tile`` repeats; bools are
     random.  Symbolic dims take their value from ``dims`` or 1 (a dynamic IR dim
     has no name: 1); ``shapes`` gives whole input shapes (:func:`import_feed`).
     """
-    if not isinstance(model, (str, os.PathLike)):
-        specs = _onnx_input_specs(model) if hasattr(model, "graph") else ir_input_specs(model)
-    elif is_ir(model):
-        specs = ir_input_specs(model)
-    else:
-        specs = _onnx_input_specs(load_model_header(model))
+    if isinstance(model, (str, os.PathLike)) and not is_ir(model):
+        model = load_model_header(model)
+    onnx_graph = model.graph if hasattr(model, "graph") else None
+    specs = _onnx_input_specs(model) if onnx_graph is not None else ir_input_specs(model)
+    ones = _shape_operands(onnx_graph) if onnx_graph is not None else set()
     rng = np.random.default_rng(seed)
     values = dict(dims or {})
     feed: dict[str, np.ndarray] = {}
@@ -107,7 +114,7 @@ def random_inputs(
         elif dtype == np.bool_:
             arr = rng.integers(0, 2, size=shape).astype(np.bool_)
         elif np.issubdtype(dtype, np.integer):
-            arr = rng.integers(0, 2, size=shape).astype(dtype)
+            arr = np.ones(shape, dtype) if name in ones else rng.integers(0, 2, size=shape).astype(dtype)
         elif np.issubdtype(dtype, np.floating):
             arr = rng.standard_normal(size=shape).astype(dtype)
         elif type_name == "STRING":

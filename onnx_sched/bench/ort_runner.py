@@ -73,7 +73,7 @@ def make_session_options(
     so.graph_optimization_level = levels[opt_level]
     so.intra_op_num_threads = threads
     so.inter_op_num_threads = 1
-    so.log_severity_level = 3
+    so.log_severity_level = 4  # fatal only: its errors come back as exceptions, reported in one line
     if profile_prefix:
         so.enable_profiling = True
         so.profile_file_prefix = profile_prefix

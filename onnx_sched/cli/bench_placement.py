@@ -61,7 +61,7 @@ def command(model: str, placement_path: str | None, method: str | None, profiles
     from onnx_sched.bench.placement_file import save_placement as write_placement
     from onnx_sched.bench.runtimes.openvino import bench_openvino
     from onnx_sched.bench.runtimes.ort import bench_ort
-    from onnx_sched.devices import device_names
+    from onnx_sched.devices import cpu_devices, device_names
     from onnx_sched.exporters.paths import check_output_paths, model_files
     from onnx_sched.importers.dispatch import import_model
     from onnx_sched.importers.onnx import parse_dims, parse_input_shapes
@@ -98,7 +98,7 @@ def command(model: str, placement_path: str | None, method: str | None, profiles
         write_placement(save_placement, graph, placement, names, **{k: v for k, v in meta.items() if k != "format"})
     k = len(names)
     if runtime == "openvino":
-        run_devs = list(device_names(devices, "--devices") or (["CPU", "CPUB"] + [f"CPU{i}" for i in range(2, k)])[:k])
+        run_devs = list(device_names(devices, "--devices") or cpu_devices(k))
         if len(run_devs) < k or (devices and len(run_devs) != k):
             raise ValueError(f"placement uses {k} devices {names}; --devices gives {len(run_devs)}")
         report = bench_openvino(imported, placement, run_devs[:k], warmup=warmup, repeats=repeats)

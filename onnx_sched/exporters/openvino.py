@@ -84,8 +84,11 @@ def _read_error_line(exc: BaseException) -> str:
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
     failed = re.search(r"Conversion is failed for: (.*)", text)
     node = re.search(r"While validating ONNX node '<Node\((\w+)\): (.*?)>'", text)
+    unconverted = re.search(r"No conversion rule found for operations: (.*)", text)
+    if unconverted:  # the rest of that report is a pointer to OpenVINO's extension docs
+        return f"OpenVINO cannot read the ONNX model: it has no conversion for {unconverted.group(1).strip()}"
     reason = [ln for ln in lines if not ln.startswith(("Exception from", "Check ", "While validating", "FrontEnd API",
-                                                         "Model wasn't", "-- ", "Summary:"))]
+                                                         "Model wasn't", "-- ", "Summary:", "To facilitate"))]
     what = failed.group(1).strip() if failed else type(exc).__name__
     where = f" (node {node.group(2)!r})" if node else ""
     why = reason[-1] if reason else (lines[-1] if lines else "")

@@ -91,7 +91,8 @@ class Latency:
     def report(self, graph: Graph, ctx: PassContext, chosen: Schedule, baseline: Schedule) -> dict[str, Any]:
         problem = ctx.problem
         value = lat.evaluate(problem, chosen.placement)
-        host_only = lat.evaluate(problem, baseline.placement)
+        # the model's host-only latency, whatever the baseline (a measured placement is its own: see baseline())
+        host_only = lat.evaluate(problem, np.full(graph.n_ops, problem.host, dtype=np.int64))
         counts = np.bincount(chosen.placement, minlength=len(problem.device_names))
         return {
             "mode": problem.mode,

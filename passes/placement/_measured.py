@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from onnx_sched.cost import latency as lat
-from onnx_sched.devices import device_names, is_cpu_alias
+from onnx_sched.devices import cpu_devices, device_names, is_cpu_alias
 from onnx_sched.jit import work_clock
 from onnx_sched.passes.placement._common import make_placement_schedule
 from onnx_sched.schedule import Schedule
@@ -52,7 +52,8 @@ def measured_reward(problem: lat.PlacementProblem, ctx: Any, singles: list[np.nd
         return None
     from onnx_sched.devices import openvino_core
 
-    devices = run_devices_for(problem, ctx.option("run_devices", None), list(openvino_core().available_devices))
+    devices = run_devices_for(problem, ctx.option("run_devices", None), list(openvino_core().available_devices),
+                              "reward=measured")
     measured = MeasuredLatency(problem, ctx.source, devices, budget=int(ctx.option("measure_budget", 8)),
                                margin=float(ctx.option("margin", 0.10)), seed=ctx.seed)
     for p in singles:
@@ -77,16 +78,18 @@ def choose_placement(problem: lat.PlacementProblem, method: str, measured: Measu
     return make_placement_schedule(problem, placement, method, predicted_latency_s=value, **info)
 
 
-def run_devices_for(problem: lat.PlacementProblem, option: Any, available: list[str]) -> list[str]:
-    """OpenVINO device for each problem device: ``option`` (``"CPU,CPUB"``) or the problem's own names."""
+def run_devices_for(problem: lat.PlacementProblem, option: Any, available: list[str], what: str) -> list[str]:
+    """OpenVINO device for each problem device: ``option`` (``"CPU,CPUB"``) or the problem's own names; ``what``
+    (``"reward=measured"``, a method's name) starts the error that names devices this machine lacks."""
     devs = list(device_names(str(option), "run_devices") if option else problem.device_names)
     if len(devs) != problem.n_devices:
         raise ValueError(f"run_devices gives {len(devs)} OpenVINO devices for {problem.n_devices} placement devices "
                          f"{list(problem.device_names)}")
     missing = [d for d in devs if d not in available and not is_cpu_alias(d)]
     if missing:
-        raise ValueError(f"reward=measured: {missing} not OpenVINO devices on this machine ({available}); "
-                         f"map the profile devices with --option run_devices=CPU,CPUB")
+        raise ValueError(f"{what}: {missing} not OpenVINO devices on this machine ({available}); map the "
+                         f"profile's {problem.n_devices} devices with --option "
+                         f"run_devices={','.join(cpu_devices(problem.n_devices))}")
     return devs
 
 

@@ -34,7 +34,8 @@ def run_auto(graph: Graph, ctx: PassContext, cpu_first: bool) -> Schedule:
         return make_placement_schedule(problem, single_device(problem, problem.host), method)
     if ctx.source is None:
         raise ValueError(f"{method} runs OpenVINO's AUTO plugin: it needs the imported model (PassContext.source)")
-    devices = run_devices_for(problem, ctx.option("run_devices", None), list(openvino_core().available_devices))
+    devices = run_devices_for(problem, ctx.option("run_devices", None), list(openvino_core().available_devices),
+                              method)
     host = devices[problem.host]
     others = [d for i, d in enumerate(devices) if i != problem.host]
     target = "AUTO:" + ",".join([host, *others] if cpu_first else [*others, host])

@@ -21,7 +21,7 @@ import numpy as np
 
 from onnx_sched.bench.outputs import compare_outputs, outputs_informative
 from onnx_sched.bench.timing import summarize, time_calls
-from onnx_sched.errors import DeviceError
+from onnx_sched.errors import DeviceError, OnnxSchedError
 
 __all__ = ["PAPER_KEEP", "PAPER_RUNS", "PlacementTimer", "bench_openvino", "mean_of_last", "ov_inputs"]
 
@@ -164,6 +164,12 @@ def mean_of_last(times: Sequence[float], keep: int = PAPER_KEEP) -> float:
     return float(np.mean(np.asarray(times, np.float64)[-keep:]))
 
 
+def _last_line(exc: BaseException) -> str:
+    """OpenVINO's reason: the last line of its multi-line error."""
+    lines = str(exc).strip().splitlines()
+    return lines[-1].strip()[:300] if lines else type(exc).__name__
+
+
 class PlacementTimer:
     """Times placements of one model for real, paper 004's protocol, reusing one Core and one feed.
 
@@ -225,9 +231,8 @@ class PlacementTimer:
             report = {"target": target, "compile_seconds": time.perf_counter() - t0, **self.time_compiled(compiled)}
             ok, err = compare_outputs(reference, self.outputs(compiled))
         except RuntimeError as exc:  # OpenVINO's own failures (compile or infer) come as RuntimeError
-            lines = str(exc).strip().splitlines()
             return {"target": None, "seconds": float("inf"), "times": [], "outputs_equal": False,
-                    "max_abs_error": None, "error": lines[-1] if lines else type(exc).__name__}
+                    "max_abs_error": None, "error": _last_line(exc)}
         return {**report, "outputs_equal": ok, "max_abs_error": err}
 
     def outputs(self, compiled: Any) -> dict[str, np.ndarray]:
@@ -238,13 +243,20 @@ class PlacementTimer:
         return _by_name(res, output_names(self.imported), compiled)
 
     def reference_outputs(self) -> dict[str, np.ndarray]:
-        """The whole model's outputs on ``devices[0]`` (computed once)."""
+        """The whole model's outputs on ``devices[0]`` (computed once); :class:`OnnxSchedError` in one line when
+        OpenVINO cannot run the model there on the timer's seeded inputs (then no placement can be timed)."""
         if self._reference is None:
-            self._reference = self.outputs(self.compile_device(self.devices[0])[0])
+            try:
+                self._reference = self.outputs(self.compile_device(self.devices[0])[0])
+            except RuntimeError as exc:
+                raise OnnxSchedError(f"OpenVINO cannot run the model on {self.devices[0]} with seeded inputs (so "
+                                     f"its placements cannot be timed): {_last_line(exc)}") from exc
         return self._reference
 
     def time_device(self, device: str) -> dict[str, Any]:
-        """Compile the whole model on ``device`` (e.g. ``AUTO:CPU,CPUB``) and time it."""
+        """Compile the whole model on ``device`` (e.g. ``AUTO:CPU,CPUB``) and time it, once the seeded inputs have
+        run on ``devices[0]`` (:meth:`reference_outputs`; a failing inference under AUTO can crash OpenVINO)."""
+        self.reference_outputs()
         t0 = time.perf_counter()
         compiled, target = self.compile_device(device)
         return {"target": target, "compile_seconds": time.perf_counter() - t0, **self.time_compiled(compiled)}

@@ -154,11 +154,12 @@ def run_cost(imported: Any, device_names: Sequence[str], seed: int = 0, keep: Se
                 t1 = time.perf_counter()
                 ex.run(feed)
                 t2 = time.perf_counter()
-            except Exception:  # noqa: BLE001 - the first device is the reference: it must run; others may not
+            except Exception as exc:  # noqa: BLE001 - the first device is the reference: it must run; others may not
                 if ex is not None:
                     ex.close()
                 if d == 0:
-                    raise
+                    raise ValueError(f"the model does not run on {device_names[0]} with seeded inputs (so its "
+                                     f"placements cannot be timed): {_first_line(exc)}") from exc
                 continue
             setup, run = max(setup, t1 - t0), max(run, t2 - t1)
             if keep is None or d in keep:
@@ -243,6 +244,11 @@ def memo_speedups(imported: Any, reference: np.ndarray, placements: np.ndarray, 
                             seed=seed, deadline=deadline, required=None if deadline is None else max(must, 1))
         known.update((k, float(v)) for k, v in zip(new, got) if np.isfinite(v))
     return np.array([known.get(k, np.nan) for k in keys], dtype=float)
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = str(exc).strip().splitlines()
+    return lines[0][:300] if lines else type(exc).__name__
 
 
 def _check_runnable(imported: Any) -> Any:
