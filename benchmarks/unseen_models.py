@@ -21,6 +21,17 @@ runs the command on the ``.xml``: the output IR must give OpenVINO's outputs of 
 random inputs (the checker does not apply).  ``--source kinds`` runs the model kinds of
 ``benchmarks/model_kinds.py`` instead (quantized, ONNX Runtime-fused, recurrent, control flow, float16,
 external data, dynamic dims; built with torch, compared on their seeded inputs).
+
+``--methods`` runs named methods instead of each objective's default (``auto``): a comma list of
+``OBJECTIVE:METHOD`` pairs, or ``all`` for every method of every objective in ``--objectives`` (the
+registry ``onnx-sched methods`` prints).  Each (model, objective, method) is one fresh
+``optimize ... --method METHOD`` process with the same checks; the output gains a table per method, and a
+run slower than ``3 x --time-limit + 2 s`` (interpreter start) counts as a problem too.  ``--sample N``
+picks N models spread over the name families (pytorch-converted, pytorch-operator, simple, ``light_*``)
+and evenly over each family's sorted list, instead of the first N; the same N always gives the same models:
+
+    python benchmarks/unseen_models.py --methods all --sample 25 --out /tmp/all_methods.json
+    python benchmarks/unseen_models.py --methods peak-mem:exact,latency:hsdag --limit 10
 """
 
 from __future__ import annotations
@@ -32,6 +43,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -55,6 +67,49 @@ def backend_models() -> list[Path]:
 
 def model_name(path: Path) -> str:
     return path.parent.name if path.name == "model.onnx" else path.stem
+
+
+def family(path: Path) -> str:
+    """The name family of a model: its backend data folder (``pytorch-converted``, ``simple``, ...), ``light``."""
+    return path.parent.parent.name if path.name == "model.onnx" else path.parent.name
+
+
+def spread(items: list, n: int) -> list:
+    """``n`` of ``items`` evenly over the list, its first and last included (all of them if ``n`` is larger)."""
+    if n >= len(items):
+        return list(items)
+    return [items[i] for i in sorted({round(i * (len(items) - 1) / max(n - 1, 1)) for i in range(n)})]
+
+
+def sample(items: list, n: int, key: Callable[[object], str]) -> list:
+    """``n`` of ``items`` (in their order) over the families ``key`` gives: one from each family in turn while
+    a family has any left, each family's share taken by :func:`spread`.  Deterministic."""
+    groups: dict[str, list] = {}
+    for item in items:
+        groups.setdefault(key(item), []).append(item)
+    share = dict.fromkeys(groups, 0)
+    while sum(share.values()) < min(n, len(items)):
+        for name, group in groups.items():
+            if share[name] < len(group) and sum(share.values()) < n:
+                share[name] += 1
+    chosen = {id(item) for name, group in groups.items() for item in spread(group, share[name])}
+    return [item for item in items if id(item) in chosen]
+
+
+def method_runs(spec: str, objectives: list[str]) -> list[tuple[str, str]]:
+    """``(objective, method)`` pairs of ``--methods``: ``all`` (every registered method of ``objectives``, as
+    ``onnx-sched methods`` lists them) or ``OBJECTIVE:METHOD,...``; ``ValueError`` names a bad pair."""
+    from onnx_sched.passes import available
+
+    if spec.strip() == "all":
+        return [(obj, m) for obj in OBJECTIVE_ARGS if obj in objectives for m in available(obj)]
+    runs = []
+    for pair in (p.strip() for p in spec.split(",") if p.strip()):
+        obj, _, method = pair.partition(":")
+        if obj not in OBJECTIVE_ARGS or method not in available(obj):
+            raise ValueError(f"--methods: {pair!r} is not OBJECTIVE:METHOD of `onnx-sched methods`")
+        runs.append((obj, method))
+    return runs
 
 
 def test_inputs(path: Path) -> dict[str, np.ndarray]:
@@ -131,20 +186,28 @@ def run_openvino(xml: Path, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
 
 
 def check_one(model: Path, objective: str, time_limit: float, out_dir: Path,
-              reference: list[np.ndarray] | None, feeds: dict[str, np.ndarray], extra: list[str] = ()) -> dict:
+              reference: list[np.ndarray] | None, feeds: dict[str, np.ndarray], extra: list[str] = (),
+              method: str | None = None) -> dict:
     """One ``optimize`` run and its checks (see module docstring); ``model`` an ``.onnx`` or an IR ``.xml``;
-    ``extra``: more command arguments (``--dim``)."""
+    ``extra``: more command arguments (``--dim``); ``method``: ``--method`` (else the command's default), which
+    the row then names, with ``slow`` when the run took more than ``3 x time_limit + 2 s``."""
     openvino = model.suffix == ".xml"
-    out = out_dir / f"{model_name(model) if not openvino else model.stem}.{objective}{model.suffix}"
+    tag = objective if method is None else f"{objective}.{method}"
+    out = out_dir / f"{model_name(model) if not openvino else model.stem}.{tag}{model.suffix}"
     t0 = time.perf_counter()
     proc = subprocess.run([sys.executable, "-m", "onnx_sched.cli", "optimize", str(model), "-o", str(out),
                            "--objective", objective, "--time-limit", str(time_limit), *OBJECTIVE_ARGS[objective],
-                           *extra],
+                           *extra, *(["--method", method] if method is not None else [])],
                           capture_output=True, text=True)
     stderr = [line for line in proc.stderr.splitlines() if line.strip()]
     row = {"model": model_name(model), "objective": objective, "rc": proc.returncode,
            "seconds": round(time.perf_counter() - t0, 2), "traceback": "Traceback" in proc.stderr,
            "stderr_last": stderr[-1] if stderr else ""}
+    if method is not None:
+        row = {"model": row.pop("model"), "objective": objective, "method": method, **row}
+        row["slow"] = row["seconds"] > 3 * time_limit + 2
+        if row["traceback"] or len(stderr) > 1:
+            row["stderr"] = proc.stderr[-3000:]
     if proc.returncode != 0:
         row["clean_error"] = len(stderr) == 1 and not row["traceback"]
         return row
@@ -162,21 +225,53 @@ def check_one(model: Path, objective: str, time_limit: float, out_dir: Path,
     return row
 
 
+def counts(rs: list[dict]) -> dict:
+    """The summary cells of some runs."""
+    ok = [r for r in rs if r["rc"] == 0]
+    return {
+        "runs": len(rs), "exit_0": len(ok),
+        "clean_errors": sum(1 for r in rs if r["rc"] != 0 and r.get("clean_error")),
+        "bad_errors": sum(1 for r in rs if r["rc"] != 0 and not r.get("clean_error")),
+        "checker_ok": sum(1 for r in ok if r.get("checker") is True) if any("checker" in r for r in ok) else "-",
+        "outputs_compared": sum(1 for r in ok if "same_outputs" in r),
+        "outputs_same": sum(1 for r in ok if r.get("same_outputs") is True),
+        "max_seconds": max((r["seconds"] for r in rs), default=0.0),
+    }
+
+
 def summary(rows: list[dict], objectives: list[str]) -> list[dict]:
+    return [{"objective": obj, **counts([r for r in rows if r["objective"] == obj])} for obj in objectives]
+
+
+def method_summary(rows: list[dict], runs: list[tuple[str, str]]) -> list[dict]:
+    """One row per ``(objective, method)``: :func:`counts`, the slow runs and the slowest run's model."""
     out = []
-    for obj in objectives:
-        rs = [r for r in rows if r["objective"] == obj]
-        ok = [r for r in rs if r["rc"] == 0]
-        out.append({
-            "objective": obj, "runs": len(rs), "exit_0": len(ok),
-            "clean_errors": sum(1 for r in rs if r["rc"] != 0 and r.get("clean_error")),
-            "bad_errors": sum(1 for r in rs if r["rc"] != 0 and not r.get("clean_error")),
-            "checker_ok": sum(1 for r in ok if r.get("checker") is True) if any("checker" in r for r in ok) else "-",
-            "outputs_compared": sum(1 for r in ok if "same_outputs" in r),
-            "outputs_same": sum(1 for r in ok if r.get("same_outputs") is True),
-            "max_seconds": max((r["seconds"] for r in rs), default=0.0),
-        })
+    for obj, method in runs:
+        rs = [r for r in rows if r["objective"] == obj and r.get("method") == method]
+        slowest = max(rs, key=lambda r: r["seconds"], default=None)
+        out.append({"objective": obj, "method": method, **counts(rs), "slow": sum(1 for r in rs if r.get("slow")),
+                    "slowest_model": slowest["model"] if slowest else ""})
     return out
+
+
+def is_problem(row: dict) -> bool:
+    """A run the checks fail (see module docstring)."""
+    return ((row["rc"] != 0 and not row.get("clean_error")) or row.get("checker", True) is not True
+            or row.get("same_outputs", True) is not True or bool(row.get("slow")))
+
+
+def markdown_table(columns: tuple[str, ...], table_rows: list[dict]) -> list[str]:
+    lines = ["| " + " | ".join(columns) + " |", "|---" * len(columns) + "|"]
+    return lines + ["| " + " | ".join(str(r[c]) for c in columns) + " |" for r in table_rows]
+
+
+def rich_table(title: str, columns: tuple[str, ...], table_rows: list[dict]) -> Table:
+    table = Table(title=title)
+    for c in columns:
+        table.add_column(c, justify="left" if c in ("objective", "method", "slowest_model") else "right")
+    for r in table_rows:
+        table.add_row(*(str(r[c]) for c in columns))
+    return table
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -184,6 +279,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--objectives", default=",".join(OBJECTIVE_ARGS))
     ap.add_argument("--time-limit", type=float, default=1.0)
     ap.add_argument("--limit", type=int, default=0, help="only the first N models")
+    ap.add_argument("--sample", type=int, default=0, help="N models spread over the families (before --limit)")
+    ap.add_argument("--methods", default=None, help="OBJECTIVE:METHOD,... or 'all': run these methods")
     ap.add_argument("--format", choices=("onnx", "openvino"), default="onnx")
     ap.add_argument("--source", choices=("backend", "kinds"), default="backend",
                     help="onnx's backend test models, or the model kinds of benchmarks/model_kinds.py (needs torch)")
@@ -194,15 +291,24 @@ def main(argv: list[str] | None = None) -> int:
     unknown = sorted(set(objectives) - set(OBJECTIVE_ARGS))
     if unknown:
         ap.error(f"unknown objective(s) {', '.join(unknown)}; choose from {', '.join(OBJECTIVE_ARGS)}")
+    try:
+        runs = method_runs(args.methods, objectives) if args.methods is not None else [(o, None) for o in objectives]
+    except ValueError as exc:
+        ap.error(str(exc))
+    if args.methods is not None:
+        objectives = list(dict.fromkeys(obj for obj, _ in runs))
     rows: list[dict] = []
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
         if args.source == "kinds":
             from model_kinds import build
 
-            models = build(Path(tmp) / "kinds")[: args.limit or None]
+            models = build(Path(tmp) / "kinds")
         else:
-            models = [(m, None, []) for m in backend_models()[: args.limit or None]]
+            models = [(m, None, []) for m in backend_models()]
+        if args.sample:
+            models = sample(models, args.sample, key=lambda m: family(m[0]))
+        models = models[: args.limit or None]
         converted = 0
         for model, given, extra in track(models, description="models", console=Console(stderr=True)):
             if args.format == "openvino":
@@ -220,32 +326,35 @@ def main(argv: list[str] | None = None) -> int:
                     reference = run_ort(model, feeds) if feeds else None
                 except Exception:  # noqa: BLE001 -- ONNX Runtime cannot run the input model itself
                     reference = None
-            for obj in objectives:
-                rows.append(check_one(model, obj, args.time_limit, Path(tmp), reference, feeds, extra))
+            for obj, method in runs:
+                rows.append(check_one(model, obj, args.time_limit, Path(tmp), reference, feeds, extra, method))
     table_rows = summary(rows, objectives)
-    problems = [r for r in rows if (r["rc"] != 0 and not r.get("clean_error")) or r.get("checker", True) is not True
-                or r.get("same_outputs", True) is not True]
+    problems = [r for r in rows if is_problem(r)]
     tested = converted if args.format == "openvino" else len(models)
-    table = Table(title=f"onnx-sched optimize on {tested} unseen {args.format} models "
-                        f"(--time-limit {args.time_limit:g})")
+    title = f"onnx-sched optimize on {tested} unseen {args.format} models (--time-limit {args.time_limit:g})"
     columns = ("objective", "runs", "exit_0", "clean_errors", "bad_errors", "checker_ok", "outputs_compared",
                "outputs_same", "max_seconds")
-    for c in columns:
-        table.add_column(c, justify="left" if c == "objective" else "right")
-    for r in table_rows:
-        table.add_row(*(str(r[c]) for c in columns))
-    Console(width=150).print(table)
+    Console(width=150).print(rich_table(title, columns, table_rows))
+    method_rows = method_summary(rows, runs) if args.methods is not None else []
+    method_columns = ("objective", "method", *columns[1:], "slow", "slowest_model")
+    if method_rows:
+        Console(width=200).print(rich_table(f"{title}, per method", method_columns, method_rows))
     for r in problems:
-        print(f"PROBLEM {r['model']} {r['objective']}: rc {r['rc']}, {r.get('checker')}, {r.get('same_outputs')}, "
+        name = r["objective"] if "method" not in r else f"{r['objective']}:{r['method']} ({r['seconds']} s)"
+        print(f"PROBLEM {r['model']} {name}: rc {r['rc']}, {r.get('checker')}, {r.get('same_outputs')}, "
               f"{r['stderr_last']}")
     command = "python benchmarks/unseen_models.py " + " ".join(sys.argv[1:] if argv is None else argv)
     if args.out:
-        args.out.write_text(json.dumps({"command": command, "models": tested, "format": args.format,
-                                        "summary": table_rows, "problems": problems, "rows": rows,
-                                        "seconds": round(time.perf_counter() - t0, 1)}, indent=1))
+        result = {"command": command, "models": tested, "format": args.format, "summary": table_rows}
+        if method_rows:
+            result["model_names"] = [model_name(m) for m, _, _ in models]
+            result["methods_summary"] = method_rows
+        result.update({"problems": problems, "rows": rows, "seconds": round(time.perf_counter() - t0, 1)})
+        args.out.write_text(json.dumps(result, indent=1))
     if args.markdown:
-        lines = [f"`{command}`", "", "| " + " | ".join(columns) + " |", "|---" * len(columns) + "|"]
-        lines += ["| " + " | ".join(str(r[c]) for c in columns) + " |" for r in table_rows]
+        lines = [f"`{command}`", "", *markdown_table(columns, table_rows)]
+        if method_rows:
+            lines += ["", *markdown_table(method_columns, method_rows)]
         args.markdown.write_text("\n".join(lines) + "\n")
     return 1 if problems else 0
 
