@@ -138,6 +138,26 @@ def test_a_part_of_dead_ops_still_runs() -> None:
     assert report["outputs_equal"] and report["sub_models"] == 2
 
 
+def test_a_tensor_only_the_importer_could_type_crosses_parts() -> None:
+    """onnx's shape inference does not know com.microsoft's FusedMatMul, so it types nothing after it; the importer's
+    later engines do, and a split across its output takes that type."""
+    vi = helper.make_tensor_value_info
+    w = onnx.numpy_helper.from_array(np.eye(4, dtype=np.float32), "w")
+    graph = helper.make_graph(
+        [helper.make_node("FusedMatMul", ["x", "w"], ["m"], name="fmm", domain="com.microsoft", alpha=2.0),
+         helper.make_node("Relu", ["m"], ["y"], name="r")],
+        "contrib", [vi("x", TensorProto.FLOAT, [2, 4])], [vi("y", TensorProto.FLOAT, [2, 4])], [w])
+    opsets = [helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)]
+    model = helper.make_model(graph, opset_imports=opsets, ir_version=8)
+    assert "m" not in {v.name for v in onnx.shape_inference.infer_shapes(model).graph.value_info}
+    imp = import_onnx(model)
+    placement = np.array([1 if name == "r" else 0 for name in imp.graph.op_names])
+    parts = split_model(imp, placement)
+    assert [p.inputs for p in parts if p.device == 1] == [("m",)]
+    report = bench_ort(imp, placement, DEVICES, warmup=0, repeats=1, concurrent=True)
+    assert report["outputs_equal"] and report["sub_models"] == 2
+
+
 def test_part_failure_is_raised() -> None:
     imp = import_onnx(diamond_model(branches=2))
     parts = split_model(imp, np.arange(imp.graph.n_ops) % 2)

@@ -68,8 +68,10 @@ def _mask(ablate: tuple[str, ...]) -> np.ndarray | None:
 
 def run_hsdag(graph: Graph, ctx: PassContext, method: str, ablate: tuple[str, ...] = ()) -> Schedule:
     """Episodes on this graph (weights updated), then the best candidate (module docstring)."""
+    from onnx_sched.jit import work_clock
     from onnx_sched.models.inference.hsdag_search import run_episodes
 
+    t0 = work_clock()
     problem = problem_of(graph, ctx)
     settings = settings_of(ctx)
     reward = reward_option(ctx, method)
@@ -77,8 +79,9 @@ def run_hsdag(graph: Graph, ctx: PassContext, method: str, ablate: tuple[str, ..
     singles = [single_device(problem, d) for d in range(problem.n_devices)]
     measured = measured_reward(problem, ctx, singles) if reward == "measured" else None
     latency_of = measured if measured is not None else predicted_latency
+    left = None if ctx.time_limit is None else max(0.0, ctx.time_limit - (work_clock() - t0))  # less timed singles
     res = run_episodes(problem, params, settings, latency_of, np.random.default_rng(ctx.seed),
-                       time_limit=ctx.time_limit, mask=_mask(ablate))
+                       time_limit=left, mask=_mask(ablate))
     info: dict[str, Any] = {"reward": reward, "episodes_run": res.episodes_run, "steps": res.steps,
                             "weight_updates": res.updates, "candidates": len(res.candidates) + len(singles),
                             "groups_round0": res.groups_per_round[0] if res.groups_per_round else 0.0,
