@@ -32,6 +32,14 @@ and evenly over each family's sorted list, instead of the first N; the same N al
 
     python benchmarks/unseen_models.py --methods all --sample 25 --out /tmp/all_methods.json
     python benchmarks/unseen_models.py --methods peak-mem:exact,latency:hsdag --limit 10
+
+``--args "..."`` appends its words (split as a shell would, ``shlex.split``) to every ``optimize`` command, after
+the objective's files and the model's own arguments, e.g. to sweep the paths that measure placements for real
+(a single word starting with ``-`` needs the ``--args=WORD`` form, as argparse takes it for an option otherwise):
+
+    python benchmarks/unseen_models.py --methods latency:hsdag,latency:placeto --sample 25 \\
+        --args "--option reward=measured --option run_devices=CPU,CPUB,CPU2"
+    python benchmarks/unseen_models.py --methods makespan:auto --args "--target measured" --time-limit 5
 """
 
 from __future__ import annotations
@@ -39,6 +47,7 @@ from __future__ import annotations
 import argparse
 import glob
 import json
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -284,9 +293,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--format", choices=("onnx", "openvino"), default="onnx")
     ap.add_argument("--source", choices=("backend", "kinds"), default="backend",
                     help="onnx's backend test models, or the model kinds of benchmarks/model_kinds.py (needs torch)")
+    ap.add_argument("--args", default="", metavar="WORDS",
+                    help='more optimize arguments for every run, shlex-split: --args "--target measured"')
     ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("--markdown", type=Path, default=None)
     args = ap.parse_args(argv)
+    try:
+        more = shlex.split(args.args)
+    except ValueError as exc:
+        ap.error(f"--args: {exc}")
     objectives = [o for o in args.objectives.split(",") if o]
     unknown = sorted(set(objectives) - set(OBJECTIVE_ARGS))
     if unknown:
@@ -327,7 +342,8 @@ def main(argv: list[str] | None = None) -> int:
                 except Exception:  # noqa: BLE001 -- ONNX Runtime cannot run the input model itself
                     reference = None
             for obj, method in runs:
-                rows.append(check_one(model, obj, args.time_limit, Path(tmp), reference, feeds, extra, method))
+                rows.append(check_one(model, obj, args.time_limit, Path(tmp), reference, feeds, [*extra, *more],
+                                      method))
     table_rows = summary(rows, objectives)
     problems = [r for r in rows if is_problem(r)]
     tested = converted if args.format == "openvino" else len(models)
@@ -343,7 +359,7 @@ def main(argv: list[str] | None = None) -> int:
         name = r["objective"] if "method" not in r else f"{r['objective']}:{r['method']} ({r['seconds']} s)"
         print(f"PROBLEM {r['model']} {name}: rc {r['rc']}, {r.get('checker')}, {r.get('same_outputs')}, "
               f"{r['stderr_last']}")
-    command = "python benchmarks/unseen_models.py " + " ".join(sys.argv[1:] if argv is None else argv)
+    command = "python benchmarks/unseen_models.py " + shlex.join(sys.argv[1:] if argv is None else argv)
     if args.out:
         result = {"command": command, "models": tested, "format": args.format, "summary": table_rows}
         if method_rows:
