@@ -4,8 +4,19 @@ from __future__ import annotations
 
 __all__ = [
     "DeviceError", "ModelLoadError", "NothingToScheduleError", "OnnxSchedError", "TimeLimitError", "TooLargeError",
-    "UnknownOpError", "UnknownShapeError",
+    "UnknownOpError", "UnknownShapeError", "first_line",
 ]
+
+
+def first_line(exc: BaseException, limit: int | None = 300) -> str:
+    """The first line of ``exc``'s message (at most ``limit`` characters), or its type's name when it has none:
+    what a one-line error quotes of a library's multi-line one.
+
+    >>> first_line(RuntimeError("bad input\\nat frame 3")), first_line(KeyError())
+    ('bad input', 'KeyError')
+    """
+    text = str(exc).strip()
+    return text.splitlines()[0][:limit] if text else type(exc).__name__
 
 
 class OnnxSchedError(Exception):

@@ -251,15 +251,15 @@ def _value_infos(model: onnx.ModelProto) -> dict[str, onnx.ValueInfoProto]:
     return out
 
 
-def _imported_types(graph: Any) -> dict[str, onnx.ValueInfoProto]:
-    """The tensor types the importer found, for tensors onnx's inference leaves untyped: it stops at an op it does
+def _imported_types(graph: Any, known: Mapping[str, onnx.ValueInfoProto]) -> dict[str, onnx.ValueInfoProto]:
+    """The tensor types the importer found, for the tensors ``known`` lacks: onnx's inference stops at an op it does
     not know (a ``com.microsoft`` contrib op), which the importer's later engines (ONNX Runtime's symbolic
     inference, OpenVINO, a run) get past."""
+    codes = dict(onnx.TensorProto.DataType.items())  # the importer's dtype names are these, lower-cased
     out: dict[str, onnx.ValueInfoProto] = {}
     for name, dtype, shape in zip(graph.tensor_names, graph.tensor_dtypes, graph.tensor_shapes):
-        elem = onnx.TensorProto.DataType.Value(dtype.upper()) if dtype.upper() in onnx.TensorProto.DataType.keys() \
-            else onnx.TensorProto.UNDEFINED
-        if elem != onnx.TensorProto.UNDEFINED and shape is not None:
+        elem = codes.get(dtype.upper(), onnx.TensorProto.UNDEFINED)
+        if name not in known and elem != onnx.TensorProto.UNDEFINED and shape is not None:
             out[name] = helper.make_tensor_value_info(name, elem, list(shape))
     return out
 
@@ -276,8 +276,7 @@ def split_model(imported: Any, placement: np.ndarray) -> list[SubModel]:
     weight_producer = {o: i for i in weight_nodes for o in nodes[i].output if o}
     graph_outputs = [o.name for o in model.graph.output]
     vis = _value_infos(model)
-    for name, vi in _imported_types(imported.graph).items():
-        vis.setdefault(name, vi)
+    vis.update(_imported_types(imported.graph, vis))
     group_of: dict[int, int] = {i: g for g, members in enumerate(groups) for i in members}
     produced_by: dict[str, int] = {o: group_of[i] for i in compute for o in nodes[i].output if o}
     fed = {i.name for i in model.graph.input} - set(inits)

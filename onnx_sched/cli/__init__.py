@@ -15,7 +15,7 @@ import sys
 import click
 
 from onnx_sched import __version__
-from onnx_sched.errors import OnnxSchedError
+from onnx_sched.errors import OnnxSchedError, first_line
 
 
 class _Group(click.Group):
@@ -45,8 +45,7 @@ class _Group(click.Group):
         try:
             return super().invoke(ctx)
         except (OnnxSchedError, ValueError, OSError) as exc:  # OSError: missing files, a full disk, ...
-            message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            click.echo(f"onnx-sched: error: {message}", err=True)
+            click.echo(f"onnx-sched: error: {first_line(exc, limit=None)}", err=True)
             sys.exit(2)
         except KeyboardInterrupt:
             click.echo("onnx-sched: interrupted", err=True)

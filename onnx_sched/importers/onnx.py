@@ -32,7 +32,7 @@ import onnx
 from onnx import helper
 
 from onnx_sched.cost.flops import op_flops
-from onnx_sched.errors import ModelLoadError, OnnxSchedError, UnknownOpError, UnknownShapeError
+from onnx_sched.errors import ModelLoadError, OnnxSchedError, UnknownOpError, UnknownShapeError, first_line
 from onnx_sched.graph import Graph, TensorKind
 from onnx_sched.importers._assemble import assemble_graph
 from onnx_sched.importers.onnx_shapes import infer_types
@@ -147,15 +147,10 @@ def load_model(path: str | os.PathLike) -> onnx.ModelProto:
     try:
         model = onnx.load(str(p), load_external_data=False)
     except Exception as exc:  # protobuf raises DecodeError and friends
-        raise ModelLoadError(f"{p}: not a readable ONNX model ({type(exc).__name__}: {_first_line(exc)})") from None
+        raise ModelLoadError(f"{p}: not a readable ONNX model ({type(exc).__name__}: {first_line(exc)})") from None
     if not model.graph.node and not model.graph.output:
         raise ModelLoadError(f"{p}: not an ONNX model (empty graph)")
     return model
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0][:300] if text else type(exc).__name__
 
 
 def _check(model: onnx.ModelProto | Path, where: str) -> None:
@@ -172,7 +167,7 @@ def _check(model: onnx.ModelProto | Path, where: str) -> None:
 
 def _check_error(exc: Exception, where: str, model: onnx.ModelProto) -> OnnxSchedError:
     """The checker's failure ``exc`` on ``model`` as one line of the right kind."""
-    msg = _first_line(exc)
+    msg = first_line(exc)
     if isinstance(exc, onnx.checker.ValidationError):
         if "No Op registered" in str(exc) or "No opset import" in str(exc):
             return UnknownOpError(f"{where}: unknown operator: {msg}")

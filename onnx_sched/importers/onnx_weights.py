@@ -13,7 +13,7 @@ import weakref
 import onnx
 from onnx.external_data_helper import load_external_data_for_model, uses_external_data
 
-from onnx_sched.errors import ModelLoadError
+from onnx_sched.errors import ModelLoadError, first_line
 from onnx_sched.importers.onnx import ImportedOnnx
 
 __all__ = ["with_weights"]
@@ -36,7 +36,7 @@ def with_weights(imported: ImportedOnnx) -> onnx.ModelProto:
         try:
             load_external_data_for_model(full, str(imported.path.parent))
         except (OSError, ValueError) as exc:
-            reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            reason = first_line(exc, limit=None)
             raise ModelLoadError(f"{imported.path}: cannot read its external data: {reason}") from None
         _WITH_WEIGHTS[imported] = full
     return _WITH_WEIGHTS[imported]

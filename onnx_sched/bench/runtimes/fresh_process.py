@@ -36,7 +36,7 @@ from typing import Any, final
 import numpy as np
 
 from onnx_sched.bench.timing import summarize
-from onnx_sched.errors import OnnxSchedError
+from onnx_sched.errors import OnnxSchedError, first_line
 
 __all__ = ["MALLOC_ENV", "PeakRssWindow", "latency_fields", "rss", "run_runner", "runner_main", "runner_parser"]
 
@@ -178,8 +178,7 @@ def runner_main(parser: argparse.ArgumentParser, measure: Measure, argv: Sequenc
             inputs = {k: data[k] for k in data.files}
         report, outputs = measure(args, inputs)
     except (OnnxSchedError, ValueError, OSError) as exc:
-        message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        sys.stderr.write(f"error: {message}\n")
+        sys.stderr.write(f"error: {first_line(exc, limit=None)}\n")
         return 2
     if args.outputs:
         # string outputs come back as object arrays: saved as fixed-width unicode, so loading needs no pickle

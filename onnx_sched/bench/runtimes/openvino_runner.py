@@ -52,7 +52,7 @@ import numpy as np
 from onnx_sched.bench.heap import heap_fields
 from onnx_sched.bench.runtimes.fresh_process import PeakRssWindow, latency_fields, rss, runner_main, runner_parser
 from onnx_sched.bench.timing import time_calls
-from onnx_sched.errors import OnnxSchedError
+from onnx_sched.errors import OnnxSchedError, first_line
 
 __all__ = ["DEVICE", "PRECISION", "main", "run_measurement"]
 
@@ -61,11 +61,6 @@ PRECISION = "f32"
 #: Properties of the compiled model copied into the report (what OpenVINO really chose).
 _REPORTED_PROPERTIES = ("INFERENCE_PRECISION_HINT", "INFERENCE_NUM_THREADS", "NUM_STREAMS", "PERFORMANCE_HINT",
                         "EXECUTION_DEVICES")
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def run_measurement(
@@ -92,7 +87,8 @@ def run_measurement(
         try:
             compiled = core.compile_model(model, DEVICE, config)
         except RuntimeError as exc:
-            raise OnnxSchedError(f"OpenVINO cannot compile {model_path} on {DEVICE}: {_first_line(exc)}") from exc
+            raise OnnxSchedError(f"OpenVINO cannot compile {model_path} on {DEVICE}: "
+                                 f"{first_line(exc, limit=None)}") from exc
         request = compiled.create_infer_request()
         compile_s = time.perf_counter() - t0
         rss_after_compile = rss()

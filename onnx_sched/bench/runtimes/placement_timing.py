@@ -25,6 +25,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from onnx_sched.errors import first_line
 from onnx_sched.importers.onnx_weights import with_weights
 
 __all__ = ["RunCost", "interleaved_seconds", "measured_target_seconds", "measuring_seconds", "memo_speedups", "release",
@@ -159,7 +160,7 @@ def run_cost(imported: Any, device_names: Sequence[str], seed: int = 0, keep: Se
                     ex.close()
                 if d == 0:
                     raise ValueError(f"the model does not run on {device_names[0]} with seeded inputs (so its "
-                                     f"placements cannot be timed): {_first_line(exc)}") from exc
+                                     f"placements cannot be timed): {first_line(exc)}") from exc
                 continue
             setup, run = max(setup, t1 - t0), max(run, t2 - t1)
             if keep is None or d in keep:
@@ -244,11 +245,6 @@ def memo_speedups(imported: Any, reference: np.ndarray, placements: np.ndarray, 
                             seed=seed, deadline=deadline, required=None if deadline is None else max(must, 1))
         known.update((k, float(v)) for k, v in zip(new, got) if np.isfinite(v))
     return np.array([known.get(k, np.nan) for k in keys], dtype=float)
-
-
-def _first_line(exc: BaseException) -> str:
-    lines = str(exc).strip().splitlines()
-    return lines[0][:300] if lines else type(exc).__name__
 
 
 def _check_runnable(imported: Any) -> Any:
