@@ -61,7 +61,7 @@ def check_model(path: Path, device: str, block: int, seed: int) -> list[dict[str
     from onnx_sched.bench.inputs import import_feed
     from onnx_sched.bench.outputs import compare_outputs
     from onnx_sched.bench.runtimes.torch_parts import TOLERANCE
-    from onnx_sched.bench.split_executor import SplitExecutor, device_spec, split_model
+    from onnx_sched.bench.split_executor import SplitExecutor, device_spec, iter_parts, split_model
     from onnx_sched.bench.weights import with_random_weights
     from onnx_sched.dag import kahn_order
     from onnx_sched.importers.onnx import import_onnx
@@ -72,7 +72,7 @@ def check_model(path: Path, device: str, block: int, seed: int) -> list[dict[str
     specs = [device_spec("CPU", threads=1, cores=(0,)), device_spec(device, threads=1, cores=(second_core,))]
     outputs = [o.name for o in imported.model.graph.output]
     tol = max(TOLERANCE[specs[1].kernels])
-    with SplitExecutor(split_model(imported, np.zeros(graph.n_ops, np.int64)), specs[:1], outputs) as ex:
+    with SplitExecutor(iter_parts(imported, np.zeros(graph.n_ops, np.int64)), specs[:1], outputs) as ex:
         reference = ex.run(feed)
     rows = []
     for name, p in placements(graph.n_ops, np.asarray(kahn_order(graph)), block).items():

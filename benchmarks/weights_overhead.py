@@ -15,6 +15,13 @@ optimizations off).
 
 ``--models`` picks corpus models (default: resnet50, bert_base, gpt2_small), ``--repeats`` runs the
 command that many times per model (the table keeps the median seconds and the largest peak).
+
+``--command bench-placement`` measures ``onnx-sched bench-placement MODEL --placement P --runtime ort``
+instead (3 timed runs each of the split and the whole model), ``P`` written beforehand by ``optimize
+--objective peak-mem --devices CPU,GPU`` (not measured); its report says whether the split's outputs equal the
+whole model's:
+
+    python benchmarks/weights_overhead.py --command bench-placement --out docs/weights_overhead_bench_placement.json
 """
 
 from __future__ import annotations
@@ -27,6 +34,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import onnx
@@ -53,18 +61,49 @@ def materialise(name: str, folder: Path) -> Path:
     return path
 
 
-def run_command(model: Path, output: Path, report: Path, args: list[str]) -> dict[str, float]:
-    """``onnx-sched optimize`` in a fresh process: wall seconds, peak RSS, the report's clock."""
-    cmd = [sys.executable, "-c", _PEAK_RSS, sys.executable, "-m", "onnx_sched.cli", "optimize", str(model),
-           "-o", str(output), "--report", str(report), *args]
+def run_command(model: Path, args: list[str], report: Path) -> dict[str, Any]:
+    """``onnx-sched ARGS --report REPORT`` in a fresh process: wall seconds, peak RSS and the report."""
+    cmd = [sys.executable, "-c", _PEAK_RSS, sys.executable, "-m", "onnx_sched.cli", *args, "--report", str(report)]
     t0 = time.perf_counter()
     done = subprocess.run(cmd, capture_output=True, text=True)
     wall = time.perf_counter() - t0
     if done.returncode != 0:
         raise RuntimeError(f"{model.name}: exit {done.returncode}: {done.stderr.strip().splitlines()[-2:]}")
     peak = int(done.stderr.strip().splitlines()[-1])
-    total = json.loads(report.read_text())["total_seconds"]
-    return {"wall_s": wall, "total_seconds": total, "peak_rss_bytes": peak}
+    return {"wall_s": wall, "peak_rss_bytes": peak, "report": json.loads(report.read_text())}
+
+
+def measure_optimize(model: Path, folder: Path, repeats: int, time_limit: float) -> dict[str, Any]:
+    """``optimize MODEL -o OUT`` ``repeats`` times: median seconds, largest peak, the output checked."""
+    output, report = folder / f"{model.stem}.out.onnx", folder / f"{model.stem}.report.json"
+    args = ["optimize", str(model), "-o", str(output), "--time-limit", str(time_limit)]
+    runs = [run_command(model, args, report) for _ in range(repeats)]
+    for r in runs:
+        r["total_seconds"] = r.pop("report")["total_seconds"]
+    try:
+        return {"total_seconds": statistics.median(r["total_seconds"] for r in runs), "runs": runs,
+                "outputs_equal": same_outputs(model, output)}
+    finally:
+        output.unlink()
+
+
+def measure_bench_placement(model: Path, folder: Path, repeats: int, time_limit: float) -> dict[str, Any]:
+    """``bench-placement MODEL --placement P --runtime ort`` ``repeats`` times, ``P`` a two-device peak-memory
+    split written first; the split's outputs equal the whole model's in every run."""
+    placed, report = folder / f"{model.stem}.placed.onnx", folder / f"{model.stem}.report.json"
+    subprocess.run([sys.executable, "-m", "onnx_sched.cli", "optimize", str(model), "-o", str(placed), "--objective",
+                    "peak-mem", "--devices", "CPU,GPU", "--time-limit", str(time_limit)], check=True,
+                   capture_output=True)
+    args = ["bench-placement", str(model), "--placement", str(placed), "--runtime", "ort", "--repeats", "3"]
+    try:
+        runs = [run_command(model, args, report) for _ in range(repeats)]
+    finally:
+        placed.unlink()
+    for r in runs:
+        rep = r.pop("report")
+        r.update(sub_models=rep["sub_models"], outputs_equal=rep["outputs_equal"],
+                 split_median_s=rep["split"]["median_s"], single_median_s=rep["single_device"]["median_s"])
+    return {"sub_models": runs[0]["sub_models"], "runs": runs, "outputs_equal": all(r["outputs_equal"] for r in runs)}
 
 
 def same_outputs(model: Path, output: Path) -> bool:
@@ -83,30 +122,33 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--models", nargs="+", default=list(DEFAULT_MODELS))
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--time-limit", type=float, default=10.0, help="the command's --time-limit")
+    ap.add_argument("--command", choices=("optimize", "bench-placement"), default="optimize",
+                    help="the command measured (module docstring)")
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args(argv)
+    measure = measure_optimize if args.command == "optimize" else measure_bench_placement
     rows = []
     with tempfile.TemporaryDirectory(prefix="weights_overhead_") as tmp:
         folder = Path(tmp)
         for name in args.models:
             model = materialise(name, folder)
-            size = model.stat().st_size
-            output, report = folder / f"{name}.out.onnx", folder / f"{name}.report.json"
-            runs = [run_command(model, output, report, ["--time-limit", str(args.time_limit)])
-                    for _ in range(args.repeats)]
-            rows.append({"model": name, "file_bytes": size,
-                         "wall_s": statistics.median(r["wall_s"] for r in runs),
-                         "total_seconds": statistics.median(r["total_seconds"] for r in runs),
-                         "peak_rss_bytes": max(r["peak_rss_bytes"] for r in runs),
-                         "runs": runs, "outputs_equal": same_outputs(model, output)})
-            for path in (model, output):
-                path.unlink()
-    table = Table(title="optimize on models with their weights (peak-mem, auto)")
-    for col in ("model", "file MiB", "wall s (median)", "command clock s", "peak RSS MiB", "peak / file",
-                "outputs equal"):
+            try:
+                row = measure(model, folder, args.repeats, args.time_limit)
+            finally:
+                size = model.stat().st_size
+                model.unlink()
+            runs = row["runs"]
+            rows.append({"model": name, "file_bytes": size, "wall_s": statistics.median(r["wall_s"] for r in runs),
+                         "peak_rss_bytes": max(r["peak_rss_bytes"] for r in runs), **row})
+    title = ("optimize on models with their weights (peak-mem, auto)" if args.command == "optimize" else
+             "bench-placement --runtime ort on models with their weights (a two-device peak-mem split)")
+    table = Table(title=title)
+    clock = "command clock s" if args.command == "optimize" else "sub-models"
+    for col in ("model", "file MiB", "wall s (median)", clock, "peak RSS MiB", "peak / file", "outputs equal"):
         table.add_column(col, justify="left" if col == "model" else "right")
     for r in rows:
-        table.add_row(r["model"], f"{r['file_bytes'] / 2**20:.0f}", f"{r['wall_s']:.2f}", f"{r['total_seconds']:.2f}",
+        third = f"{r['total_seconds']:.2f}" if args.command == "optimize" else str(r["sub_models"])
+        table.add_row(r["model"], f"{r['file_bytes'] / 2**20:.0f}", f"{r['wall_s']:.2f}", third,
                       f"{r['peak_rss_bytes'] / 2**20:.0f}", f"{r['peak_rss_bytes'] / r['file_bytes']:.2f}",
                       "yes" if r["outputs_equal"] else "NO")
     Console().print(table)

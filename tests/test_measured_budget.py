@@ -122,10 +122,10 @@ def test_the_single_device_executors_timed_for_the_estimate_are_not_built_again(
 
     class Counted(split_executor.SplitExecutor):
         def __init__(self, parts, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003
-            built.append(len(parts))
             self.index = len(runs)
             runs.append(0)
             super().__init__(parts, *args, **kwargs)
+            built.append(self.n_parts)
 
         def run(self, feed):  # noqa: ANN001, ANN201
             runs[self.index] += 1

@@ -41,8 +41,8 @@ import queue
 import re
 import threading
 import time
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -51,10 +51,10 @@ from onnx import helper
 
 from onnx_sched.bench.part_merge import merge_parts
 from onnx_sched.importers.onnx_weights import with_weights
-from onnx_sched.onnx_structure import infer_shapes
+from onnx_sched.onnx_structure import infer_shapes, structure_only
 
 __all__ = ["CPU_PROVIDER", "DeviceSpec", "SplitExecutor", "SubModel", "check_devices", "device_spec", "node_devices",
-           "split_model"]
+           "iter_parts", "split_model"]
 
 
 #: element types ONNX Runtime's Python API returns only as ``OrtValue`` (no numpy array type)
@@ -266,6 +266,12 @@ def _imported_types(graph: Any, known: Mapping[str, onnx.ValueInfoProto]) -> dic
 
 def split_model(imported: Any, placement: np.ndarray) -> list[SubModel]:
     """Cut ``imported.model`` into per-device parts for ``placement`` (device per graph op)."""
+    return list(iter_parts(imported, placement))
+
+
+def iter_parts(imported: Any, placement: np.ndarray) -> Iterator[SubModel]:
+    """:func:`split_model`'s parts one at a time, in run order: a :class:`SplitExecutor` given this iterator holds
+    each part's weights only until its session does, so the parts never hold the model's weights all at once."""
     model = with_weights(imported)
     nodes = model.graph.node
     dev = node_devices(imported, placement)
@@ -288,7 +294,6 @@ def split_model(imported: Any, placement: np.ndarray) -> list[SubModel]:
         for x in _reads(nodes[i]):
             readers.setdefault(x, set()).add(group_of[i])
     ir = max(int(model.ir_version), 4)
-    parts = []
     for g, members in enumerate(groups):
         # weight nodes needed (transitively), in file order
         extra = constants if g == 0 else []
@@ -315,13 +320,21 @@ def split_model(imported: Any, placement: np.ndarray) -> list[SubModel]:
             raise ValueError(f"split_model: no type known for tensors {missing[:5]} (run shape inference first)")
         inner = [x for x in sorted(defined) if x in vis and x not in outputs]  # shapes converters may read
         sub = helper.make_graph([nodes[i] for i in part_nodes], f"{model.graph.name or 'model'}_part{g}",
-                                [vis[x] for x in inputs], [vis[x] for x in outputs],
-                                initializer=[inits[x] for x in used_inits], value_info=[vis[x] for x in inner])
-        m = helper.make_model(sub, opset_imports=list(model.opset_import), ir_version=ir)
-        m.functions.extend(model.functions)
+                                [vis[x] for x in inputs], [vis[x] for x in outputs], value_info=[vis[x] for x in inner])
         deps = sorted({produced_by[x] for x in inputs if x in produced_by})
-        parts.append(SubModel(g, dev[members[0]], tuple(members), tuple(inputs), tuple(outputs), tuple(deps), m))
-    return parts
+        # no local of this suspended generator holds the part's weights: the consumer decides how long they live
+        yield SubModel(g, dev[members[0]], tuple(members), tuple(inputs), tuple(outputs), tuple(deps),
+                       _part_model(model, sub, [inits[x] for x in used_inits], ir))
+
+
+def _part_model(model: onnx.ModelProto, graph: onnx.GraphProto, weights: list[onnx.TensorProto],
+                ir: int) -> onnx.ModelProto:
+    """A part's model: ``graph`` (without weights) with ``model``'s opsets and functions, and ``weights`` copied in
+    once (``make_graph`` would copy them, and ``make_model`` copy the graph again)."""
+    m = helper.make_model(graph, opset_imports=list(model.opset_import), ir_version=ir)
+    m.graph.initializer.extend(weights)
+    m.functions.extend(model.functions)
+    return m
 
 
 def _as_array(value: Any) -> Any:
@@ -366,31 +379,35 @@ class SplitExecutor:
     time per device of the last run.
     """
 
-    def __init__(self, parts: Sequence[SubModel], devices: Sequence[DeviceSpec], output_names: Sequence[str],
+    def __init__(self, parts: Iterable[SubModel], devices: Sequence[DeviceSpec], output_names: Sequence[str],
                  concurrent: bool = True, opt_level: str = "all") -> None:
-        import onnxruntime as ort
-
-        from onnx_sched.bench.ort_runner import make_session_options
-
-        if not parts:
-            raise ValueError("SplitExecutor: no parts")
-        used = {p.device for p in parts}
-        if max(used) >= len(devices):
-            raise ValueError(f"parts use device {max(used)}, only {len(devices)} device specs given")
-        check_devices([devices[d] for d in sorted(used)])
-        self.parts = list(parts)
+        """``parts`` in run order, a list or :func:`iter_parts`' iterator; an ONNX Runtime part is kept as its
+        structure once its session holds its weights (the parts given are not changed)."""
         self.devices = list(devices)
         self.output_names = list(output_names)
         self.concurrent = concurrent
+        self.parts: list[SubModel] = []
         self.sessions: list[Any] = []
-        opaque = [vi.name for p in self.parts for vi in p.model.graph.output
-                  if vi.name in self.output_names and _ort_value_only(vi)]
-        if opaque:
-            raise ValueError(f"graph output {opaque[0]!r} is of a type ONNX Runtime's Python API returns without an "
-                             "array (bfloat16, float8 or int4): the split executor compares outputs as arrays; cast "
-                             "the graph outputs to a plain type to time this model")
         #: per part: whether its outputs come back as ``OrtValue`` (some have no numpy type)
-        self._ort_values = [any(_ort_value_only(vi) for vi in p.model.graph.output) for p in self.parts]
+        self._ort_values: list[bool] = []
+        checked: set[int] = set()
+        for p in parts:
+            if p.device >= len(self.devices):
+                raise ValueError(f"parts use device {p.device}, only {len(self.devices)} device specs given")
+            if p.device not in checked:
+                check_devices([self.devices[p.device]])
+                checked.add(p.device)
+            opaque = [vi.name for vi in p.model.graph.output if vi.name in self.output_names and _ort_value_only(vi)]
+            if opaque:
+                raise ValueError(f"graph output {opaque[0]!r} is of a type ONNX Runtime's Python API returns without "
+                                 "an array (bfloat16, float8 or int4): the split executor compares outputs as arrays; "
+                                 "cast the graph outputs to a plain type to time this model")
+            self._ort_values.append(any(_ort_value_only(vi) for vi in p.model.graph.output))
+            self.sessions.append(self._session(p, opt_level))
+            torch_part = bool(self.devices[p.device].torch_device)
+            self.parts.append(p if torch_part else replace(p, model=structure_only(p.model)))
+        if not self.parts:
+            raise ValueError("SplitExecutor: no parts")
         readers: dict[str, set[int]] = {}
         for p in self.parts:
             for x in p.inputs:
@@ -398,20 +415,25 @@ class SplitExecutor:
         #: per part: the outputs a torch part copies to the host (read by another device or the caller)
         self.host_outputs = [tuple(o for o in p.outputs if o in self.output_names or readers.get(o, set()) - {p.device})
                              for p in self.parts]
-        for p in self.parts:
-            spec = self.devices[p.device]
-            if spec.torch_device:
-                from onnx_sched.bench.runtimes.torch_parts import TorchPart
-
-                self.sessions.append(TorchPart(p.model, spec.torch_device, p.inputs, p.outputs))
-                continue
-            so = make_session_options(arena=True, opt_level=opt_level, threads=spec.threads)
-            so.inter_op_num_threads = 1
-            self.sessions.append(ort.InferenceSession(p.model.SerializeToString(), so, providers=spec.providers))
+        used = {p.device for p in self.parts}
         self._workers = {d: _Worker(self.devices[d].cores, self._context(self.devices[d])) for d in sorted(used)}
         for w in self._workers.values():
             w.start()
         self.last_device_seconds: dict[str, float] = {}
+
+    def _session(self, part: SubModel, opt_level: str) -> Any:
+        """The ONNX Runtime session (or torch module) that runs ``part`` on its device."""
+        from onnx_sched.bench.ort_runner import make_session_options
+        from onnx_sched.bench.ort_session import inference_session
+
+        spec = self.devices[part.device]
+        if spec.torch_device:
+            from onnx_sched.bench.runtimes.torch_parts import TorchPart
+
+            return TorchPart(part.model, spec.torch_device, part.inputs, part.outputs)
+        so = make_session_options(arena=True, opt_level=opt_level, threads=spec.threads)
+        so.inter_op_num_threads = 1
+        return inference_session(part.model, so, spec.providers)
 
     @staticmethod
     def _context(spec: DeviceSpec) -> Any:

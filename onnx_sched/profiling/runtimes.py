@@ -108,6 +108,7 @@ def profile_ort(imported: Any, provider: str = "CPUExecutionProvider", threads: 
     import onnxruntime as ort
 
     from onnx_sched.bench.inputs import import_feed
+    from onnx_sched.bench.ort_session import inference_session
 
     if provider not in ort.get_available_providers():
         raise DeviceError(f"ONNX Runtime provider {provider!r} not available; have {ort.get_available_providers()}")
@@ -120,7 +121,7 @@ def profile_ort(imported: Any, provider: str = "CPUExecutionProvider", threads: 
         so.enable_profiling = True
         so.profile_file_prefix = os.path.join(tmp, "prof")
         model, owner = inline_calls(profiled_model(imported))  # a call's body times add up to the call
-        sess = ort.InferenceSession(model.SerializeToString(), so, providers=[provider])
+        sess = inference_session(model, so, [provider])
         feed = import_feed(imported, seed)
         totals = []
         for i in range(warmup + repeats):
@@ -214,13 +215,13 @@ def split_run_seconds(imported: Any, device: str, threads: int = 1, repeats: int
     H200 machine, four corpus models: ORT's sums 0.85-2.9x its optimized run on one core, CUDA events' 1.2-1.65x
     the run on the GPU; docs/results.md 17.3), and a planner would trade ops between devices at the wrong rate."""
     from onnx_sched.bench.inputs import import_feed
-    from onnx_sched.bench.split_executor import SplitExecutor, device_spec, split_model
+    from onnx_sched.bench.split_executor import SplitExecutor, device_spec, iter_parts
     from onnx_sched.bench.timing import time_calls
 
     spec = device_spec(device, threads=threads)
     outputs = [o.name for o in imported.model.graph.output]
     feed = import_feed(imported, 0)
-    with SplitExecutor(split_model(imported, np.zeros(imported.graph.n_ops, np.int64)), [spec], outputs) as ex:
+    with SplitExecutor(iter_parts(imported, np.zeros(imported.graph.n_ops, np.int64)), [spec], outputs) as ex:
         times, _ = time_calls(lambda: ex.run(feed), warmup, repeats)
     return float(np.median(times))
 

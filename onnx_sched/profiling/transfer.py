@@ -91,10 +91,10 @@ def relu_chain(n: int, ops: int):  # noqa: ANN201
 
 def _median_run(imported, placement: Sequence[int], devices: Sequence, feed: dict, repeats: int) -> float:  # noqa: ANN001
     """Median seconds of one split-executor run of ``imported`` placed by ``placement`` (after 3 warm-up runs)."""
-    from onnx_sched.bench.split_executor import SplitExecutor, split_model
+    from onnx_sched.bench.split_executor import SplitExecutor, iter_parts
 
     out = [o.name for o in imported.model.graph.output]
-    with SplitExecutor(split_model(imported, np.asarray(placement, np.int64)), devices, out) as ex:
+    with SplitExecutor(iter_parts(imported, np.asarray(placement, np.int64)), devices, out) as ex:
         for _ in range(3):
             ex.run(feed)
         ts = []

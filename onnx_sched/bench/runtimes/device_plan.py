@@ -154,10 +154,10 @@ def weight_values(imported: Any) -> dict[str, np.ndarray]:
     """Every tensor a weight-producing node computes that a compute node reads, computed
     once (one ONNX Runtime run of the weight nodes alone), so op sessions get them as
     initializers and no run recomputes a weight."""
-    import onnxruntime as ort
     from onnx import helper
 
     from onnx_sched.bench.ort_runner import make_session_options
+    from onnx_sched.bench.ort_session import inference_session
     from onnx_sched.bench.split_executor import _reads, _value_infos
 
     model = with_weights(imported)
@@ -175,7 +175,7 @@ def weight_values(imported: Any) -> dict[str, np.ndarray]:
     m = helper.make_model(g, opset_imports=list(model.opset_import), ir_version=max(int(model.ir_version), 4))
     m.functions.extend(model.functions)
     so = make_session_options(arena=False, opt_level="none", threads=1, mem_pattern=False)
-    sess = ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    sess = inference_session(m, so, ["CPUExecutionProvider"])
     return dict(zip(wanted, sess.run(wanted, {})))
 
 

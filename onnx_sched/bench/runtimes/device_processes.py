@@ -284,12 +284,11 @@ class DeviceProcesses:
 
 def reference_outputs(model: Any, feed: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
     """The graph outputs of a plain single-session ONNX Runtime run of ``model`` (``ModelProto``)."""
-    import onnxruntime as ort
-
     from onnx_sched.bench.ort_runner import make_session_options
+    from onnx_sched.bench.ort_session import inference_session
 
     so = make_session_options(arena=True, opt_level="none", threads=1)
-    sess = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    sess = inference_session(model, so, ["CPUExecutionProvider"])
     names = [o.name for o in model.graph.output]
     return dict(zip(names, sess.run(names, dict(feed))))
 

@@ -35,54 +35,25 @@ def bench_ort(imported: Any, placement: np.ndarray, devices: Sequence[Any], *, w
               reference: bool = True) -> dict[str, Any]:
     """Split-executor run of ``placement`` on ``devices`` (:class:`DeviceSpec` list: ORT or torch);
     the reference is the whole model in one ORT session on ``devices[0]``'s provider and cores."""
-    import onnxruntime as ort
-
     from onnx_sched.bench.inputs import import_feed
-    from onnx_sched.bench.ort_runner import make_session_options
-    from onnx_sched.bench.split_executor import SplitExecutor, check_devices, split_model
+    from onnx_sched.bench.split_executor import SplitExecutor, check_devices, iter_parts
 
     check_devices(devices)
     feed = import_feed(imported, seed)
     outputs = [o.name for o in imported.model.graph.output]
-    parts = split_model(imported, placement)
-    report: dict[str, Any] = {"runtime": "ort", "devices": [d.name for d in devices], "sub_models": len(parts),
-                              "concurrent": concurrent}
+    report: dict[str, Any] = {"runtime": "ort", "devices": [d.name for d in devices], "concurrent": concurrent}
     torch_devices = [d.torch_device for d in devices if getattr(d, "torch_device", "")]
     if torch_devices:
         report["torch_devices"] = torch_devices
     gpu_kinds = [d.kernels for d in devices if d.kernels]  # devices whose kernels are not ORT's CPU ones
     ref_out = None
     if reference:
-        spec = devices[0]
-        so = make_session_options(arena=True, opt_level=opt_level, threads=spec.threads)
-        sess = ort.InferenceSession(with_weights(imported).SerializeToString(), so, providers=spec.providers)
-
-        def run_ref() -> dict[str, np.ndarray]:
-            return dict(zip(outputs, sess.run(outputs, feed)))
-
-        if spec.cores and hasattr(os, "sched_setaffinity"):
-            from onnx_sched.bench.split_executor import _Worker
-
-            # run the reference on a worker pinned like device 0
-            w = _Worker(spec.cores)
-            w.start()
-            box: dict[str, Any] = {}
-            import threading
-
-            ev = threading.Event()
-
-            def job() -> None:
-                box["r"] = time_calls(run_ref, warmup, repeats)
-                ev.set()
-
-            w.jobs.put(job)
-            ev.wait()
-            w.jobs.put(None)
-            ref_times, ref_out = box["r"]
-        else:
-            ref_times, ref_out = time_calls(run_ref, warmup, repeats)
+        ref_times, ref_out = _time_reference(imported, devices[0], feed, outputs, warmup, repeats, opt_level)
         report["single_device"] = summarize(ref_times)
-    with SplitExecutor(parts, devices, outputs, concurrent=concurrent, opt_level=opt_level) as ex:
+    # the parts are built after the reference session is gone, and only the executor holds them
+    with SplitExecutor(iter_parts(imported, placement), devices, outputs, concurrent=concurrent,
+                       opt_level=opt_level) as ex:
+        report["sub_models"] = ex.n_parts
         per_dev: list[dict[str, float]] = []
 
         def run_split() -> dict[str, np.ndarray]:
@@ -108,6 +79,39 @@ def bench_ort(imported: Any, placement: np.ndarray, devices: Sequence[Any], *, w
     return report
 
 
+def _time_reference(imported: Any, spec: Any, feed: dict[str, np.ndarray], outputs: list[str], warmup: int,
+                    repeats: int, opt_level: str) -> tuple[list[float], dict[str, np.ndarray]]:
+    """``(run seconds, outputs)`` of the whole model in one session on ``spec``'s provider, pinned to its cores like
+    device 0; the session is gone when this returns, before the split executor builds its own."""
+    import threading
+
+    from onnx_sched.bench.ort_runner import make_session_options
+    from onnx_sched.bench.ort_session import inference_session
+    from onnx_sched.bench.split_executor import _Worker
+
+    so = make_session_options(arena=True, opt_level=opt_level, threads=spec.threads)
+    sess = inference_session(with_weights(imported), so, spec.providers)
+
+    def run_ref() -> dict[str, np.ndarray]:
+        return dict(zip(outputs, sess.run(outputs, feed)))
+
+    if not (spec.cores and hasattr(os, "sched_setaffinity")):
+        return time_calls(run_ref, warmup, repeats)
+    worker = _Worker(spec.cores)
+    worker.start()
+    box: dict[str, Any] = {}
+    done = threading.Event()
+
+    def job() -> None:
+        box["r"] = time_calls(run_ref, warmup, repeats)
+        done.set()
+
+    worker.jobs.put(job)
+    done.wait()
+    worker.jobs.put(None)
+    return box["r"]
+
+
 def bench_ort_interleaved(imported: Any, placement: np.ndarray, devices: Sequence[Any], *, warmup: int = 3,
                           repeats: int = 20, seed: int = 0, opt_level: str = "all") -> dict[str, Any]:
     """One whole-model session on ``devices[0]`` versus the concurrent split executor,
@@ -117,19 +121,17 @@ def bench_ort_interleaved(imported: Any, placement: np.ndarray, devices: Sequenc
     split run was the faster one (a paired comparison: 0.5 = no difference)."""
     import threading
 
-    import onnxruntime as ort
-
     from onnx_sched.bench.inputs import import_feed
     from onnx_sched.bench.ort_runner import make_session_options
-    from onnx_sched.bench.split_executor import SplitExecutor, _Worker, check_devices, split_model
+    from onnx_sched.bench.ort_session import inference_session
+    from onnx_sched.bench.split_executor import SplitExecutor, _Worker, check_devices, iter_parts
 
     check_devices(devices)
     feed = import_feed(imported, seed)
     outputs = [o.name for o in imported.model.graph.output]
-    parts = split_model(imported, placement)
     spec = devices[0]
     so = make_session_options(arena=True, opt_level=opt_level, threads=spec.threads)
-    sess = ort.InferenceSession(with_weights(imported).SerializeToString(), so, providers=spec.providers)
+    sess = inference_session(with_weights(imported), so, spec.providers)
     worker = _Worker(spec.cores)
     worker.start()
 
@@ -149,7 +151,9 @@ def bench_ort_interleaved(imported: Any, placement: np.ndarray, devices: Sequenc
 
     single, split = [], []
     try:
-        with SplitExecutor(parts, devices, outputs, concurrent=True, opt_level=opt_level) as ex:
+        with SplitExecutor(iter_parts(imported, placement), devices, outputs, concurrent=True,
+                           opt_level=opt_level) as ex:
+            n_parts = ex.n_parts
             for i in range(warmup + repeats):
                 ts = run_single()
                 t0 = time.perf_counter()
@@ -162,6 +166,6 @@ def bench_ort_interleaved(imported: Any, placement: np.ndarray, devices: Sequenc
         worker.jobs.put(None)
     a, b = summarize(single), summarize(split)
     faster = float(np.mean(np.asarray(split) < np.asarray(single)))
-    return {"sub_models": len(parts), "single_device": a, "split": b, "speedup": a["median_s"] / b["median_s"],
+    return {"sub_models": n_parts, "single_device": a, "split": b, "speedup": a["median_s"] / b["median_s"],
             "split_faster_share": faster,
             "load_average": os.getloadavg()[0] if hasattr(os, "getloadavg") else None}

@@ -48,7 +48,7 @@ def interleaved_seconds(imported: Any, placements: np.ndarray, device_names: Seq
     rounds go first, then timed rounds down to :data:`MIN_REPEATS`; the columns not run are NaN."""
     from onnx_sched.bench.inputs import import_feed
     from onnx_sched.bench.outputs import compare_outputs
-    from onnx_sched.bench.split_executor import SplitExecutor, split_model
+    from onnx_sched.bench.split_executor import SplitExecutor, iter_parts
 
     _check_runnable(imported)
     placements = np.atleast_2d(placements)
@@ -73,7 +73,7 @@ def interleaved_seconds(imported: Any, placements: np.ndarray, device_names: Seq
                 out, run_seconds = ready.outputs, run_seconds + ready.run_s
                 setup_seconds = max(setup_seconds, ready.build_s)
             else:
-                ex = SplitExecutor(split_model(imported, p), specs, outputs)
+                ex = SplitExecutor(iter_parts(imported, p), specs, outputs)
                 kept.append((k, ex))
                 t1 = time.perf_counter()
                 out = ex.run(feed)
@@ -134,7 +134,7 @@ def run_cost(imported: Any, device_names: Sequence[str], seed: int = 0, keep: Se
     once.  A device other than the first that cannot run the whole model (too little memory, an op its runtime
     lacks) is left out of the estimate: a split may still run there."""
     from onnx_sched.bench.inputs import import_feed
-    from onnx_sched.bench.split_executor import SplitExecutor, split_model
+    from onnx_sched.bench.split_executor import SplitExecutor, iter_parts
 
     key = (tuple(device_names), int(seed))
     known = _COSTS.setdefault(_check_runnable(imported), {})
@@ -150,7 +150,7 @@ def run_cost(imported: Any, device_names: Sequence[str], seed: int = 0, keep: Se
             single = np.full(imported.graph.n_ops, d, np.int64)
             t0, ex = time.perf_counter(), None
             try:
-                ex = SplitExecutor(split_model(imported, single), _pinned_specs(device_names), outputs)
+                ex = SplitExecutor(iter_parts(imported, single), _pinned_specs(device_names), outputs)
                 first = ex.run(feed)
                 t1 = time.perf_counter()
                 ex.run(feed)
@@ -292,17 +292,16 @@ def _check_loads(imported: Any) -> None:
     """One line (``ModelLoadError``) if ONNX Runtime cannot load the whole model, before it is split: a model ORT
     rejects is bad input; a part ORT rejects would be a bug of the split.  Once per import: the latency
     objective's measured target times several placements of one model, each through here."""
-    import onnxruntime as ort
-
     from onnx_sched.bench.ort_load import ort_loads
     from onnx_sched.bench.ort_runner import make_session_options
+    from onnx_sched.bench.ort_session import inference_session
 
     if imported in _LOADS:
         return
     name = str(imported.path) if getattr(imported, "path", None) else (imported.model.graph.name or "the model")
     with ort_loads(name):
         options = make_session_options(arena=False, opt_level="none", threads=1)
-        ort.InferenceSession(with_weights(imported).SerializeToString(), options, providers=["CPUExecutionProvider"])
+        inference_session(with_weights(imported), options, ["CPUExecutionProvider"])
     _LOADS.add(imported)
 
 

@@ -1,0 +1,94 @@
+"""An ONNX Runtime session of a model with its weights, without serializing the weights.
+
+``InferenceSession(model.SerializeToString())`` costs a model's weights three times over on top of the
+``ModelProto`` that holds them: the serialized bytes (which ONNX Runtime's Python session keeps for as long as
+it lives), ORT's parse of those bytes, and the session's own tensors.  :func:`inference_session` serializes the
+model with every large initializer (:func:`~onnx_sched.onnx_structure.is_large`, of a plain numeric type)
+as a placeholder that points to external data, and hands ORT the values themselves with
+``SessionOptions.add_external_initializers``; ORT copies them into its graph before any optimization, so the
+session runs the same graph as one built from the bytes, and the weights exist in it once.  The split
+executor, ``bench-placement``, the measured target and the per-device processes build their sessions here:
+``bench-placement`` of a 417 MB BERT held 7.4 times the file at its peak before (docs/results.md, 23).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+from onnx_sched.onnx_structure import copy_except, is_large
+
+__all__ = ["PLACEHOLDER_LOCATION", "inference_session", "with_placeholders"]
+
+#: The external-data location of a placeholder: never read, ORT replaces the tensor before it would be.
+PLACEHOLDER_LOCATION = "onnx_sched.in_memory"
+
+#: ONNX element types whose values numpy holds as they are (an ``OrtValue`` is made from the array).
+_PLAIN_TYPES = frozenset({
+    onnx.TensorProto.FLOAT, onnx.TensorProto.DOUBLE, onnx.TensorProto.FLOAT16,
+    onnx.TensorProto.INT8, onnx.TensorProto.INT16, onnx.TensorProto.INT32, onnx.TensorProto.INT64,
+    onnx.TensorProto.UINT8, onnx.TensorProto.UINT16, onnx.TensorProto.UINT32, onnx.TensorProto.UINT64,
+    onnx.TensorProto.BOOL,
+})
+
+
+def _held_apart(tensor: onnx.TensorProto) -> bool:
+    """A weight handed to ORT as a value: large, in this model (not in an external file) and of a plain type."""
+    return (is_large(tensor) and tensor.data_location != onnx.TensorProto.EXTERNAL
+            and tensor.data_type in _PLAIN_TYPES)
+
+
+def with_placeholders(model: onnx.ModelProto) -> tuple[onnx.ModelProto, list[str], list[np.ndarray]]:
+    """``(light, names, values)``: ``model`` with each large plain-typed initializer as a placeholder (same name,
+    type and shape, its data "external" at :data:`PLACEHOLDER_LOCATION`), and those initializers' names and
+    values.  ``light`` is ``model`` itself when there is none; ``model`` is never changed.
+
+    >>> from onnx import helper
+    >>> w = numpy_helper.from_array(np.ones((128, 64), np.float32), "w")
+    >>> x = helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, 128])
+    >>> y = helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1, 64])
+    >>> matmul = helper.make_node("MatMul", ["x", "w"], ["y"])
+    >>> model = helper.make_model(helper.make_graph([matmul], "g", [x], [y], [w]))
+    >>> light, names, values = with_placeholders(model)
+    >>> names, values[0].shape, len(light.SerializeToString()) < 1000 < len(model.SerializeToString())
+    (['w'], (128, 64), True)
+    """
+    graph = model.graph
+    if not any(_held_apart(t) for t in graph.initializer):
+        return model, [], []
+    light = onnx.ModelProto()
+    copy_except(model, light, "graph")
+    copy_except(graph, light.graph, "initializer")
+    names: list[str] = []
+    values: list[np.ndarray] = []
+    for tensor in graph.initializer:
+        if not _held_apart(tensor):
+            light.graph.initializer.append(tensor)
+            continue
+        value = numpy_helper.to_array(tensor)
+        placeholder = light.graph.initializer.add()
+        placeholder.name, placeholder.data_type = tensor.name, tensor.data_type
+        placeholder.dims.extend(tensor.dims)
+        placeholder.data_location = onnx.TensorProto.EXTERNAL
+        for key, val in (("location", PLACEHOLDER_LOCATION), ("length", str(value.nbytes))):
+            entry = placeholder.external_data.add()
+            entry.key, entry.value = key, val
+        names.append(tensor.name)
+        values.append(value)
+    return light, names, values
+
+
+def inference_session(model: onnx.ModelProto, options: Any, providers: Sequence[Any]) -> Any:
+    """``onnxruntime.InferenceSession`` of ``model`` (with its weights) under ``options`` and ``providers``, its
+    large weights given to ORT as values (module docstring).  ``options`` takes the weights: give each session
+    its own."""
+    import onnxruntime as ort
+
+    light, names, values = with_placeholders(model)
+    if names:
+        options.add_external_initializers(names, [ort.OrtValue.ortvalue_from_numpy(v) for v in values])
+    return ort.InferenceSession(light.SerializeToString(), options, providers=list(providers))
