@@ -1,8 +1,12 @@
-"""ONNX Runtime sessions whose large weights are handed over as values (``bench/ort_session.py``): the same
-outputs as a session built from the serialized model, the model given never changed, and the split executor
-keeping only the structure of the parts it holds sessions for."""
+"""ONNX Runtime sessions whose large weights are handed over as values or read from the model's file
+(``bench/ort_session.py``, ``bench/file_weights.py``): the same outputs as a session built from the serialized
+model, the model given never changed, the file trusted only where its bytes equal the model's, the split
+executor keeping only the structure of the parts it holds sessions for, and a placement read from a model
+without its weights."""
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 import numpy as np
 import onnx
@@ -10,6 +14,7 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+from onnx_sched.bench.file_weights import file_weights
 from onnx_sched.bench.ort_runner import make_session_options
 from onnx_sched.bench.ort_session import PLACEHOLDER_LOCATION, inference_session, with_placeholders
 from onnx_sched.bench.split_executor import DeviceSpec, SplitExecutor, iter_parts
@@ -103,3 +108,69 @@ def test_the_split_executor_keeps_the_structure_of_the_parts_it_runs() -> None:
         out = ex.run({"x": x})
     np.testing.assert_allclose(out["y"], _outputs(whole, x)[0], rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(out["gm"], _outputs(whole, x)[1], rtol=1e-5, atol=1e-6)
+
+
+def test_weights_the_model_file_holds_are_read_by_onnx_runtime_from_the_file(tmp_path) -> None:
+    path = tmp_path / "weighted.onnx"
+    onnx.save_model(weighted_model(), path)
+    imported = import_onnx(path)
+    weights = file_weights(imported)
+    assert weights is not None and weights.path == path.resolve()
+    assert set(weights.spans) == {"w0", "w1", "b16", "idx"}  # the large ones; "shape" is small
+    data = path.read_bytes()
+    for t in imported.model.graph.initializer:
+        if t.name in weights.spans:
+            off, n = weights.spans[t.name]
+            assert data[off:off + n] == t.raw_data
+    light, names, _ = with_placeholders(imported.model, weights)
+    assert names == []  # nothing handed over as a value: every large weight points to the file
+    where = {t.name: {e.key: e.value for e in t.external_data} for t in light.graph.initializer if t.external_data}
+    assert {w["location"] for w in where.values()} == {path.name}
+    x = np.random.default_rng(3).standard_normal((N, N)).astype(np.float32)
+    from_file = inference_session(imported.model, make_session_options(arena=True, opt_level="all", threads=1),
+                                  ["CPUExecutionProvider"], weights)
+    plain = ort.InferenceSession(str(path), make_session_options(arena=True, opt_level="all", threads=1),
+                                 providers=["CPUExecutionProvider"])
+    for a, b in zip(_outputs(plain, x), _outputs(from_file, x)):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_an_import_whose_weights_changed_in_memory_is_not_read_from_its_file(tmp_path) -> None:
+    path = tmp_path / "weighted.onnx"
+    onnx.save_model(weighted_model(), path)
+    imported = import_onnx(path)
+    model = onnx.ModelProto()
+    model.CopyFrom(imported.model)
+    w0 = next(t for t in model.graph.initializer if t.name == "w0")
+    w0.CopyFrom(numpy_helper.from_array(np.zeros((N, N), np.float32), "w0"))
+    changed = replace(imported, model=model)  # keeps the path, as bench.weights does
+    weights = file_weights(changed)
+    assert weights is not None and "w0" not in weights.spans and "w1" in weights.spans
+    x = np.ones((N, N), np.float32)
+    sess = inference_session(model, make_session_options(arena=True, opt_level="all", threads=1),
+                             ["CPUExecutionProvider"], weights)
+    plain = ort.InferenceSession(model.SerializeToString(), make_session_options(arena=True, opt_level="all",
+                                 threads=1), providers=["CPUExecutionProvider"])
+    for a, b in zip(_outputs(plain, x), _outputs(sess, x)):  # the zero w0, not the file's
+        np.testing.assert_array_equal(a, b)
+    assert file_weights(import_onnx(weighted_model())) is None  # given in memory: no file
+
+
+def test_a_placement_is_read_from_a_model_without_reading_its_weights(tmp_path) -> None:
+    from onnx_sched.bench.placement_file import load_placement
+    from onnx_sched.exporters.onnx import DEVICE_KEY
+    from onnx_sched.importers.onnx import load_model_without_initializers
+
+    model = weighted_model()
+    for i, node in enumerate(model.graph.node):
+        node.metadata_props.add(key=DEVICE_KEY, value=("CPU", "GPU")[i % 2])
+    path = tmp_path / "placed.onnx"
+    onnx.save_model(model, path)
+    light = load_model_without_initializers(path)
+    assert not light.graph.initializer and len(light.graph.node) == len(model.graph.node)
+    assert light.SerializeToString() != model.SerializeToString()
+    graph = import_onnx(weighted_model()).graph
+    placement, devices, _ = load_placement(path, graph)
+    device_of = {n.name: ("CPU", "GPU")[i % 2] for i, n in enumerate(model.graph.node)}
+    assert devices == ["CPU", "GPU"]
+    assert placement.tolist() == [devices.index(device_of[name]) for name in graph.op_names]

@@ -90,9 +90,10 @@ def load_placement(path: str | os.PathLike, graph: Any) -> tuple[np.ndarray, lis
         raise OnnxSchedError(f"{p}: placement file not found")
     if p.suffix == ".onnx":
         from onnx_sched.exporters.onnx import DEVICE_KEY
-        from onnx_sched.importers.onnx import load_model, stable_op_names
+        from onnx_sched.importers.onnx import load_model_without_initializers, stable_op_names
 
-        m = load_model(p)  # one line for a file that is not ONNX
+        m = load_model_without_initializers(p)  # the nodes' metadata: the weights are not read; one line for a
+        # file that is not ONNX
         nodes = m.graph.node
         by_node = {name: {q.key: q.value for q in n.metadata_props}.get(DEVICE_KEY)
                    for name, n in zip(stable_op_names(nodes), nodes)}

@@ -31,6 +31,10 @@ of that provider, with the CPU provider behind it for ops it has no kernel for.
 
 A tensor of a type numpy has no array for (bfloat16, float8, int4) crosses parts as an ONNX Runtime
 ``OrtValue``, as it came out of the producing session; graph outputs must be of plain types.
+
+The module is long because the cut and the run are one contract: the parts' boundary tensors, their order
+and the weights each carries (:func:`iter_parts` hands them over one at a time, and the executor keeps a part's
+structure only once its session holds the weights) are exactly what the executor's threads exchange and build.
 """
 
 from __future__ import annotations
@@ -49,6 +53,7 @@ import numpy as np
 import onnx
 from onnx import helper
 
+from onnx_sched.bench.file_weights import FileWeights, file_weights
 from onnx_sched.bench.part_merge import merge_parts
 from onnx_sched.importers.onnx_weights import with_weights
 from onnx_sched.onnx_structure import infer_shapes, structure_only
@@ -171,6 +176,8 @@ class SubModel:
     outputs: tuple[str, ...]
     deps: tuple[int, ...]
     model: onnx.ModelProto = field(repr=False)
+    #: where the file the model was cut from holds the part's weights (ONNX Runtime then reads them from there)
+    weights: FileWeights | None = field(default=None, repr=False)
 
 
 def _reads(node: onnx.NodeProto) -> list[str]:
@@ -273,6 +280,7 @@ def iter_parts(imported: Any, placement: np.ndarray) -> Iterator[SubModel]:
     """:func:`split_model`'s parts one at a time, in run order: a :class:`SplitExecutor` given this iterator holds
     each part's weights only until its session does, so the parts never hold the model's weights all at once."""
     model = with_weights(imported)
+    weights = file_weights(imported)
     nodes = model.graph.node
     dev = node_devices(imported, placement)
     weight_nodes = set(int(i) for i in imported.weight_nodes)
@@ -324,7 +332,7 @@ def iter_parts(imported: Any, placement: np.ndarray) -> Iterator[SubModel]:
         deps = sorted({produced_by[x] for x in inputs if x in produced_by})
         # no local of this suspended generator holds the part's weights: the consumer decides how long they live
         yield SubModel(g, dev[members[0]], tuple(members), tuple(inputs), tuple(outputs), tuple(deps),
-                       _part_model(model, sub, [inits[x] for x in used_inits], ir))
+                       _part_model(model, sub, [inits[x] for x in used_inits], ir), weights)
 
 
 def _part_model(model: onnx.ModelProto, graph: onnx.GraphProto, weights: list[onnx.TensorProto],
@@ -433,7 +441,7 @@ class SplitExecutor:
             return TorchPart(part.model, spec.torch_device, part.inputs, part.outputs)
         so = make_session_options(arena=True, opt_level=opt_level, threads=spec.threads)
         so.inter_op_num_threads = 1
-        return inference_session(part.model, so, spec.providers)
+        return inference_session(part.model, so, spec.providers, part.weights)
 
     @staticmethod
     def _context(spec: DeviceSpec) -> Any:

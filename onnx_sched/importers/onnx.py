@@ -41,7 +41,8 @@ from onnx_sched.importers.sequence_sizes import sequence_bytes
 from onnx_sched.onnx_structure import structure_only
 
 __all__ = [
-    "ImportedOnnx", "check_dim_names", "import_onnx", "is_utf8_path", "load_model", "parse_dims", "parse_input_shapes",
+    "ImportedOnnx", "check_dim_names", "import_onnx", "is_utf8_path", "load_model",
+    "load_model_without_initializers", "parse_dims", "parse_input_shapes",
     "stable_op_names", "tensor_nbytes",
 ]
 
@@ -148,6 +149,24 @@ def load_model(path: str | os.PathLike) -> onnx.ModelProto:
         model = onnx.load(str(p), load_external_data=False)
     except Exception as exc:  # protobuf raises DecodeError and friends
         raise ModelLoadError(f"{p}: not a readable ONNX model ({type(exc).__name__}: {first_line(exc)})") from None
+    if not model.graph.node and not model.graph.output:
+        raise ModelLoadError(f"{p}: not an ONNX model (empty graph)")
+    return model
+
+
+def load_model_without_initializers(path: str | os.PathLike) -> onnx.ModelProto:
+    """:func:`load_model` without the graph's initializers, whose bytes are never read (:mod:`onnx_sched.onnx_wire`):
+    for reading a model's nodes and metadata (a placement written into a model) at a fraction of its size."""
+    import mmap
+
+    from onnx_sched.onnx_wire import without_initializers
+
+    p = Path(path)
+    try:
+        with open(p, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as data:
+            model = onnx.ModelProto.FromString(without_initializers(data))
+    except Exception:  # noqa: BLE001 - not plain protobuf, or gone: the full reader says what is wrong
+        return load_model(p)
     if not model.graph.node and not model.graph.output:
         raise ModelLoadError(f"{p}: not an ONNX model (empty graph)")
     return model

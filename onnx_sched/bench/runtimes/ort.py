@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from onnx_sched.bench.file_weights import file_weights
 from onnx_sched.bench.outputs import compare_outputs, output_tolerance, outputs_informative
 from onnx_sched.bench.timing import summarize, time_calls
 from onnx_sched.importers.onnx_weights import with_weights
@@ -90,7 +91,7 @@ def _time_reference(imported: Any, spec: Any, feed: dict[str, np.ndarray], outpu
     from onnx_sched.bench.split_executor import _Worker
 
     so = make_session_options(arena=True, opt_level=opt_level, threads=spec.threads)
-    sess = inference_session(with_weights(imported), so, spec.providers)
+    sess = inference_session(with_weights(imported), so, spec.providers, file_weights(imported))
 
     def run_ref() -> dict[str, np.ndarray]:
         return dict(zip(outputs, sess.run(outputs, feed)))
@@ -131,7 +132,7 @@ def bench_ort_interleaved(imported: Any, placement: np.ndarray, devices: Sequenc
     outputs = [o.name for o in imported.model.graph.output]
     spec = devices[0]
     so = make_session_options(arena=True, opt_level=opt_level, threads=spec.threads)
-    sess = inference_session(with_weights(imported), so, spec.providers)
+    sess = inference_session(with_weights(imported), so, spec.providers, file_weights(imported))
     worker = _Worker(spec.cores)
     worker.start()
 
