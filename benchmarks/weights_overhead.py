@@ -22,6 +22,9 @@ instead (3 timed runs each of the split and the whole model), ``P`` written befo
 whole model's:
 
     python benchmarks/weights_overhead.py --command bench-placement --out docs/weights_overhead_bench_placement.json
+
+``--external-data`` saves each model with its weights in a data file beside it (how models over 2 GB must be
+saved) instead of inline.
 """
 
 from __future__ import annotations
@@ -54,10 +57,16 @@ _PEAK_RSS = ("import resource, subprocess, sys; rc = subprocess.run(sys.argv[1:]
              "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024, file=sys.stderr); sys.exit(rc)")
 
 
-def materialise(name: str, folder: Path) -> Path:
-    """The corpus model ``name`` with seeded random weights, saved inline in ``folder``."""
+def materialise(name: str, folder: Path, external: bool = False) -> Path:
+    """The corpus model ``name`` with seeded random weights, saved inline in ``folder`` (``external``: its
+    weights in one data file ``NAME.onnx.data`` beside it)."""
     path = folder / f"{name}.onnx"
-    onnx.save_model(with_random_weights(import_model(CORPUS / f"{name}.onnx")).model, path)
+    model = with_random_weights(import_model(CORPUS / f"{name}.onnx")).model
+    if external:
+        onnx.save_model(model, path, save_as_external_data=True, all_tensors_to_one_file=True,
+                        location=f"{name}.onnx.data", size_threshold=1024)
+    else:
+        onnx.save_model(model, path)
     return path
 
 
@@ -124,6 +133,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--time-limit", type=float, default=10.0, help="the command's --time-limit")
     ap.add_argument("--command", choices=("optimize", "bench-placement"), default="optimize",
                     help="the command measured (module docstring)")
+    ap.add_argument("--external-data", action="store_true",
+                    help="save each model with its weights in a data file beside it (file MiB: model + data)")
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args(argv)
     measure = measure_optimize if args.command == "optimize" else measure_bench_placement
@@ -131,12 +142,14 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="weights_overhead_") as tmp:
         folder = Path(tmp)
         for name in args.models:
-            model = materialise(name, folder)
+            model = materialise(name, folder, args.external_data)
+            data = model.with_name(f"{name}.onnx.data")
             try:
                 row = measure(model, folder, args.repeats, args.time_limit)
             finally:
-                size = model.stat().st_size
+                size = model.stat().st_size + (data.stat().st_size if data.exists() else 0)
                 model.unlink()
+                data.unlink(missing_ok=True)
             runs = row["runs"]
             rows.append({"model": name, "file_bytes": size, "wall_s": statistics.median(r["wall_s"] for r in runs),
                          "peak_rss_bytes": max(r["peak_rss_bytes"] for r in runs), **row})

@@ -7,6 +7,7 @@ without its weights."""
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import onnx
@@ -174,3 +175,46 @@ def test_a_placement_is_read_from_a_model_without_reading_its_weights(tmp_path) 
     device_of = {n.name: ("CPU", "GPU")[i % 2] for i, n in enumerate(model.graph.node)}
     assert devices == ["CPU", "GPU"]
     assert placement.tolist() == [devices.index(device_of[name]) for name in graph.op_names]
+
+
+def _external_data_model(tmp_path) -> Path:
+    """weighted_model saved with its large weights in a data file beside it."""
+    path = tmp_path / "external.onnx"
+    onnx.save_model(weighted_model(), path, save_as_external_data=True, all_tensors_to_one_file=True,
+                    location="external.onnx.data", size_threshold=1024)
+    return path
+
+
+def test_weights_in_external_data_files_are_read_by_onnx_runtime_not_by_python(tmp_path, monkeypatch) -> None:
+    """bench-placement's run of a model whose weights are in a data file: ONNX Runtime reads the file beside the
+    model; Python never loads the data (the loader is made to fail), and the split's outputs equal the whole's."""
+    from onnx_sched.bench import file_weights as fw
+    from onnx_sched.bench.runtimes.ort import bench_ort
+    from onnx_sched.importers import onnx_weights
+
+    imported = import_onnx(_external_data_model(tmp_path))
+    assert fw.file_weights(imported) is not None and not fw.file_weights(imported).spans
+
+    def no_loading(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        raise AssertionError("the external data was read into Python")
+
+    monkeypatch.setattr(onnx_weights, "load_external_data_for_model", no_loading)
+    placement = np.arange(imported.graph.n_ops, dtype=np.int64) % 2
+    report = bench_ort(imported, placement, [DeviceSpec("d0"), DeviceSpec("d1")], warmup=0, repeats=1)
+    assert report["sub_models"] > 2 and report["outputs_equal"] and report["max_abs_error"] == 0.0
+
+
+def test_a_torch_part_of_an_external_data_model_gets_its_weights(tmp_path) -> None:
+    pytest.importorskip("torch", reason="torch parts need torch and onnx2torch (the [gpu] or [train] extra)")
+    from onnx_sched.bench.split_executor import device_spec
+
+    path = _external_data_model(tmp_path)
+    imported = import_onnx(path)
+    x = np.random.default_rng(4).standard_normal((N, N)).astype(np.float32)
+    plain = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    placement = np.arange(imported.graph.n_ops, dtype=np.int64) % 2
+    with SplitExecutor(iter_parts(imported, placement), [device_spec("CPU"), device_spec("torch:cpu")],
+                       ["y", "gm"]) as ex:
+        out = ex.run({"x": x})
+    for name, want in zip(["y", "gm"], _outputs(plain, x)):
+        np.testing.assert_allclose(out[name], want, rtol=1e-4, atol=1e-5)

@@ -6,7 +6,8 @@ the weights are not read into memory), and keeps the weights whose bytes there e
 own -- an import whose weights were replaced in memory keeps its path, so the file's word is not taken.  An
 ONNX Runtime session can then point each such weight at ``(file, offset, length)`` as external data
 (:func:`onnx_sched.bench.ort_session.inference_session`) and map it from the file: no copy of the weights is
-made in Python, and the ones ORT makes are file pages the system can drop.
+made in Python, and the ones ORT makes are file pages the system can drop.  A model whose weights are in
+external data files already has them where ORT can read them: :func:`model_for_sessions` leaves them there.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import onnx
 from onnx_sched.onnx_structure import is_large
 from onnx_sched.onnx_wire import initializer_spans
 
-__all__ = ["FileWeights", "file_weights"]
+__all__ = ["FileWeights", "file_weights", "model_for_sessions"]
 
 
 @dataclass(frozen=True)
@@ -38,9 +39,9 @@ _CACHE: weakref.WeakKeyDictionary[Any, FileWeights | None] = weakref.WeakKeyDict
 
 
 def file_weights(imported: Any) -> FileWeights | None:
-    """Where ``imported``'s file holds its large inline initializers (:func:`~onnx_sched.onnx_structure.is_large`)
-    whose bytes there equal the model's own (checked once per import); ``None`` for a model given in memory, a
-    file that is gone or not a plain protobuf, or one with no such weight."""
+    """The file ``imported`` was read from -- whose folder its external data files are relative to -- and where it
+    holds its large inline initializers (:func:`~onnx_sched.onnx_structure.is_large`) whose bytes there equal the
+    model's own (checked once per import); ``None`` for a model given in memory or a file that is gone."""
     if imported in _CACHE:
         return _CACHE[imported]
     found = None
@@ -48,12 +49,24 @@ def file_weights(imported: Any) -> FileWeights | None:
     if path is not None and Path(path).is_file():
         wanted = {t.name: t for t in imported.model.graph.initializer
                   if t.data_location != onnx.TensorProto.EXTERNAL and is_large(t)}
-        try:
-            with open(path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as data:
-                spans = {name: (off, n) for name, (off, n) in initializer_spans(data).items()
-                         if name in wanted and data[off:off + n] == wanted[name].raw_data}
-        except (OSError, ValueError, IndexError):
-            spans = {}
-        found = FileWeights(Path(path).resolve(), spans) if spans else None
+        spans: dict[str, tuple[int, int]] = {}
+        if wanted:
+            try:
+                with open(path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as data:
+                    spans = {name: (off, n) for name, (off, n) in initializer_spans(data).items()
+                             if name in wanted and data[off:off + n] == wanted[name].raw_data}
+            except (OSError, ValueError, IndexError):  # not plain protobuf: every weight is handed over
+                spans = {}
+        found = FileWeights(Path(path).resolve(), spans)
     _CACHE[imported] = found
     return found
+
+
+def model_for_sessions(imported: Any) -> tuple[onnx.ModelProto, FileWeights | None]:
+    """``(model, weights)`` to build ONNX Runtime sessions of ``imported`` from: its own model, whose external data
+    ORT reads from the files beside it, with :func:`file_weights`; for a model given in memory, the model with
+    its external data read in (:func:`~onnx_sched.importers.onnx_weights.with_weights`) and no file."""
+    from onnx_sched.importers.onnx_weights import with_weights
+
+    weights = file_weights(imported)
+    return (imported.model if weights is not None else with_weights(imported)), weights

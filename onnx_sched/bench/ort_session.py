@@ -23,10 +23,10 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from onnx_sched.bench.file_weights import FileWeights
+from onnx_sched.bench.file_weights import FileWeights, model_for_sessions
 from onnx_sched.onnx_structure import copy_except, is_large
 
-__all__ = ["PLACEHOLDER_LOCATION", "inference_session", "with_placeholders"]
+__all__ = ["PLACEHOLDER_LOCATION", "import_session", "inference_session", "with_placeholders"]
 
 #: The external-data location of a placeholder: never read, ORT replaces the tensor before it would be.
 PLACEHOLDER_LOCATION = "onnx_sched.in_memory"
@@ -99,13 +99,22 @@ def inference_session(model: onnx.ModelProto, options: Any, providers: Sequence[
     """``onnxruntime.InferenceSession`` of ``model`` (with its weights) under ``options`` and ``providers``, its
     large weights given to ORT as values, or read by ORT from the model's file where ``weights``
     (:func:`~onnx_sched.bench.file_weights.file_weights` of the import ``model`` comes from) places them
-    (module docstring).  ``options`` takes the weights: give each session its own."""
+    (module docstring); weights in external data files stay there, read by ORT from the files beside the model
+    file (``weights`` is then needed).  ``options`` takes the weights: give each session its own."""
     import onnxruntime as ort
 
     light, names, values = with_placeholders(model, weights)
     if names:
         options.add_external_initializers(names, [ort.OrtValue.ortvalue_from_numpy(v) for v in values])
-    if weights is not None and len(names) < sum(_held_apart(t) for t in model.graph.initializer):
+    if weights is not None and any(t.data_location == onnx.TensorProto.EXTERNAL for t in light.graph.initializer):
+        # the model's file and its external data files: where ORT resolves their locations
         options.add_session_config_entry("session.model_external_initializers_file_folder_path",
                                          str(weights.path.parent))
     return ort.InferenceSession(light.SerializeToString(), options, providers=list(providers))
+
+
+def import_session(imported: Any, options: Any, providers: Sequence[Any]) -> Any:
+    """:func:`inference_session` of the whole model of an ONNX import: its weights read from its file and the
+    data files beside it where it was read from a file (:func:`~onnx_sched.bench.file_weights.model_for_sessions`)."""
+    model, weights = model_for_sessions(imported)
+    return inference_session(model, options, providers, weights)

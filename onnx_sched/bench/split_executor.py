@@ -53,9 +53,8 @@ import numpy as np
 import onnx
 from onnx import helper
 
-from onnx_sched.bench.file_weights import FileWeights, file_weights
+from onnx_sched.bench.file_weights import FileWeights, model_for_sessions
 from onnx_sched.bench.part_merge import merge_parts
-from onnx_sched.importers.onnx_weights import with_weights
 from onnx_sched.onnx_structure import infer_shapes, structure_only
 
 __all__ = ["CPU_PROVIDER", "DeviceSpec", "SplitExecutor", "SubModel", "check_devices", "device_spec", "node_devices",
@@ -279,8 +278,7 @@ def split_model(imported: Any, placement: np.ndarray) -> list[SubModel]:
 def iter_parts(imported: Any, placement: np.ndarray) -> Iterator[SubModel]:
     """:func:`split_model`'s parts one at a time, in run order: a :class:`SplitExecutor` given this iterator holds
     each part's weights only until its session does, so the parts never hold the model's weights all at once."""
-    model = with_weights(imported)
-    weights = file_weights(imported)
+    model, weights = model_for_sessions(imported)  # external data stays in its files, read by the sessions
     nodes = model.graph.node
     dev = node_devices(imported, placement)
     weight_nodes = set(int(i) for i in imported.weight_nodes)
@@ -343,6 +341,19 @@ def _part_model(model: onnx.ModelProto, graph: onnx.GraphProto, weights: list[on
     m.graph.initializer.extend(weights)
     m.functions.extend(model.functions)
     return m
+
+
+def _with_data(part: SubModel) -> onnx.ModelProto:
+    """``part.model`` with the external data of its initializers read in (from the files beside the model's), for
+    a runtime that takes the weights in the model (torch)."""
+    from onnx.external_data_helper import load_external_data_for_model, uses_external_data
+
+    if part.weights is None or not any(uses_external_data(t) for t in part.model.graph.initializer):
+        return part.model
+    model = onnx.ModelProto()
+    model.CopyFrom(part.model)
+    load_external_data_for_model(model, str(part.weights.path.parent))
+    return model
 
 
 def _as_array(value: Any) -> Any:
@@ -438,7 +449,7 @@ class SplitExecutor:
         if spec.torch_device:
             from onnx_sched.bench.runtimes.torch_parts import TorchPart
 
-            return TorchPart(part.model, spec.torch_device, part.inputs, part.outputs)
+            return TorchPart(_with_data(part), spec.torch_device, part.inputs, part.outputs)
         so = make_session_options(arena=True, opt_level=opt_level, threads=spec.threads)
         so.inter_op_num_threads = 1
         return inference_session(part.model, so, spec.providers, part.weights)

@@ -3,7 +3,9 @@
 The import never reads weight bytes (:mod:`onnx_sched.importers.onnx`), and the exporter writes the
 external references back as they were.  But an ONNX Runtime session or an OpenVINO model built from
 serialized bytes cannot find a data file beside the model: the commands that run the model (the
-measured target, ``bench-placement``, ``profile``, the per-device processes) take :func:`with_weights`.
+measured target, ``bench-placement``, ``profile``, the per-device processes) take :func:`with_weights`, except
+where ONNX Runtime can read the data files itself: the sessions of ``bench-placement`` and the measured target
+of a model read from a file (:func:`onnx_sched.bench.file_weights.model_for_sessions`).
 """
 
 from __future__ import annotations

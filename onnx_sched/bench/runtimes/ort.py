@@ -23,10 +23,8 @@ from typing import Any
 
 import numpy as np
 
-from onnx_sched.bench.file_weights import file_weights
 from onnx_sched.bench.outputs import compare_outputs, output_tolerance, outputs_informative
 from onnx_sched.bench.timing import summarize, time_calls
-from onnx_sched.importers.onnx_weights import with_weights
 
 __all__ = ["bench_ort", "bench_ort_interleaved"]
 
@@ -87,11 +85,11 @@ def _time_reference(imported: Any, spec: Any, feed: dict[str, np.ndarray], outpu
     import threading
 
     from onnx_sched.bench.ort_runner import make_session_options
-    from onnx_sched.bench.ort_session import inference_session
+    from onnx_sched.bench.ort_session import import_session
     from onnx_sched.bench.split_executor import _Worker
 
     so = make_session_options(arena=True, opt_level=opt_level, threads=spec.threads)
-    sess = inference_session(with_weights(imported), so, spec.providers, file_weights(imported))
+    sess = import_session(imported, so, spec.providers)
 
     def run_ref() -> dict[str, np.ndarray]:
         return dict(zip(outputs, sess.run(outputs, feed)))
@@ -124,7 +122,7 @@ def bench_ort_interleaved(imported: Any, placement: np.ndarray, devices: Sequenc
 
     from onnx_sched.bench.inputs import import_feed
     from onnx_sched.bench.ort_runner import make_session_options
-    from onnx_sched.bench.ort_session import inference_session
+    from onnx_sched.bench.ort_session import import_session
     from onnx_sched.bench.split_executor import SplitExecutor, _Worker, check_devices, iter_parts
 
     check_devices(devices)
@@ -132,7 +130,7 @@ def bench_ort_interleaved(imported: Any, placement: np.ndarray, devices: Sequenc
     outputs = [o.name for o in imported.model.graph.output]
     spec = devices[0]
     so = make_session_options(arena=True, opt_level=opt_level, threads=spec.threads)
-    sess = inference_session(with_weights(imported), so, spec.providers, file_weights(imported))
+    sess = import_session(imported, so, spec.providers)
     worker = _Worker(spec.cores)
     worker.start()
 

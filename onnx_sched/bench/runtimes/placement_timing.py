@@ -26,7 +26,6 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from onnx_sched.errors import first_line
-from onnx_sched.importers.onnx_weights import with_weights
 
 __all__ = ["RunCost", "interleaved_seconds", "measured_target_seconds", "measuring_seconds", "memo_speedups", "release",
            "run_cost", "speedups_over"]
@@ -292,17 +291,16 @@ def _check_loads(imported: Any) -> None:
     """One line (``ModelLoadError``) if ONNX Runtime cannot load the whole model, before it is split: a model ORT
     rejects is bad input; a part ORT rejects would be a bug of the split.  Once per import: the latency
     objective's measured target times several placements of one model, each through here."""
-    from onnx_sched.bench.file_weights import file_weights
     from onnx_sched.bench.ort_load import ort_loads
     from onnx_sched.bench.ort_runner import make_session_options
-    from onnx_sched.bench.ort_session import inference_session
+    from onnx_sched.bench.ort_session import import_session
 
     if imported in _LOADS:
         return
     name = str(imported.path) if getattr(imported, "path", None) else (imported.model.graph.name or "the model")
     with ort_loads(name):
         options = make_session_options(arena=False, opt_level="none", threads=1)
-        inference_session(with_weights(imported), options, ["CPUExecutionProvider"], file_weights(imported))
+        import_session(imported, options, ["CPUExecutionProvider"])
     _LOADS.add(imported)
 
 
