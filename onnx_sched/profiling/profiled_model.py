@@ -14,12 +14,17 @@ import onnx
 from onnx_sched.importers.onnx import stable_op_names
 from onnx_sched.importers.onnx_weights import with_weights
 
-__all__ = ["profiled_model"]
+__all__ = ["named_by_op", "profiled_model"]
 
 
 def profiled_model(imported: Any) -> onnx.ModelProto:
     """``with_weights(imported)``, its nodes named as the graph names its ops (a copy when a name changes)."""
-    model = with_weights(imported)
+    return named_by_op(with_weights(imported))
+
+
+def named_by_op(model: onnx.ModelProto) -> onnx.ModelProto:
+    """``model`` with its nodes named as the graph names its ops (a copy when a name changes): for a runtime that
+    reads the weights from the model's files itself (ONNX Runtime, given the import's own model)."""
     names = stable_op_names(model.graph.node)
     if all(n.name == name for n, name in zip(model.graph.node, names)):
         return model

@@ -22,7 +22,7 @@ import numpy as np
 
 from onnx_sched.errors import DeviceError
 from onnx_sched.onnx_inline import inline_calls
-from onnx_sched.profiling.profiled_model import profiled_model
+from onnx_sched.profiling.profiled_model import named_by_op
 from onnx_sched.profiling.profiles import DeviceProfile, ProfileSet
 from onnx_sched.profiling.rates import fit_rates
 from onnx_sched.profiling.transfer import measure_transfer
@@ -107,6 +107,7 @@ def profile_ort(imported: Any, provider: str = "CPUExecutionProvider", threads: 
 
     import onnxruntime as ort
 
+    from onnx_sched.bench.file_weights import model_for_sessions
     from onnx_sched.bench.inputs import import_feed
     from onnx_sched.bench.ort_session import inference_session
 
@@ -120,8 +121,10 @@ def profile_ort(imported: Any, provider: str = "CPUExecutionProvider", threads: 
         so.inter_op_num_threads = 1
         so.enable_profiling = True
         so.profile_file_prefix = os.path.join(tmp, "prof")
-        model, owner = inline_calls(profiled_model(imported))  # a call's body times add up to the call
-        sess = inference_session(model, so, [provider])
+        # the import's own model: ONNX Runtime reads its weights from its files (bench.file_weights)
+        source, weights = model_for_sessions(imported)
+        model, owner = inline_calls(named_by_op(source))  # a call's body times add up to the call
+        sess = inference_session(model, so, [provider], weights)
         feed = import_feed(imported, seed)
         totals = []
         for i in range(warmup + repeats):
