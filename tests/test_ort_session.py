@@ -218,3 +218,18 @@ def test_a_torch_part_of_an_external_data_model_gets_its_weights(tmp_path) -> No
         out = ex.run({"x": x})
     for name, want in zip(["y", "gm"], _outputs(plain, x)):
         np.testing.assert_allclose(out[name], want, rtol=1e-4, atol=1e-5)
+
+
+def test_an_onnx_runtime_before_1_21_gets_the_weights_handed_over(tmp_path, monkeypatch) -> None:
+    """Before 1.21 ORT cannot be told where a model given as bytes keeps its data: no file weights, and a model
+    with external data is read in first, as before."""
+    from onnx_sched.bench.file_weights import file_weights, model_for_sessions
+    from onnx_sched.bench.runtimes.ort import bench_ort
+
+    monkeypatch.setattr(ort, "__version__", "1.20.1")
+    imported = import_onnx(_external_data_model(tmp_path))
+    assert file_weights(imported) is None
+    model, weights = model_for_sessions(imported)
+    assert weights is None and not any(t.external_data for t in model.graph.initializer)
+    placement = np.arange(imported.graph.n_ops, dtype=np.int64) % 2
+    assert bench_ort(imported, placement, [DeviceSpec("d0"), DeviceSpec("d1")], warmup=0, repeats=1)["outputs_equal"]

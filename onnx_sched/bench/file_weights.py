@@ -41,12 +41,13 @@ _CACHE: weakref.WeakKeyDictionary[Any, FileWeights | None] = weakref.WeakKeyDict
 def file_weights(imported: Any) -> FileWeights | None:
     """The file ``imported`` was read from -- whose folder its external data files are relative to -- and where it
     holds its large inline initializers (:func:`~onnx_sched.onnx_structure.is_large`) whose bytes there equal the
-    model's own (checked once per import); ``None`` for a model given in memory or a file that is gone."""
+    model's own (checked once per import); ``None`` for a model given in memory, a file that is gone, or an ONNX
+    Runtime too old to read data from a folder it is told (before 1.21: the weights are then handed over)."""
     if imported in _CACHE:
         return _CACHE[imported]
     found = None
     path = getattr(imported, "path", None)
-    if path is not None and Path(path).is_file():
+    if path is not None and Path(path).is_file() and _ort_reads_from_a_folder():
         wanted = {t.name: t for t in imported.model.graph.initializer
                   if t.data_location != onnx.TensorProto.EXTERNAL and is_large(t)}
         spans: dict[str, tuple[int, int]] = {}
@@ -60,6 +61,18 @@ def file_weights(imported: Any) -> FileWeights | None:
         found = FileWeights(Path(path).resolve(), spans)
     _CACHE[imported] = found
     return found
+
+
+def _ort_reads_from_a_folder() -> bool:
+    """Whether this ONNX Runtime resolves the external data of a model given as bytes in the folder its session
+    options name (``session.model_external_initializers_file_folder_path``, ONNX Runtime 1.21 and later)."""
+    import onnxruntime as ort
+
+    try:
+        major, minor = (int(x) for x in ort.__version__.split(".")[:2])
+    except ValueError:
+        return False
+    return (major, minor) >= (1, 21)
 
 
 def model_for_sessions(imported: Any) -> tuple[onnx.ModelProto, FileWeights | None]:
