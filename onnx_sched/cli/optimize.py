@@ -117,9 +117,9 @@ def command(model: Path, output: Path, objective: str, method: str, time_limit: 
         source = model
         if ort_graph is not None:
             from onnx_sched.bench.measure import ort_optimized_model
-            from onnx_sched.importers.onnx import load_model
+            from onnx_sched.importers.onnx import load_model_without_initializers
 
-            load_model(model)  # one-line errors for unreadable files before ORT sees them
+            load_model_without_initializers(model)  # one-line errors for unreadable files before ORT sees them
             source = ort_optimized_model(model, Path(tmp) / model.name, level=ort_graph)
         try:
             _optimize(source, model, output, objective, method, clock, inplace, seed, beam, samples, machines,
