@@ -16,19 +16,24 @@ for ONNX Runtime to read the weights from the file) and copies out the model wit
 >>> np.frombuffer(data[off:off + n], np.float32).tolist()
 [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]
 >>> light = onnx.ModelProto.FromString(without_initializers(data))
->>> len(light.graph.initializer), light.graph.node[0].op_type
-(0, 'Add')
+>>> len(light.graph.initializer), light.graph.node[0].op_type, uses_external_data(data)
+(0, 'Add', False)
 """
 
 from __future__ import annotations
 
+import mmap
+import os
 from collections.abc import Iterator
 from typing import Any
 
-__all__ = ["initializer_spans", "length_delimited", "without_initializers"]
+__all__ = ["file_uses_external_data", "initializer_spans", "length_delimited", "uses_external_data",
+           "without_initializers"]
 
-# field numbers of onnx.proto: ModelProto.graph, GraphProto.initializer, TensorProto.name / raw_data
+# field numbers of onnx.proto: ModelProto.graph, GraphProto.initializer, TensorProto.name / raw_data /
+# external_data / data_location
 _MODEL_GRAPH, _GRAPH_INITIALIZER, _TENSOR_NAME, _TENSOR_RAW_DATA = 7, 5, 8, 9
+_TENSOR_EXTERNAL_DATA, _TENSOR_DATA_LOCATION = 13, 14
 
 
 def _varint(data: Any, i: int) -> tuple[int, int]:
@@ -103,6 +108,32 @@ def initializer_spans(data: Any) -> dict[str, tuple[int, int]]:
             if name is not None and raw is not None:
                 spans[name] = raw
     return spans
+
+
+def uses_external_data(data: Any) -> bool:
+    """Whether an initializer of the serialized model ``data`` keeps its bytes in an external data file (its
+    ``data_location`` EXTERNAL, or an ``external_data`` entry)."""
+    for f, a, z in length_delimited(data, 0, len(data)):
+        if f != _MODEL_GRAPH:
+            continue
+        for g, b, y in length_delimited(data, a, z):
+            if g != _GRAPH_INITIALIZER:
+                continue
+            for number, wire, _, c, x in _fields(data, b, y):
+                if number == _TENSOR_EXTERNAL_DATA or (number == _TENSOR_DATA_LOCATION and wire == 0
+                                                       and _varint(data, c)[0] == 1):
+                    return True
+    return False
+
+
+def file_uses_external_data(path: str | os.PathLike) -> bool:
+    """:func:`uses_external_data` of the model file ``path``, read through an mmap; ``False`` for a file that is
+    empty or not protobuf (the reader that loads it says what is wrong)."""
+    try:
+        with open(path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as data:
+            return uses_external_data(data)
+    except (OSError, ValueError, IndexError):
+        return False
 
 
 def without_initializers(data: Any) -> bytes:

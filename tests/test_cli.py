@@ -238,6 +238,28 @@ def _conv_net(batch: int | str = 1) -> onnx.ModelProto:
         initializer=weights), opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
 
 
+@pytest.mark.parametrize("external", [False, True])
+def test_ort_graph_writes_the_weights_as_the_input_keeps_them(tmp_path, external):
+    """ONNX Runtime writes its rewritten graph's weights to a data file (so they are copied, not parsed); a model
+    the user gave with its weights inline is written back inline, one with external data keeps a data file."""
+    src = tmp_path / "conv.onnx"
+    onnx.save_model(_conv_net(), src, save_as_external_data=external, location="conv.onnx.data", size_threshold=1024)
+    out_dir = tmp_path / "out"
+    out = out_dir / "out.onnx"
+    res = run_cli("optimize", str(src), "-o", str(out), "--ort-graph", "basic")
+    assert res.returncode == 0, res.stderr
+    onnx.checker.check_model(str(out), full_check=True)
+    written = onnx.load(str(out), load_external_data=False)
+    assert any(t.data_location == TensorProto.EXTERNAL for t in written.graph.initializer) == external
+    assert sorted(p.name for p in out_dir.iterdir()) == (["conv.onnx.data", "out.onnx"] if external else ["out.onnx"])
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    feed = {"x": np.random.default_rng(2).standard_normal((1, 16, 16, 16)).astype(np.float32)}
+    got = ort.InferenceSession(str(out), so, providers=["CPUExecutionProvider"]).run(None, feed)
+    want = ort.InferenceSession(str(src), so, providers=["CPUExecutionProvider"]).run(None, feed)
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-5, atol=1e-6)
+
+
 def test_ort_graph_all_sizes_its_layout_ops_from_a_run_of_the_graph(tmp_path):
     """ORT's level-all graph of a conv net holds com.microsoft layout ops (NCHWc, where the CPU has it) whose
     output sizes onnx's shape inference does not know: one run of ORT's graph gives them, and the reordered

@@ -114,20 +114,23 @@ def command(model: Path, output: Path, objective: str, method: str, time_limit: 
         check_plot_path(plot_path)
     shapes, dim_values = parse_input_shapes(input_shapes), parse_dims(dims)
     with tempfile.TemporaryDirectory(prefix="onnx_sched_") as tmp:
-        source = model
+        source, inline = model, False
         if ort_graph is not None:
             from onnx_sched.bench.measure import ort_optimized_model
             from onnx_sched.importers.onnx import load_model_without_initializers
+            from onnx_sched.onnx_wire import file_uses_external_data
 
             load_model_without_initializers(model)  # one-line errors for unreadable files before ORT sees them
             source = ort_optimized_model(model, Path(tmp) / model.name, level=ort_graph)
+            # ORT's graph of a model with inline weights keeps them in a data file: the output has them inline
+            inline = not file_uses_external_data(model)
         try:
             _optimize(source, model, output, objective, method, clock, inplace, seed, beam, samples, machines,
                       report_path, plot_path, shapes, dim_values, profiles, latency_mode, devices,
                       {**parse_pass_options(pass_options),
                        **{k: v for k, v in (("candidates", candidates), ("top_k", top_k), ("target", target),
                                             ("temperature", temperature)) if v is not None}},
-                      parse_memory_limits(memory_limits))
+                      parse_memory_limits(memory_limits), inline)
         except (UnknownShapeError, UnknownOpError) as exc:
             if ort_graph is None:
                 raise
@@ -203,7 +206,8 @@ def _optimize(source: Path, model: Path, output: Path, objective: str, method: s
               seed: int, beam: int | None, samples: int | None, machines: Path | None, report_path: Path | None,
               plot_path: Path | None, shapes: dict, dim_values: dict, profiles: tuple[Path, ...] = (),
               latency_mode: str = "sequential", devices: str | None = None,
-              extra_options: dict[str, object] | None = None, memory_limits: dict[str, int] | None = None) -> None:
+              extra_options: dict[str, object] | None = None, memory_limits: dict[str, int] | None = None,
+              inline: bool = False) -> None:
     from onnx_sched.api import optimize_model
     from onnx_sched.devices import device_names
     from onnx_sched.exporters.dispatch import save_model
@@ -217,7 +221,7 @@ def _optimize(source: Path, model: Path, output: Path, objective: str, method: s
         result = optimize_model(source, objective, method, clock.seconds, inplace, seed, shapes, dim_values, options,
                                 machines=machines, profiles=profiles, devices=wanted, latency_mode=latency_mode,
                                 memory_limits=memory_limits, deadline=clock, reuse_input=True)
-    written = save_model(result.model, output, source_path=source)
+    written = save_model(result.model, output, source_path=source, inline=inline)
     report = dict(result.report)
     report["input"], report["output"] = str(model), str(output)
     report["total_seconds"] = clock.elapsed()  # the whole command so far, kernel warm-up excluded

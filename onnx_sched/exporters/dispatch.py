@@ -56,15 +56,17 @@ def export_model(imported: Any, schedule: Schedule, metadata: Mapping[str, str] 
                     "onnx")
 
 
-def save_model(model: Any, output: str | os.PathLike, source_path: str | os.PathLike | None = None) -> list[Path]:
+def save_model(model: Any, output: str | os.PathLike, source_path: str | os.PathLike | None = None,
+               inline: bool = False) -> list[Path]:
     """Write an exported model atomically, never over ``source_path``; returns the files written
-    (an IR: ``.xml``, ``.bin`` and, with a placement, the sidecar placement file)."""
+    (an IR: ``.xml``, ``.bin`` and, with a placement, the sidecar placement file).  ``inline``: an ONNX model's
+    external data is written into it (:func:`~onnx_sched.exporters.onnx.save_model_atomic`)."""
     import onnx
 
     if isinstance(model, onnx.ModelProto):
         from onnx_sched.exporters.onnx import save_model_atomic
 
-        save_model_atomic(model, output, source_path=source_path)
+        save_model_atomic(model, output, source_path=source_path, inline=inline)
         return [Path(output)]
     from onnx_sched.exporters.openvino_ir import save_ir_atomic
 

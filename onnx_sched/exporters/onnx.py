@@ -152,16 +152,20 @@ def _plan_copy(src_file: Path, dst_file: Path) -> bool:
                      "model refers to by this name; write the model to another folder or remove that file")
 
 
-def save_model_atomic(model: onnx.ModelProto, out_path: str | os.PathLike, source_path: str | os.PathLike | None = None) -> None:
+def save_model_atomic(model: onnx.ModelProto, out_path: str | os.PathLike, source_path: str | os.PathLike | None = None,
+                      inline: bool = False) -> None:
     """Write ``model`` to ``out_path`` through a temporary file and ``os.replace``.
 
     External data files the model references (relative to ``source_path``) are
     copied next to the output when it goes to another folder; every copy is checked
     before anything is written.  Refuses to overwrite ``source_path``, its external
-    data, or the place a copy goes.
+    data, or the place a copy goes.  ``inline``: the external data is written into the
+    output instead, one tensor at a time (ONNX Runtime's rewritten graph of a model the
+    user gave with its weights inline, ``optimize --ort-graph``).
     """
     out = Path(out_path)
-    external = [] if source_path is None else external_data_files(model, source_path)
+    inline_from = Path(source_path).parent if inline and source_path is not None else None
+    external = [] if source_path is None or inline else external_data_files(model, source_path)
     sources = [] if source_path is None else [Path(source_path), *external]
     copies = [] if source_path is None else copy_targets(source_path, external, out)
     check_output_paths(sources, {"-o": out}, reserved=[dst for _, dst in copies])
@@ -170,16 +174,36 @@ def save_model_atomic(model: onnx.ModelProto, out_path: str | os.PathLike, sourc
     for src_file, dst_file in todo:  # a copy, never a hard link (a write to either would change both)
         dst_file.parent.mkdir(parents=True, exist_ok=True)
         atomic_write(dst_file, lambda tmp, src=src_file: shutil.copyfile(src, tmp))
-    atomic_write(out, lambda tmp: _write_model(model, tmp))
+    atomic_write(out, lambda tmp: _write_model(model, tmp, inline_from))
 
 
-def _write_model(model: onnx.ModelProto, path: str) -> None:
+def _inlined(tensor: onnx.TensorProto, folder: Path) -> onnx.TensorProto:
+    """A copy of ``tensor`` with its external data (relative to ``folder``) read into ``raw_data``."""
+    from onnx.external_data_helper import load_external_data_for_tensor
+
+    out = onnx.TensorProto()
+    out.CopyFrom(tensor)
+    load_external_data_for_tensor(out, str(folder))
+    out.ClearField("data_location")  # as a tensor written inline has it: unset
+    del out.external_data[:]
+    return out
+
+
+def _write_model(model: onnx.ModelProto, path: str, inline_from: Path | None = None) -> None:
     """``model`` serialized to ``path`` one initializer at a time: the model without its initializers, then one
     ``ModelProto`` per initializer holding only that tensor.  Protobuf parses concatenated messages as one merged
     message (repeated fields appended in order), so the file reads back as ``model``, while memory holds one
     tensor's bytes at a time instead of the whole model's (hundreds of MB for a model with its weights).  A model or
-    graph with fields this onnx does not know (written by a newer one) is serialized whole, which keeps them."""
+    graph with fields this onnx does not know (written by a newer one) is serialized whole, which keeps them.
+    ``inline_from``: initializers kept in external data files there are written with their data, one at a time."""
     if _unknown_fields(model) or _unknown_fields(model.graph):
+        if inline_from is not None:
+            from onnx.external_data_helper import load_external_data_for_model
+
+            whole = onnx.ModelProto()
+            whole.CopyFrom(model)
+            load_external_data_for_model(whole, str(inline_from))
+            model = whole
         Path(path).write_bytes(_serialized(model))
         return
     head = onnx.ModelProto()
@@ -189,7 +213,8 @@ def _write_model(model: onnx.ModelProto, path: str) -> None:
         written = fh.write(head.SerializeToString())
         for tensor in model.graph.initializer:
             chunk = onnx.ModelProto()  # a new one each time: upb frees a message's memory only with the message
-            chunk.graph.initializer.append(tensor)
+            external = inline_from is not None and tensor.data_location == onnx.TensorProto.EXTERNAL
+            chunk.graph.initializer.append(_inlined(tensor, inline_from) if external else tensor)
             written += fh.write(chunk.SerializeToString())
             if written > PROTOBUF_LIMIT:
                 raise ValueError(_TOO_LARGE)

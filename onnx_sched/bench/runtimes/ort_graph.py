@@ -45,7 +45,10 @@ def ort_optimized_model(
     schedule survives into ORT's execution; bench it with optimizations off.  The
     output is marked in ``metadata_props`` (:data:`ORT_OPTIMIZED_KEY`) so ``bench``
     knows.  ``level`` is ``basic`` (portable ONNX ops only) or ``extended``/``all``
-    (may emit ``com.microsoft`` ops that only ORT runs).  The input is never modified.
+    (may emit ``com.microsoft`` ops that only ORT runs).  The input is never modified.  The output keeps its
+    weights in a data file beside it (``optimized.onnx.data``) for an input with inline weights (a model written
+    from it can be made inline again: ``save_model_atomic(..., inline=True)``), and refers to copies of the
+    input's data files for one with external data.
     """
     import onnx
     import onnxruntime as ort
@@ -64,40 +67,49 @@ def ort_optimized_model(
         raise ModelLoadError(f"model file not found: {src}")
     if src.resolve() == dst.resolve():
         raise ValueError(f"ort_optimized_model: output {dst} would overwrite the input")
+    from onnx_sched.exporters.onnx import save_model_atomic
+    from onnx_sched.onnx_wire import file_uses_external_data
+
+    inline = not file_uses_external_data(src)
     with tempfile.TemporaryDirectory(prefix="onnx_sched_ortopt_") as tmp:
         tmp_path = Path(tmp) / "optimized.onnx"
         so = ort.SessionOptions()
         so.graph_optimization_level = levels[level]
         so.optimized_model_filepath = str(tmp_path)
         so.log_severity_level = 3
+        if inline:  # ORT writes the weights to a data file beside its graph: read and copied as files, not parsed
+            so.add_session_config_entry("session.optimized_model_external_initializers_file_name",
+                                        f"{tmp_path.name}.data")
+            so.add_session_config_entry("session.optimized_model_external_initializers_min_size_in_bytes", "1024")
         with ort_loads(str(src)):
             session = ort.InferenceSession(str(src), sess_options=so, providers=["CPUExecutionProvider"])
         fed = {i.name for i in session.get_inputs()}  # what the caller feeds: not an initializer's name
         del session
-        # ORT keeps external initializers as references into the input's data files (relative to the
-        # input's folder); the weights are not read here, and are copied next to ``dst`` below
+        # the weights are not read here: they are in ORT's data file (an inline input) or, for an input with
+        # external data, references into the input's data files (relative to its folder); either is copied
+        # next to ``dst`` below
         model = onnx.load(str(tmp_path), load_external_data=False)
-    # an input that had an initializer (IR < 4 lists every initializer as an input) and lost it to ORT's
-    # constant folding would become one the caller must feed: drop it (nothing reads it any more)
-    inits = {t.name for t in model.graph.initializer}
-    kept_inputs = [i for i in model.graph.input if i.name in fed or i.name in inits]
-    del model.graph.input[:]
-    model.graph.input.extend(kept_inputs)
-    if model.ir_version < 4:
-        # IR < 4 requires every initializer to be a graph input; ORT's constant
-        # folding adds initializers without listing them
-        listed = {i.name for i in model.graph.input}
-        for init in model.graph.initializer:
-            if init.name not in listed:
-                model.graph.input.append(onnx.helper.make_tensor_value_info(init.name, init.data_type, list(init.dims)))
-    _record_ort_shapes(model, src.parent)
-    kept = [p for p in model.metadata_props if p.key != ORT_OPTIMIZED_KEY]
-    del model.metadata_props[:]
-    model.metadata_props.extend(kept)
-    model.metadata_props.add(key=ORT_OPTIMIZED_KEY, value=level)
-    from onnx_sched.exporters.onnx import save_model_atomic
-
-    save_model_atomic(model, dst, source_path=src)
+        weights_from = tmp_path if inline else src
+        # an input that had an initializer (IR < 4 lists every initializer as an input) and lost it to ORT's
+        # constant folding would become one the caller must feed: drop it (nothing reads it any more)
+        inits = {t.name for t in model.graph.initializer}
+        kept_inputs = [i for i in model.graph.input if i.name in fed or i.name in inits]
+        del model.graph.input[:]
+        model.graph.input.extend(kept_inputs)
+        if model.ir_version < 4:
+            # IR < 4 requires every initializer to be a graph input; ORT's constant
+            # folding adds initializers without listing them
+            listed = {i.name for i in model.graph.input}
+            for init in model.graph.initializer:
+                if init.name not in listed:
+                    model.graph.input.append(onnx.helper.make_tensor_value_info(init.name, init.data_type,
+                                                                                list(init.dims)))
+        _record_ort_shapes(model, weights_from.parent)
+        kept = [p for p in model.metadata_props if p.key != ORT_OPTIMIZED_KEY]
+        del model.metadata_props[:]
+        model.metadata_props.extend(kept)
+        model.metadata_props.add(key=ORT_OPTIMIZED_KEY, value=level)
+        save_model_atomic(model, dst, source_path=weights_from)
     return dst
 
 
