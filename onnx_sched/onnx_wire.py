@@ -89,41 +89,36 @@ def length_delimited(data: Any, start: int, end: int) -> Iterator[tuple[int, int
             yield number, a, z
 
 
+def _initializers(data: Any) -> Iterator[tuple[int, int]]:
+    """``(start, end)`` of each graph initializer (a ``TensorProto``) of the serialized model ``data``, in every
+    piece of a graph written in several."""
+    for f, a, z in length_delimited(data, 0, len(data)):
+        if f == _MODEL_GRAPH:
+            yield from ((b, y) for g, b, y in length_delimited(data, a, z) if g == _GRAPH_INITIALIZER)
+
+
 def initializer_spans(data: Any) -> dict[str, tuple[int, int]]:
     """Initializer name -> ``(offset, length)`` of its ``raw_data`` in the serialized model ``data`` (a field set
     twice: its last value, as protobuf reads it; a graph written in several pieces: all of them)."""
     spans: dict[str, tuple[int, int]] = {}
-    for f, a, z in length_delimited(data, 0, len(data)):
-        if f != _MODEL_GRAPH:
-            continue
-        for g, b, y in length_delimited(data, a, z):
-            if g != _GRAPH_INITIALIZER:
-                continue
-            name, raw = None, None
-            for h, c, x in length_delimited(data, b, y):
-                if h == _TENSOR_NAME:
-                    name = bytes(data[c:x]).decode("utf-8", "replace")
-                elif h == _TENSOR_RAW_DATA:
-                    raw = (c, x - c)
-            if name is not None and raw is not None:
-                spans[name] = raw
+    for b, y in _initializers(data):
+        name, raw = None, None
+        for h, c, x in length_delimited(data, b, y):
+            if h == _TENSOR_NAME:
+                name = bytes(data[c:x]).decode("utf-8", "replace")
+            elif h == _TENSOR_RAW_DATA:
+                raw = (c, x - c)
+        if name is not None and raw is not None:
+            spans[name] = raw
     return spans
 
 
 def uses_external_data(data: Any) -> bool:
     """Whether an initializer of the serialized model ``data`` keeps its bytes in an external data file (its
     ``data_location`` EXTERNAL, or an ``external_data`` entry)."""
-    for f, a, z in length_delimited(data, 0, len(data)):
-        if f != _MODEL_GRAPH:
-            continue
-        for g, b, y in length_delimited(data, a, z):
-            if g != _GRAPH_INITIALIZER:
-                continue
-            for number, wire, _, c, x in _fields(data, b, y):
-                if number == _TENSOR_EXTERNAL_DATA or (number == _TENSOR_DATA_LOCATION and wire == 0
-                                                       and _varint(data, c)[0] == 1):
-                    return True
-    return False
+    return any(number == _TENSOR_EXTERNAL_DATA or (number == _TENSOR_DATA_LOCATION and wire == 0
+                                                   and _varint(data, c)[0] == 1)
+               for b, y in _initializers(data) for number, wire, _, c, _ in _fields(data, b, y))
 
 
 def file_uses_external_data(path: str | os.PathLike) -> bool:
