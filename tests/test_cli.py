@@ -260,6 +260,26 @@ def test_ort_graph_writes_the_weights_as_the_input_keeps_them(tmp_path, external
     np.testing.assert_allclose(got[0], want[0], rtol=1e-5, atol=1e-6)
 
 
+def test_onnx_runtimes_graphs_of_two_models_can_share_a_folder(tmp_path):
+    """Each rewritten graph's data file is named after it, so two written into one folder keep their own weights."""
+    from onnx import numpy_helper
+
+    from onnx_sched.bench.measure import ort_optimized_model
+
+    models = [_conv_net(), _conv_net()]
+    for t in models[1].graph.initializer:
+        t.CopyFrom(numpy_helper.from_array(2 * numpy_helper.to_array(t), t.name))
+    feed = {"x": np.random.default_rng(3).standard_normal((1, 16, 16, 16)).astype(np.float32)}
+    for i, m in enumerate(models):
+        src = _save(m, tmp_path / f"m{i}.onnx")
+        dst = ort_optimized_model(src, tmp_path / "ort" / f"m{i}.ort.onnx")
+        got = ort.InferenceSession(str(dst), providers=["CPUExecutionProvider"]).run(None, feed)
+        want = ort.InferenceSession(str(src), providers=["CPUExecutionProvider"]).run(None, feed)
+        np.testing.assert_allclose(got[0], want[0], rtol=1e-5, atol=1e-5)
+    assert sorted(p.name for p in (tmp_path / "ort").iterdir()) == [
+        "m0.ort.onnx", "m0.ort.onnx.data", "m1.ort.onnx", "m1.ort.onnx.data"]
+
+
 def test_ort_graph_all_sizes_its_layout_ops_from_a_run_of_the_graph(tmp_path):
     """ORT's level-all graph of a conv net holds com.microsoft layout ops (NCHWc, where the CPU has it) whose
     output sizes onnx's shape inference does not know: one run of ORT's graph gives them, and the reordered

@@ -46,7 +46,7 @@ def ort_optimized_model(
     output is marked in ``metadata_props`` (:data:`ORT_OPTIMIZED_KEY`) so ``bench``
     knows.  ``level`` is ``basic`` (portable ONNX ops only) or ``extended``/``all``
     (may emit ``com.microsoft`` ops that only ORT runs).  The input is never modified.  The output keeps its
-    weights in a data file beside it (``optimized.onnx.data``) for an input with inline weights (a model written
+    weights in a data file beside it (``DST.data``) for an input with inline weights (a model written
     from it can be made inline again: ``save_model_atomic(..., inline=True)``), and refers to copies of the
     input's data files for one with external data.
     """
@@ -79,7 +79,7 @@ def ort_optimized_model(
         so.log_severity_level = 3
         if inline:  # ORT writes the weights to a data file beside its graph: read and copied as files, not parsed
             so.add_session_config_entry("session.optimized_model_external_initializers_file_name",
-                                        f"{tmp_path.name}.data")
+                                        f"{dst.name}.data")  # named after the output: several can share a folder
             so.add_session_config_entry("session.optimized_model_external_initializers_min_size_in_bytes", "1024")
         with ort_loads(str(src)):
             session = ort.InferenceSession(str(src), sess_options=so, providers=["CPUExecutionProvider"])
