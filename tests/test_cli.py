@@ -272,7 +272,7 @@ def test_onnx_runtimes_graphs_of_two_models_can_share_a_folder(tmp_path):
     feed = {"x": np.random.default_rng(3).standard_normal((1, 16, 16, 16)).astype(np.float32)}
     for i, m in enumerate(models):
         src = _save(m, tmp_path / f"m{i}.onnx")
-        dst = ort_optimized_model(src, tmp_path / "ort" / f"m{i}.ort.onnx")
+        dst = ort_optimized_model(src, tmp_path / "ort" / f"m{i}.ort.onnx", weights_file=True)
         got = ort.InferenceSession(str(dst), providers=["CPUExecutionProvider"]).run(None, feed)
         want = ort.InferenceSession(str(src), providers=["CPUExecutionProvider"]).run(None, feed)
         np.testing.assert_allclose(got[0], want[0], rtol=1e-5, atol=1e-5)

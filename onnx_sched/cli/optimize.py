@@ -121,9 +121,9 @@ def command(model: Path, output: Path, objective: str, method: str, time_limit: 
             from onnx_sched.onnx_wire import file_uses_external_data
 
             load_model_without_initializers(model)  # one-line errors for unreadable files before ORT sees them
-            source = ort_optimized_model(model, Path(tmp) / model.name, level=ort_graph)
-            # ORT's graph of a model with inline weights keeps them in a data file: the output has them inline
+            # ORT's graph of a model with inline weights keeps them in a data file; the output has them inline
             inline = not file_uses_external_data(model)
+            source = ort_optimized_model(model, Path(tmp) / model.name, level=ort_graph, weights_file=inline)
         try:
             _optimize(source, model, output, objective, method, clock, inplace, seed, beam, samples, machines,
                       report_path, plot_path, shapes, dim_values, profiles, latency_mode, devices,

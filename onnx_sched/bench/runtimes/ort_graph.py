@@ -37,7 +37,8 @@ def model_opt_level(model: Any) -> str | None:
 
 
 def ort_optimized_model(
-    path_in: str | os.PathLike[str], path_out: str | os.PathLike[str], level: str = "basic"
+    path_in: str | os.PathLike[str], path_out: str | os.PathLike[str], level: str = "basic",
+    weights_file: bool = False,
 ) -> Path:
     """Save the graph ONNX Runtime will execute (after its rewrites at ``level``).
 
@@ -45,10 +46,13 @@ def ort_optimized_model(
     schedule survives into ORT's execution; bench it with optimizations off.  The
     output is marked in ``metadata_props`` (:data:`ORT_OPTIMIZED_KEY`) so ``bench``
     knows.  ``level`` is ``basic`` (portable ONNX ops only) or ``extended``/``all``
-    (may emit ``com.microsoft`` ops that only ORT runs).  The input is never modified.  The output keeps its
-    weights in a data file beside it (``DST.data``) for an input with inline weights (a model written
-    from it can be made inline again: ``save_model_atomic(..., inline=True)``), and refers to copies of the
-    input's data files for one with external data.
+    (may emit ``com.microsoft`` ops that only ORT runs).  The input is never modified.  An input with external
+    data gives an output that refers to copies of its data files.  ``weights_file`` (for an input with inline
+    weights): ORT writes the weights to a data file beside the output (``DST.data``), which is copied as a
+    file instead of parsed and written again -- for a caller that writes its final model inline again
+    (``save_model_atomic(..., inline=True)``, what ``optimize --ort-graph`` does).  Off, the output is inline
+    like the input: a model whose weights ORT maps from a file adds those pages to the peak RSS of its first
+    run, which is what ``bench`` measures.
     """
     import onnx
     import onnxruntime as ort
@@ -70,7 +74,7 @@ def ort_optimized_model(
     from onnx_sched.exporters.onnx import save_model_atomic
     from onnx_sched.onnx_wire import file_uses_external_data
 
-    inline = not file_uses_external_data(src)
+    inline = weights_file and not file_uses_external_data(src)
     with tempfile.TemporaryDirectory(prefix="onnx_sched_ortopt_") as tmp:
         tmp_path = Path(tmp) / "optimized.onnx"
         so = ort.SessionOptions()
