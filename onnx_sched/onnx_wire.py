@@ -22,12 +22,13 @@ for ONNX Runtime to read the weights from the file) and copies out the model wit
 
 from __future__ import annotations
 
+import contextlib
 import mmap
 import os
 from collections.abc import Iterator
 from typing import Any
 
-__all__ = ["file_uses_external_data", "initializer_spans", "length_delimited", "uses_external_data",
+__all__ = ["file_uses_external_data", "initializer_spans", "length_delimited", "mapped", "uses_external_data",
            "without_initializers"]
 
 # field numbers of onnx.proto: ModelProto.graph, GraphProto.initializer, TensorProto.name / raw_data /
@@ -121,11 +122,19 @@ def uses_external_data(data: Any) -> bool:
                for b, y in _initializers(data) for number, wire, _, c, _ in _fields(data, b, y))
 
 
+@contextlib.contextmanager
+def mapped(path: str | os.PathLike) -> Iterator[mmap.mmap]:
+    """The bytes of the file ``path``, mapped read-only for the walks of this module (``ValueError`` for an empty
+    file, ``OSError`` for one that cannot be opened)."""
+    with open(path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as data:
+        yield data
+
+
 def file_uses_external_data(path: str | os.PathLike) -> bool:
     """:func:`uses_external_data` of the model file ``path``, read through an mmap; ``False`` for a file that is
     empty or not protobuf (the reader that loads it says what is wrong)."""
     try:
-        with open(path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as data:
+        with mapped(path) as data:
             return uses_external_data(data)
     except (OSError, ValueError, IndexError):
         return False

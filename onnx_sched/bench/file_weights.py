@@ -12,7 +12,6 @@ external data files already has them where ORT can read them: :func:`model_for_s
 
 from __future__ import annotations
 
-import mmap
 import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -22,7 +21,7 @@ from typing import Any
 import onnx
 
 from onnx_sched.onnx_structure import is_large
-from onnx_sched.onnx_wire import initializer_spans
+from onnx_sched.onnx_wire import initializer_spans, mapped
 
 __all__ = ["FileWeights", "file_weights", "model_for_sessions"]
 
@@ -53,7 +52,7 @@ def file_weights(imported: Any) -> FileWeights | None:
         spans: dict[str, tuple[int, int]] = {}
         if wanted:
             try:
-                with open(path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as data:
+                with mapped(path) as data:
                     spans = {name: (off, n) for name, (off, n) in initializer_spans(data).items()
                              if name in wanted and data[off:off + n] == wanted[name].raw_data}
             except (OSError, ValueError, IndexError):  # not plain protobuf: every weight is handed over

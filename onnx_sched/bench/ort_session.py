@@ -9,7 +9,7 @@ as a placeholder that points to external data, and hands ORT the values themselv
 session runs the same graph as one built from the bytes, and the weights exist in it once.  Better still, a
 weight that the model's own file holds inline (:func:`~onnx_sched.bench.file_weights.file_weights`) is pointed
 at its bytes in that file, which ORT maps: then Python makes no copy at all.  The split executor,
-``bench-placement``, the measured target and the per-device processes build their sessions here:
+``bench-placement``, the measured target, ORT profiling and the per-device processes build their sessions here:
 ``bench-placement`` of a 417 MB BERT held 7.7 times the file at its peak before, 2.75 times after (docs/results.md, 23).
 """
 

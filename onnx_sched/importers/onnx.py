@@ -157,13 +157,11 @@ def load_model(path: str | os.PathLike) -> onnx.ModelProto:
 def load_model_without_initializers(path: str | os.PathLike) -> onnx.ModelProto:
     """:func:`load_model` without the graph's initializers, whose bytes are never read (:mod:`onnx_sched.onnx_wire`):
     for reading a model's nodes and metadata (a placement written into a model) at a fraction of its size."""
-    import mmap
-
-    from onnx_sched.onnx_wire import without_initializers
+    from onnx_sched.onnx_wire import mapped, without_initializers
 
     p = Path(path)
     try:
-        with open(p, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as data:
+        with mapped(p) as data:
             model = onnx.ModelProto.FromString(without_initializers(data))
     except Exception:  # noqa: BLE001 - not plain protobuf, or gone: the full reader says what is wrong
         return load_model(p)

@@ -47,12 +47,12 @@ def ort_optimized_model(
     output is marked in ``metadata_props`` (:data:`ORT_OPTIMIZED_KEY`) so ``bench``
     knows.  ``level`` is ``basic`` (portable ONNX ops only) or ``extended``/``all``
     (may emit ``com.microsoft`` ops that only ORT runs).  The input is never modified.  An input with external
-    data gives an output that refers to copies of its data files.  ``weights_file`` (for an input with inline
-    weights): ORT writes the weights to a data file beside the output (``DST.data``), which is copied as a
-    file instead of parsed and written again -- for a caller that writes its final model inline again
-    (``save_model_atomic(..., inline=True)``, what ``optimize --ort-graph`` does).  Off, the output is inline
-    like the input: a model whose weights ORT maps from a file adds those pages to the peak RSS of its first
-    run, which is what ``bench`` measures.
+    data gives an output that refers to copies of its data files.  ``weights_file`` (meant for an input with
+    inline weights, the only one ``optimize --ort-graph`` asks it for): ORT writes the weights to a data file
+    beside the output (``DST.data``), which is copied as a file instead of parsed and written again -- for a
+    caller that writes its final model inline again (``save_model_atomic(..., inline=True)``).  Off, an inline
+    input gives an inline output: a model whose weights ORT maps from a file adds those pages to the peak RSS
+    of its first run, which is what ``bench`` measures.
     """
     import onnx
     import onnxruntime as ort
@@ -72,16 +72,14 @@ def ort_optimized_model(
     if src.resolve() == dst.resolve():
         raise ValueError(f"ort_optimized_model: output {dst} would overwrite the input")
     from onnx_sched.exporters.onnx import save_model_atomic
-    from onnx_sched.onnx_wire import file_uses_external_data
 
-    inline = weights_file and not file_uses_external_data(src)
     with tempfile.TemporaryDirectory(prefix="onnx_sched_ortopt_") as tmp:
         tmp_path = Path(tmp) / "optimized.onnx"
         so = ort.SessionOptions()
         so.graph_optimization_level = levels[level]
         so.optimized_model_filepath = str(tmp_path)
         so.log_severity_level = 3
-        if inline:  # ORT writes the weights to a data file beside its graph: read and copied as files, not parsed
+        if weights_file:  # ORT writes the weights to a data file beside its graph: copied as a file, not parsed
             so.add_session_config_entry("session.optimized_model_external_initializers_file_name",
                                         f"{dst.name}.data")  # named after the output: several can share a folder
             so.add_session_config_entry("session.optimized_model_external_initializers_min_size_in_bytes", "1024")
@@ -89,11 +87,10 @@ def ort_optimized_model(
             session = ort.InferenceSession(str(src), sess_options=so, providers=["CPUExecutionProvider"])
         fed = {i.name for i in session.get_inputs()}  # what the caller feeds: not an initializer's name
         del session
-        # the weights are not read here: they are in ORT's data file (an inline input) or, for an input with
-        # external data, references into the input's data files (relative to its folder); either is copied
-        # next to ``dst`` below
+        # the weights are not read here: they are in ORT's data file (``weights_file``), inline, or references
+        # into the input's data files (relative to its folder); a data file is copied next to ``dst`` below
         model = onnx.load(str(tmp_path), load_external_data=False)
-        weights_from = tmp_path if inline else src
+        weights_from = tmp_path if weights_file else src
         # an input that had an initializer (IR < 4 lists every initializer as an input) and lost it to ORT's
         # constant folding would become one the caller must feed: drop it (nothing reads it any more)
         inits = {t.name for t in model.graph.initializer}
