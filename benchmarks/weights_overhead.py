@@ -16,12 +16,14 @@ optimizations off).
 ``--models`` picks corpus models (default: resnet50, bert_base, gpt2_small), ``--repeats`` runs the
 command that many times per model (the table keeps the median seconds and the largest peak).
 
-``--command bench-placement`` measures ``onnx-sched bench-placement MODEL --placement P --runtime ort``
-instead (3 timed runs each of the split and the whole model), ``P`` written beforehand by ``optimize
---objective peak-mem --devices CPU,GPU`` (not measured); its report says whether the split's outputs equal the
-whole model's:
+``--command bench-placement`` measures ``onnx-sched bench-placement MODEL --placement P --runtime R``
+instead (3 timed runs each of the split and the whole model; ``R`` from ``--runtime``, default ort), ``P``
+written beforehand by ``optimize --objective peak-mem --devices CPU,GPU`` (not measured); its report says
+whether the split's outputs equal the whole model's:
 
     python benchmarks/weights_overhead.py --command bench-placement --out docs/weights_overhead_bench_placement.json
+    python benchmarks/weights_overhead.py --command bench-placement --runtime openvino \\
+        --out docs/weights_overhead_bench_placement_openvino.json
 
 ``--external-data`` saves each model with its weights in a data file beside it (how models over 2 GB must be
 saved) instead of inline.
@@ -96,14 +98,15 @@ def measure_optimize(model: Path, folder: Path, repeats: int, time_limit: float)
         output.unlink()
 
 
-def measure_bench_placement(model: Path, folder: Path, repeats: int, time_limit: float) -> dict[str, Any]:
-    """``bench-placement MODEL --placement P --runtime ort`` ``repeats`` times, ``P`` a two-device peak-memory
+def measure_bench_placement(model: Path, folder: Path, repeats: int, time_limit: float,
+                            runtime: str = "ort") -> dict[str, Any]:
+    """``bench-placement MODEL --placement P --runtime RUNTIME`` ``repeats`` times, ``P`` a two-device peak-memory
     split written first; the split's outputs equal the whole model's in every run."""
     placed, report = folder / f"{model.stem}.placed.onnx", folder / f"{model.stem}.report.json"
     subprocess.run([sys.executable, "-m", "onnx_sched.cli", "optimize", str(model), "-o", str(placed), "--objective",
                     "peak-mem", "--devices", "CPU,GPU", "--time-limit", str(time_limit)], check=True,
                    capture_output=True)
-    args = ["bench-placement", str(model), "--placement", str(placed), "--runtime", "ort", "--repeats", "3"]
+    args = ["bench-placement", str(model), "--placement", str(placed), "--runtime", runtime, "--repeats", "3"]
     try:
         runs = [run_command(model, args, report) for _ in range(repeats)]
     finally:
@@ -133,11 +136,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--time-limit", type=float, default=10.0, help="the command's --time-limit")
     ap.add_argument("--command", choices=("optimize", "bench-placement"), default="optimize",
                     help="the command measured (module docstring)")
+    ap.add_argument("--runtime", choices=("ort", "openvino"), default="ort", help="bench-placement's --runtime")
     ap.add_argument("--external-data", action="store_true",
                     help="save each model with its weights in a data file beside it (file MiB: model + data)")
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args(argv)
-    measure = measure_optimize if args.command == "optimize" else measure_bench_placement
+    if args.command == "optimize":
+        measure = measure_optimize
+    else:
+        def measure(model: Path, folder: Path, repeats: int, time_limit: float) -> dict[str, Any]:
+            return measure_bench_placement(model, folder, repeats, time_limit, args.runtime)
     rows = []
     with tempfile.TemporaryDirectory(prefix="weights_overhead_") as tmp:
         folder = Path(tmp)
@@ -154,7 +162,7 @@ def main(argv: list[str] | None = None) -> int:
             rows.append({"model": name, "file_bytes": size, "wall_s": statistics.median(r["wall_s"] for r in runs),
                          "peak_rss_bytes": max(r["peak_rss_bytes"] for r in runs), **row})
     title = ("optimize on models with their weights (peak-mem, auto)" if args.command == "optimize" else
-             "bench-placement --runtime ort on models with their weights (a two-device peak-mem split)")
+             f"bench-placement --runtime {args.runtime} on models with their weights (a two-device peak-mem split)")
     table = Table(title=title)
     clock = "command clock s" if args.command == "optimize" else "sub-models"
     for col in ("model", "file MiB", "wall s (median)", clock, "peak RSS MiB", "peak / file", "outputs equal"):

@@ -37,16 +37,27 @@ class FileWeights:
 _CACHE: weakref.WeakKeyDictionary[Any, FileWeights | None] = weakref.WeakKeyDictionary()
 
 
-def file_weights(imported: Any) -> FileWeights | None:
+def file_weights(imported: Any, runtime: str = "onnxruntime") -> FileWeights | None:
     """The file ``imported`` was read from -- whose folder its external data files are relative to -- and where it
     holds its large inline initializers (:func:`~onnx_sched.onnx_structure.is_large`) whose bytes there equal the
-    model's own (checked once per import); ``None`` for a model given in memory, a file that is gone, or an ONNX
-    Runtime too old to read data from a folder it is told (before 1.21: the weights are then handed over)."""
+    model's own (checked once per import); ``None`` for a model given in memory, a file that is gone, or, for
+    ``runtime`` ``"onnxruntime"``, an ONNX Runtime too old to read data from a folder it is told (before 1.21: the
+    weights are then handed over).  OpenVINO (``"openvino"``) reads them by absolute path
+    (:func:`~onnx_sched.bench.runtimes.openvino_inputs.openvino_model_of`)."""
+    if runtime not in ("onnxruntime", "openvino"):
+        raise ValueError(f"runtime must be 'onnxruntime' or 'openvino', got {runtime!r}")
+    if runtime == "onnxruntime" and not _ort_reads_from_a_folder():
+        return None
+    return _weights_in_file(imported)
+
+
+def _weights_in_file(imported: Any) -> FileWeights | None:
+    """:func:`file_weights` whatever reads them, cached per import."""
     if imported in _CACHE:
         return _CACHE[imported]
     found = None
     path = getattr(imported, "path", None)
-    if path is not None and Path(path).is_file() and _ort_reads_from_a_folder():
+    if path is not None and Path(path).is_file():
         wanted = {t.name: t for t in imported.model.graph.initializer
                   if t.data_location != onnx.TensorProto.EXTERNAL and is_large(t)}
         spans: dict[str, tuple[int, int]] = {}
