@@ -25,6 +25,9 @@ whether the split's outputs equal the whole model's:
     python benchmarks/weights_overhead.py --command bench-placement --runtime openvino \\
         --out docs/weights_overhead_bench_placement_openvino.json
 
+``--placement-method brkga`` splits each model the same way in every run (``auto``, the default, stops at the
+time limit, so the split of two runs may differ).
+
 ``--external-data`` saves each model with its weights in a data file beside it (how models over 2 GB must be
 saved) instead of inline.
 """
@@ -98,14 +101,14 @@ def measure_optimize(model: Path, folder: Path, repeats: int, time_limit: float)
         output.unlink()
 
 
-def measure_bench_placement(model: Path, folder: Path, repeats: int, time_limit: float,
-                            runtime: str = "ort") -> dict[str, Any]:
+def measure_bench_placement(model: Path, folder: Path, repeats: int, time_limit: float, runtime: str = "ort",
+                            method: str = "auto") -> dict[str, Any]:
     """``bench-placement MODEL --placement P --runtime RUNTIME`` ``repeats`` times, ``P`` a two-device peak-memory
-    split written first; the split's outputs equal the whole model's in every run."""
+    split written first by ``method``; the split's outputs equal the whole model's in every run."""
     placed, report = folder / f"{model.stem}.placed.onnx", folder / f"{model.stem}.report.json"
-    subprocess.run([sys.executable, "-m", "onnx_sched.cli", "optimize", str(model), "-o", str(placed), "--objective",
-                    "peak-mem", "--devices", "CPU,GPU", "--time-limit", str(time_limit)], check=True,
-                   capture_output=True)
+    split = ["optimize", str(model), "-o", str(placed), "--objective", "peak-mem", "--devices", "CPU,GPU", "--method",
+             method, "--time-limit", str(time_limit)]
+    subprocess.run([sys.executable, "-m", "onnx_sched.cli", *split], check=True, capture_output=True)
     args = ["bench-placement", str(model), "--placement", str(placed), "--runtime", runtime, "--repeats", "3"]
     try:
         runs = [run_command(model, args, report) for _ in range(repeats)]
@@ -137,6 +140,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--command", choices=("optimize", "bench-placement"), default="optimize",
                     help="the command measured (module docstring)")
     ap.add_argument("--runtime", choices=("ort", "openvino"), default="ort", help="bench-placement's --runtime")
+    ap.add_argument("--placement-method", default="auto",
+                    help="bench-placement: the method of the split (auto stops at --time-limit, so two runs may split "
+                         "differently; brkga, 5,000 seeded evaluations, splits alike)")
     ap.add_argument("--external-data", action="store_true",
                     help="save each model with its weights in a data file beside it (file MiB: model + data)")
     ap.add_argument("--out", type=Path, default=None)
@@ -145,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
         measure = measure_optimize
     else:
         def measure(model: Path, folder: Path, repeats: int, time_limit: float) -> dict[str, Any]:
-            return measure_bench_placement(model, folder, repeats, time_limit, args.runtime)
+            return measure_bench_placement(model, folder, repeats, time_limit, args.runtime, args.placement_method)
     rows = []
     with tempfile.TemporaryDirectory(prefix="weights_overhead_") as tmp:
         folder = Path(tmp)

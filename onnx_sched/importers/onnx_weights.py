@@ -5,7 +5,8 @@ external references back as they were.  But an ONNX Runtime session or an OpenVI
 serialized bytes cannot find a data file beside the model: the commands that run the model (the
 measured target, ``bench-placement``, ``profile``, the per-device processes) take :func:`with_weights`, except
 where ONNX Runtime can read the data files itself: the sessions of ``bench-placement`` and the measured target
-of a model read from a file (:func:`onnx_sched.bench.file_weights.model_for_sessions`).
+of a model read from a file (:func:`onnx_sched.bench.file_weights.model_for_sessions`); OpenVINO's read of such a
+model maps them (:func:`onnx_sched.bench.runtimes.openvino_inputs.openvino_model_of`).
 """
 
 from __future__ import annotations

@@ -102,25 +102,16 @@ def _placed_model(imported: Any, placement: np.ndarray, devices: Sequence[str]) 
     return model, hetero_device_string(model), stored
 
 
-def bench_openvino(imported: Any, placement: np.ndarray, devices: Sequence[str], *, warmup: int = 2,
-                   repeats: int = 10, seed: int = 0, reference_device: str | None = None,
-                   precision: str = "f32") -> dict[str, Any]:
-    """HETERO run of ``placement`` with device index ``i`` -> OpenVINO device ``devices[i]``.
-
-    The reference is the whole model compiled on ``reference_device`` (default
-    ``devices[0]``).  ``CPUB`` in ``devices`` is registered on demand.
-    """
-    from onnx_sched.bench.runtimes.openvino_inputs import openvino_model_of, output_names, seeded_inputs
-
-    core = _prepare_core(devices, precision)
-    feed = seeded_inputs(imported, seed)
+def _time_split(core: Any, imported: Any, placement: np.ndarray, devices: Sequence[str], feed: Mapping[str, Any],
+                out_names: Sequence[str], warmup: int, repeats: int) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    """``bench_openvino``'s HETERO half: ``(report, outputs)``; its compiled model is released on return, before
+    the whole model is compiled (each holds its own copy of the weights)."""
     model, target, stored = _placed_model(imported, placement, devices)
     compiled = core.compile_model(model, target, {"PERF_COUNT": True})
     report: dict[str, Any] = {"runtime": "openvino", "target": target, "devices": list(devices),
                               "sub_models": int(compiled.get_property("HETERO_NUMBER_OF_SUBMODELS")),
                               "execution_devices": list(compiled.get_property("EXECUTION_DEVICES"))}
     inputs = ov_inputs(compiled, feed)
-    out_names = output_names(imported)
     req = compiled.create_infer_request()
     per_dev: list[dict[str, float]] = []
 
@@ -133,16 +124,30 @@ def bench_openvino(imported: Any, placement: np.ndarray, devices: Sequence[str],
     report["split"] = summarize(times)
     per_dev = per_dev[warmup:]
     report["device_seconds"] = {k: float(np.median([d.get(k, 0.0) for d in per_dev])) for k in per_dev[0]}
-    ref_dev = reference_device or devices[0]
-    ref_model = openvino_model_of(imported)
-    ref_compiled = core.compile_model(ref_model, ref_dev)
+    return report, out
+
+
+def bench_openvino(imported: Any, placement: np.ndarray, devices: Sequence[str], *, warmup: int = 2,
+                   repeats: int = 10, seed: int = 0, reference_device: str | None = None,
+                   precision: str = "f32") -> dict[str, Any]:
+    """HETERO run of ``placement`` with device index ``i`` -> OpenVINO device ``devices[i]``.
+
+    The reference is the whole model compiled on ``reference_device`` (default
+    ``devices[0]``).  ``CPUB`` in ``devices`` is registered on demand.
+    """
+    from onnx_sched.bench.runtimes.openvino_inputs import openvino_model_of, output_names, seeded_inputs
+
+    core = _prepare_core(devices, precision)
+    feed = seeded_inputs(imported, seed)
+    out_names = output_names(imported)
+    report, out = _time_split(core, imported, placement, devices, feed, out_names, warmup, repeats)
+    ref_dev = reference_device or devices[0]  # compiled once the split's compiled model is gone
+    ref_compiled = core.compile_model(openvino_model_of(imported), ref_dev)
     ref_req = ref_compiled.create_infer_request()
-    ref_outs = out_names
     ref_inputs = ov_inputs(ref_compiled, feed)
 
     def run_ref() -> dict[str, np.ndarray]:
-        res = ref_req.infer(ref_inputs)
-        return _by_name(res, ref_outs, ref_compiled)
+        return _by_name(ref_req.infer(ref_inputs), out_names, ref_compiled)
 
     ref_times, ref = time_calls(run_ref, warmup, repeats)
     report["single_device"] = summarize(ref_times)

@@ -151,7 +151,12 @@ def _constants_from_files(ov_model: Any, found: Mapping[str, FileTensor]) -> Any
         constant.set_friendly_name(name)
         constant.output(0).get_tensor().set_names({name})
         for target in list(param.output(0).get_target_inputs()):
-            target.replace_source_output(constant.output(0))
+            reader = target.get_node()
+            if reader.get_type_name() == "Identity":  # the frontend folds an Identity of a constant: so do we
+                constant.output(0).get_tensor().add_names(reader.output(0).get_names())
+                reader.output(0).replace(constant.output(0))
+            else:
+                target.replace_source_output(constant.output(0))
         ov_model.remove_parameter(param)
     ov_model.validate_nodes_and_infer_types()
     return ov_model
