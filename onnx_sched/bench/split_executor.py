@@ -346,14 +346,9 @@ def _part_model(model: onnx.ModelProto, graph: onnx.GraphProto, weights: list[on
 def _with_data(part: SubModel) -> onnx.ModelProto:
     """``part.model`` with the external data of its initializers read in (from the files beside the model's), for
     a runtime that takes the weights in the model (torch)."""
-    from onnx.external_data_helper import load_external_data_for_model, uses_external_data
+    from onnx_sched.importers.onnx_weights import with_data_read_in
 
-    if part.weights is None or not any(uses_external_data(t) for t in part.model.graph.initializer):
-        return part.model
-    model = onnx.ModelProto()
-    model.CopyFrom(part.model)
-    load_external_data_for_model(model, str(part.weights.path.parent))
-    return model
+    return part.model if part.weights is None else with_data_read_in(part.model, part.weights.path)
 
 
 def _as_array(value: Any) -> Any:

@@ -12,6 +12,7 @@ model maps them (:func:`onnx_sched.bench.runtimes.openvino_inputs.openvino_model
 from __future__ import annotations
 
 import weakref
+from pathlib import Path
 
 import onnx
 from onnx.external_data_helper import load_external_data_for_model, uses_external_data
@@ -19,7 +20,7 @@ from onnx.external_data_helper import load_external_data_for_model, uses_externa
 from onnx_sched.errors import ModelLoadError, first_line
 from onnx_sched.importers.onnx import ImportedOnnx
 
-__all__ = ["with_weights"]
+__all__ = ["with_data_read_in", "with_weights"]
 
 _WITH_WEIGHTS: weakref.WeakKeyDictionary[ImportedOnnx, onnx.ModelProto] = weakref.WeakKeyDictionary()
 
@@ -34,12 +35,20 @@ def with_weights(imported: ImportedOnnx) -> onnx.ModelProto:
         raise ModelLoadError(f"{model.graph.name or 'the model'}: its weights are in external data files and the "
                              "model was given in memory, not as a file; load it with its external data")
     if imported not in _WITH_WEIGHTS:
-        full = onnx.ModelProto()
-        full.CopyFrom(model)
-        try:
-            load_external_data_for_model(full, str(imported.path.parent))
-        except (OSError, ValueError) as exc:
-            reason = first_line(exc, limit=None)
-            raise ModelLoadError(f"{imported.path}: cannot read its external data: {reason}") from None
-        _WITH_WEIGHTS[imported] = full
+        _WITH_WEIGHTS[imported] = with_data_read_in(model, imported.path)
     return _WITH_WEIGHTS[imported]
+
+
+def with_data_read_in(model: onnx.ModelProto, path: Path) -> onnx.ModelProto:
+    """``model`` itself when no initializer has external data; otherwise a copy with the data read in from the
+    files beside ``path`` (the file ``model``, or the model it was cut from, was read from); one-line
+    :class:`ModelLoadError` when they cannot be read."""
+    if not any(uses_external_data(t) for t in model.graph.initializer):
+        return model
+    full = onnx.ModelProto()
+    full.CopyFrom(model)
+    try:
+        load_external_data_for_model(full, str(Path(path).parent))
+    except (OSError, ValueError) as exc:
+        raise ModelLoadError(f"{path}: cannot read its external data: {first_line(exc, limit=None)}") from None
+    return full
