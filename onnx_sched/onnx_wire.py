@@ -23,17 +23,18 @@ for ONNX Runtime to read the weights from the file) and copies out the model wit
 from __future__ import annotations
 
 import contextlib
+import math
 import mmap
 import os
 from collections.abc import Iterator
 from typing import Any
 
 __all__ = ["file_uses_external_data", "initializer_spans", "length_delimited", "mapped", "uses_external_data",
-           "without_initializers"]
+           "weights_by_reference", "without_initializers"]
 
-# field numbers of onnx.proto: ModelProto.graph, GraphProto.initializer, TensorProto.name / raw_data /
+# field numbers of onnx.proto: ModelProto.graph, GraphProto.initializer, TensorProto.name / raw_data / dims /
 # external_data / data_location
-_MODEL_GRAPH, _GRAPH_INITIALIZER, _TENSOR_NAME, _TENSOR_RAW_DATA = 7, 5, 8, 9
+_MODEL_GRAPH, _GRAPH_INITIALIZER, _TENSOR_NAME, _TENSOR_RAW_DATA, _TENSOR_DIMS = 7, 5, 8, 9, 1
 _TENSOR_EXTERNAL_DATA, _TENSOR_DATA_LOCATION = 13, 14
 
 
@@ -154,3 +155,67 @@ def without_initializers(data: Any) -> bytes:
                 graph += data[ghead:gz]
         out += data[head:head + 1] + _encode_varint(len(graph)) + graph  # ModelProto.graph's tag is one byte
     return bytes(out)
+
+
+def weights_by_reference(data: Any, location: str, max_elements: int) -> bytes:
+    """The serialized model ``data`` with each graph initializer of more than ``max_elements`` elements held in
+    ``raw_data`` given as external data at ``(location, offset, length)`` of those bytes in ``data`` -- the file it was
+    read from, named ``location`` in its folder -- instead of holding them: a model that reads its weights from
+    its own file, as a model saved with external data reads them from its data file.
+
+    >>> import numpy as np, onnx
+    >>> from onnx import helper, numpy_helper
+    >>> w = numpy_helper.from_array(np.arange(6, dtype=np.float32), "w")
+    >>> x = helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [6])
+    >>> model = helper.make_model(helper.make_graph([helper.make_node("Add", ["x", "w"], ["y"])], "g", [x], [x], [w]))
+    >>> data = model.SerializeToString()
+    >>> light = onnx.ModelProto.FromString(weights_by_reference(data, "model.onnx", 4))
+    >>> t = light.graph.initializer[0]
+    >>> t.raw_data, {e.key: e.value for e in t.external_data} == {
+    ...     "location": "model.onnx", "offset": str(initializer_spans(data)["w"][0]), "length": "24"}
+    (b'', True)
+    """
+    out = bytearray()
+    for number, wire, head, a, z in _fields(data, 0, len(data)):
+        if number != _MODEL_GRAPH or wire != 2:
+            out += data[head:z]
+            continue
+        graph = bytearray()
+        for g, _, ghead, b, y in _fields(data, a, z):
+            graph += _by_reference(data, b, y, location, max_elements) if g == _GRAPH_INITIALIZER else data[ghead:y]
+        out += data[head:head + 1] + _encode_varint(len(graph)) + graph  # ModelProto.graph's tag is one byte
+    return bytes(out)
+
+
+def _by_reference(data: Any, start: int, end: int, location: str, max_elements: int) -> bytes:
+    """The initializer field (tag, length, ``TensorProto``) of ``data[start:end]``: as it is, or, when it has more
+    than ``max_elements`` elements in ``raw_data`` and no external data yet, without ``raw_data`` and with an
+    external-data reference to those bytes."""
+    fields = list(_fields(data, start, end))
+    raw = [(a, z) for number, wire, _, a, z in fields if number == _TENSOR_RAW_DATA and wire == 2]
+    external = any(number in (_TENSOR_EXTERNAL_DATA, _TENSOR_DATA_LOCATION) for number, *_ in fields)
+    if not raw or external or math.prod(_dims(data, fields)) <= max_elements:
+        tensor = bytes(data[start:end])
+    else:
+        a, z = raw[-1]
+        tensor = b"".join(bytes(data[head:stop]) for number, _, head, _, stop in fields if number != _TENSOR_RAW_DATA)
+        for key, value in (("location", location), ("offset", str(a)), ("length", str(z - a))):
+            entry = _field(1, key.encode()) + _field(2, value.encode())  # StringStringEntryProto: key 1, value 2
+            tensor += _field(_TENSOR_EXTERNAL_DATA, entry)
+        tensor += _encode_varint(_TENSOR_DATA_LOCATION << 3) + _encode_varint(1)  # EXTERNAL
+    return _field(_GRAPH_INITIALIZER, tensor)
+
+
+def _dims(data: Any, fields: list[tuple[int, int, int, int, int]]) -> list[int]:
+    """``TensorProto.dims`` (field 1, int64, packed or not) from the fields of a tensor."""
+    dims: list[int] = []
+    for number, wire, _, i, z in fields:
+        while number == _TENSOR_DIMS and wire in (0, 2) and i < z:  # one varint, or a packed run of them
+            value, i = _varint(data, i)
+            dims.append(value)
+    return dims
+
+
+def _field(number: int, payload: bytes) -> bytes:
+    """A length-delimited field: tag, length, payload."""
+    return _encode_varint(number << 3 | 2) + _encode_varint(len(payload)) + payload

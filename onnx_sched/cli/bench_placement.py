@@ -76,7 +76,8 @@ def command(model: str, placement_path: str | None, method: str | None, profiles
         placement_path = str(placement_of_ir(model))
     if (placement_path is None) == (method is None):
         raise ValueError("give exactly one of --placement FILE or --method NAME (with --profiles)")
-    imported = import_model(model, input_shapes=parse_input_shapes(input_shapes), dims=parse_dims(dims))
+    imported = import_model(model, input_shapes=parse_input_shapes(input_shapes), dims=parse_dims(dims),
+                            weights_in_file=True)  # run, never written: its weights stay in its file
     require_operators(imported.graph)
     graph = imported.graph
     meta: dict = {}

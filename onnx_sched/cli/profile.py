@@ -66,7 +66,8 @@ def command(model: str, device: str, runtime: str, hosts: str, repeats: int, thr
         raise ValueError(f"--simulate {simulate!r}: no device kinds; give a comma list such as igpu,dgpu")
     if threads != 1 and runtime == "openvino" and not torch_device(device):
         raise ValueError("--threads sets ONNX Runtime's / torch's threads; OpenVINO profiles with its own defaults")
-    imported = import_model(model, input_shapes=parse_input_shapes(input_shapes), dims=parse_dims(dims))
+    imported = import_model(model, input_shapes=parse_input_shapes(input_shapes), dims=parse_dims(dims),
+                            weights_in_file=True)  # run, never written: its weights stay in its file
     require_operators(imported.graph)
     if runtime == "ort" and device == "CPU":
         device = "CPUExecutionProvider"

@@ -26,13 +26,15 @@ Imported = Union[ImportedOnnx, ImportedOpenVINO]
 
 
 def import_model(source: str | os.PathLike | Any, input_shapes: Mapping[str, tuple[int, ...]] | None = None,
-                 dims: Mapping[str, int] | None = None) -> Imported:
+                 dims: Mapping[str, int] | None = None, weights_in_file: bool = False) -> Imported:
     """Import ``source``: an OpenVINO IR ``.xml`` path or ``openvino.Model`` through
     :func:`~onnx_sched.importers.openvino.import_openvino`, anything else (an ``.onnx``
-    path, an ``onnx.ModelProto``) through :func:`~onnx_sched.importers.onnx.import_onnx`.
+    path, an ``onnx.ModelProto``) through :func:`~onnx_sched.importers.onnx.import_onnx`
+    (``weights_in_file``: an ONNX file's large weights left in it, for a model that is run and never
+    written; an IR's weights are always read through a map of its ``.bin``).
     Bad input raises the importers' one-line :class:`~onnx_sched.errors.OnnxSchedError`."""
     if is_openvino_source(source):
         return import_openvino(source, input_shapes=input_shapes, dims=dims)
     if not isinstance(source, (str, os.PathLike, onnx.ModelProto)):
         raise ModelLoadError(f"expected a model path, an onnx.ModelProto or an openvino.Model, got {type(source).__name__}")
-    return import_onnx(source, input_shapes=input_shapes, dims=dims)
+    return import_onnx(source, input_shapes=input_shapes, dims=dims, weights_in_file=weights_in_file)

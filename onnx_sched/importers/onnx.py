@@ -170,6 +170,26 @@ def load_model_without_initializers(path: str | os.PathLike) -> onnx.ModelProto:
     return model
 
 
+def load_model_by_reference(path: str | os.PathLike) -> onnx.ModelProto:
+    """:func:`load_model` with the file's large inline weights left in it: each becomes external data that points
+    to its bytes in the file itself (:func:`~onnx_sched.onnx_wire.weights_by_reference`), so the model is read at
+    a fraction of its size and every runtime reads the weights from the file as from a data file.  For commands
+    that run a model and never write it (``bench-placement``, ``profile``): an exporter would write those
+    references out as they are."""
+    from onnx_sched.onnx_structure import LARGE_ELEMENTS
+    from onnx_sched.onnx_wire import mapped, weights_by_reference
+
+    p = Path(path)
+    try:
+        with mapped(p) as data:
+            model = onnx.ModelProto.FromString(weights_by_reference(data, p.name, LARGE_ELEMENTS))
+    except Exception:  # noqa: BLE001 - not plain protobuf, or gone: the full reader says what is wrong
+        return load_model(p)
+    if not model.graph.node and not model.graph.output:
+        raise ModelLoadError(f"{p}: not an ONNX model (empty graph)")
+    return model
+
+
 def _check(model: onnx.ModelProto | Path, where: str) -> None:
     """onnx.checker on a model's file, so external data resolves next to it, or on a model in memory, whose
     external initializers are then declared as inputs (:func:`~onnx_sched.onnx_structure.structure_only`): the
@@ -341,8 +361,11 @@ def import_onnx(
     input_shapes: Mapping[str, tuple[int, ...]] | None = None,
     dims: Mapping[str, int] | None = None,
     check: bool = True,
+    weights_in_file: bool = False,
 ) -> ImportedOnnx:
-    """Import an ONNX model for scheduling (see module docstring).
+    """Import an ONNX model for scheduling (see module docstring).  ``weights_in_file``: a file's large inline
+    weights stay in it, the model referring to them (:func:`load_model_by_reference`); only for a model that is run,
+    never written.
 
     Raises :class:`ModelLoadError`, :class:`UnknownOpError` or
     :class:`UnknownShapeError` with a one-line message on bad input.
@@ -357,7 +380,7 @@ def import_onnx(
         if check and path.is_file() and is_utf8_path(path):  # onnx's C++ code takes UTF-8 paths only
             _check(path, where)  # before this process reads the model: the checker's copy is gone by then
             checked = True
-        model = load_model(path)
+        model = load_model_by_reference(path) if weights_in_file else load_model(path)
     if check and not checked:
         _check(model, where)
     g = model.graph

@@ -1,0 +1,82 @@
+"""An ONNX file imported with its large weights left in it (``import_onnx(path, weights_in_file=True)``, what
+``bench-placement`` and ``profile`` do): the same graph as a plain import, every large inline weight an external
+reference to its bytes in the file itself, and runs through ONNX Runtime and OpenVINO with the file's weights."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+from test_ort_session import N, _outputs, weighted_model
+
+from onnx_sched.bench.ort_runner import make_session_options
+from onnx_sched.bench.ort_session import import_session
+from onnx_sched.importers.onnx import import_onnx
+from onnx_sched.importers.onnx_weights import with_weights
+from onnx_sched.onnx_structure import LARGE_ELEMENTS
+
+
+def _saved(tmp_path, model: onnx.ModelProto) -> str:
+    path = tmp_path / "weighted.onnx"
+    onnx.save_model(model, path)
+    return str(path)
+
+
+def test_large_inline_weights_become_references_to_the_file_itself(tmp_path) -> None:
+    path = _saved(tmp_path, weighted_model())
+    plain, by_ref = import_onnx(path), import_onnx(path, weights_in_file=True)
+    a, b = plain.graph, by_ref.graph
+    assert (a.op_names, a.op_types, a.tensor_names, a.tensor_shapes) == (b.op_names, b.op_types, b.tensor_names,
+                                                                         b.tensor_shapes)
+    for field in ("tensor_bytes", "tensor_kind", "tensor_producer", "op_flops", "op_bytes", "op_param_bytes"):
+        np.testing.assert_array_equal(getattr(a, field), getattr(b, field))
+    data = open(path, "rb").read()
+    values = {t.name: t for t in plain.model.graph.initializer}
+    kept = {}
+    for t in by_ref.model.graph.initializer:
+        if t.data_location == TensorProto.EXTERNAL:
+            where = {e.key: e.value for e in t.external_data}
+            assert where["location"] == "weighted.onnx" and not t.raw_data
+            off, n = int(where["offset"]), int(where["length"])
+            assert data[off:off + n] == values[t.name].raw_data
+        else:
+            kept[t.name] = t
+    assert set(kept) == {"shape"}  # the small one stays inline
+    assert len(by_ref.model.SerializeToString()) < 40_000 < len(data)
+    for t in with_weights(by_ref).graph.initializer:  # read in from the file where something needs the values
+        np.testing.assert_array_equal(numpy_helper.to_array(t), numpy_helper.to_array(values[t.name]))
+
+
+def test_runtimes_read_the_weights_from_the_file(tmp_path) -> None:
+    path = _saved(tmp_path, weighted_model())
+    imported = import_onnx(path, weights_in_file=True)
+    x = np.random.default_rng(7).standard_normal((N, N)).astype(np.float32)
+    whole = ort.InferenceSession(path, make_session_options(arena=True, opt_level="all", threads=1),
+                                 providers=["CPUExecutionProvider"])
+    session = import_session(imported, make_session_options(arena=True, opt_level="all", threads=1),
+                             ["CPUExecutionProvider"])
+    for a, b in zip(_outputs(whole, x), _outputs(session, x)):
+        np.testing.assert_array_equal(a, b)
+    ov = pytest.importorskip("openvino")
+    from onnx_sched.bench.runtimes.openvino_inputs import openvino_model_of, weights_in_files
+
+    assert set(weights_in_files(imported)) == {"w0", "w1", "b16", "idx"}
+    compiled = ov.Core().compile_model(openvino_model_of(imported), "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
+    got = compiled.create_infer_request().infer({"x": x})
+    for name, want in zip(["y", "gm"], _outputs(whole, x)):
+        np.testing.assert_allclose(got[compiled.output(name)], want, rtol=1e-5, atol=1e-5)
+
+
+def test_weights_not_held_as_raw_bytes_stay_in_the_model(tmp_path) -> None:
+    """A tensor written as float_data has no byte span in the file to point to: it is read as it is."""
+    values = np.arange(2 * LARGE_ELEMENTS, dtype=np.float32).reshape(2, LARGE_ELEMENTS)
+    w = helper.make_tensor("w", TensorProto.FLOAT, values.shape, values.ravel().tolist())  # float_data
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, LARGE_ELEMENTS])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, LARGE_ELEMENTS])
+    model = helper.make_model(helper.make_graph([helper.make_node("Add", ["x", "w"], ["y"])], "g", [x], [y], [w]),
+                              opset_imports=[helper.make_opsetid("", 13)], ir_version=10)
+    imported = import_onnx(_saved(tmp_path, model), weights_in_file=True)
+    (t,) = imported.model.graph.initializer
+    assert t.data_location == TensorProto.DEFAULT and len(t.float_data) == values.size
