@@ -26,7 +26,7 @@ import contextlib
 import math
 import mmap
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 __all__ = ["file_uses_external_data", "initializer_spans", "length_delimited", "mapped", "uses_external_data",
@@ -144,15 +144,20 @@ def file_uses_external_data(path: str | os.PathLike) -> bool:
 def without_initializers(data: Any) -> bytes:
     """The serialized model ``data`` without its graph's initializers (its nodes, inputs, outputs, metadata and
     everything else as they are): what reading a model's structure needs, at a fraction of its size."""
+    return _with_initializers(data, lambda start, end: b"")
+
+
+def _with_initializers(data: Any, initializer: Callable[[int, int], bytes]) -> bytes:
+    """The serialized model ``data`` with each graph initializer field replaced by ``initializer(start, end)`` of
+    its ``TensorProto``'s bytes (the whole field, tag included, or nothing); every other field as it is."""
     out = bytearray()
     for number, wire, head, a, z in _fields(data, 0, len(data)):
         if number != _MODEL_GRAPH or wire != 2:
             out += data[head:z]
             continue
         graph = bytearray()
-        for g, gwire, ghead, _, gz in _fields(data, a, z):
-            if g != _GRAPH_INITIALIZER:
-                graph += data[ghead:gz]
+        for g, _, ghead, b, y in _fields(data, a, z):
+            graph += initializer(b, y) if g == _GRAPH_INITIALIZER else data[ghead:y]
         out += data[head:head + 1] + _encode_varint(len(graph)) + graph  # ModelProto.graph's tag is one byte
     return bytes(out)
 
@@ -175,16 +180,7 @@ def weights_by_reference(data: Any, location: str, max_elements: int) -> bytes:
     ...     "location": "model.onnx", "offset": str(initializer_spans(data)["w"][0]), "length": "24"}
     (b'', True)
     """
-    out = bytearray()
-    for number, wire, head, a, z in _fields(data, 0, len(data)):
-        if number != _MODEL_GRAPH or wire != 2:
-            out += data[head:z]
-            continue
-        graph = bytearray()
-        for g, _, ghead, b, y in _fields(data, a, z):
-            graph += _by_reference(data, b, y, location, max_elements) if g == _GRAPH_INITIALIZER else data[ghead:y]
-        out += data[head:head + 1] + _encode_varint(len(graph)) + graph  # ModelProto.graph's tag is one byte
-    return bytes(out)
+    return _with_initializers(data, lambda start, end: _by_reference(data, start, end, location, max_elements))
 
 
 def _by_reference(data: Any, start: int, end: int, location: str, max_elements: int) -> bytes:
