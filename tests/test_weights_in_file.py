@@ -80,3 +80,30 @@ def test_weights_not_held_as_raw_bytes_stay_in_the_model(tmp_path) -> None:
     imported = import_onnx(_saved(tmp_path, model), weights_in_file=True)
     (t,) = imported.model.graph.initializer
     assert t.data_location == TensorProto.DEFAULT and len(t.float_data) == values.size
+
+
+@pytest.mark.parametrize("damage", ["missing", "short", "outside"])
+def test_a_broken_data_file_is_one_line_as_the_checker_says_it(tmp_path, damage) -> None:
+    """The checker does not read the file of a by-reference import, so its data files are checked apart."""
+    from test_ort_session import _external_data_model
+
+    from onnx_sched.errors import ModelLoadError
+
+    (tmp_path / "inner").mkdir()
+    path = _external_data_model(tmp_path / "inner")
+    data = path.with_name("external.onnx.data")
+    if damage == "missing":
+        data.unlink()
+    elif damage == "short":
+        data.write_bytes(data.read_bytes()[:1000])
+    else:
+        model = onnx.load(str(path), load_external_data=False)
+        for t in model.graph.initializer:
+            for e in t.external_data:
+                if e.key == "location":
+                    e.value = "../external.onnx.data"
+        data.rename(tmp_path / "external.onnx.data")
+        onnx.save_model(model, path)
+    with pytest.raises(ModelLoadError, match="invalid ONNX model: the data of initializer 'w0'") as err:
+        import_onnx(path, weights_in_file=True)
+    assert "\n" not in str(err.value)

@@ -202,6 +202,29 @@ def _check(model: onnx.ModelProto | Path, where: str) -> None:
         raise _check_error(exc, where, load_model(model) if isinstance(model, Path) else model) from None
 
 
+def _check_data_files(model: onnx.ModelProto, path: Path) -> None:
+    """What ``onnx.checker`` checks of a file's external data when it reads the file (a checker given the model in
+    memory cannot): every initializer's data file lies in the model's folder and is a file; and, beyond it, that
+    the bytes named lie inside that file."""
+    folder = path.resolve().parent
+    for t in model.graph.initializer:
+        if t.data_location != onnx.TensorProto.EXTERNAL:
+            continue
+        info = {e.key: e.value for e in t.external_data}
+        data = (folder / info.get("location", "")).resolve()
+        if not data.is_relative_to(folder) or not data.is_file():
+            raise ModelLoadError(f"{path}: invalid ONNX model: the data of initializer {t.name!r} should be in "
+                                 f"{info.get('location', '')!r} beside the model, which is not a file there")
+        try:
+            end = int(info.get("offset", 0)) + int(info.get("length", 0))
+        except ValueError:
+            raise ModelLoadError(f"{path}: invalid ONNX model: initializer {t.name!r} has external data at offset "
+                                 f"{info.get('offset')!r}, length {info.get('length')!r}") from None
+        if end > data.stat().st_size:
+            raise ModelLoadError(f"{path}: invalid ONNX model: the data of initializer {t.name!r} ends at byte {end} "
+                                 f"of {info.get('location')!r}, which has {data.stat().st_size}")
+
+
 def _check_error(exc: Exception, where: str, model: onnx.ModelProto) -> OnnxSchedError:
     """The checker's failure ``exc`` on ``model`` as one line of the right kind."""
     msg = first_line(exc)
@@ -377,10 +400,15 @@ def import_onnx(
     else:
         path = Path(source)
         where = str(path)
-        if check and path.is_file() and is_utf8_path(path):  # onnx's C++ code takes UTF-8 paths only
-            _check(path, where)  # before this process reads the model: the checker's copy is gone by then
-            checked = True
-        model = load_model_by_reference(path) if weights_in_file else load_model(path)
+        if weights_in_file:  # checked below, its weights referred to: the checker reads no weight's bytes
+            model = load_model_by_reference(path)
+            if check:
+                _check_data_files(model, path)
+        else:
+            if check and path.is_file() and is_utf8_path(path):  # onnx's C++ code takes UTF-8 paths only
+                _check(path, where)  # before this process reads the model: the checker's copy is gone by then
+                checked = True
+            model = load_model(path)
     if check and not checked:
         _check(model, where)
     g = model.graph
