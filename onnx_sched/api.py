@@ -188,6 +188,7 @@ def optimize_model(
     warm_up: bool = True,
     deadline: Deadline | None = None,
     reuse_input: bool = False,
+    weights_in_file: bool = False,
 ) -> OptimizeResult:
     """Import ``source`` once, schedule it for ``objective`` with ``method`` and export it.
 
@@ -214,6 +215,11 @@ def optimize_model(
     ``reuse_input`` lets the result be the model read from a path ``source``, reordered in place, instead of a copy:
     a model with its weights inline is then held once, not twice (the CLI's way).  ``result.imported`` no longer
     describes the model's node order then.  A model passed in memory is never changed.
+
+    ``weights_in_file`` leaves the large inline weights of an ONNX file in it: the result refers to them there
+    (:func:`~onnx_sched.importers.onnx.load_model_by_reference`) instead of holding them, so write it with
+    :func:`onnx_sched.exporters.dispatch.save_model` and ``source_path=source``, which writes them inline again
+    (the CLI's way; ``onnx.save`` would write the references).
     """
     clock = deadline if deadline is not None else Deadline(positive_seconds(time_limit))
     seed = check_seed(seed)
@@ -221,7 +227,7 @@ def optimize_model(
     problem_options = ProblemOptions(machines=machines, profiles=profiles, devices=device_names(devices),
                                      latency_mode=latency_mode, memory_limits=memory_limits)
     obj = resolve_objective(objective, problem_options)
-    imported = import_model(source, input_shapes=input_shapes, dims=dims)
+    imported = import_model(source, input_shapes=input_shapes, dims=dims, weights_in_file=weights_in_file)
     require_operators(imported.graph)
     if problem is None:
         problem = obj.build_problem(imported.graph, problem_options)

@@ -220,7 +220,7 @@ def _optimize(source: Path, model: Path, output: Path, objective: str, method: s
     with announce_compilation(spinner.start, spinner.stop):
         result = optimize_model(source, objective, method, clock.seconds, inplace, seed, shapes, dim_values, options,
                                 machines=machines, profiles=profiles, devices=wanted, latency_mode=latency_mode,
-                                memory_limits=memory_limits, deadline=clock, reuse_input=True)
+                                memory_limits=memory_limits, deadline=clock, reuse_input=True, weights_in_file=True)
     written = save_model(result.model, output, source_path=source, inline=inline)
     report = dict(result.report)
     report["input"], report["output"] = str(model), str(output)

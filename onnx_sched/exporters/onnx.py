@@ -17,6 +17,7 @@ import json
 import os
 import shutil
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,7 @@ from onnx_sched.exporters.paths import (
     check_output_paths,
     copy_targets,
     external_data_files,
+    is_model_file,
 )
 from onnx_sched.importers.onnx import ImportedOnnx
 from onnx_sched.onnx_structure import copy_except
@@ -161,10 +163,11 @@ def save_model_atomic(model: onnx.ModelProto, out_path: str | os.PathLike, sourc
     before anything is written.  Refuses to overwrite ``source_path``, its external
     data, or the place a copy goes.  ``inline``: the external data is written into the
     output instead, one tensor at a time (ONNX Runtime's rewritten graph of a model the
-    user gave with its weights inline, ``optimize --ort-graph``).
+    user gave with its weights inline, ``optimize --ort-graph``).  Weights the model refers to
+    in ``source_path`` itself (an import that left them in its file) are always written inline.
     """
     out = Path(out_path)
-    inline_from = Path(source_path).parent if inline and source_path is not None else None
+    inline_from = None if source_path is None else _Inlining(Path(source_path), inline)
     external = [] if source_path is None or inline else external_data_files(model, source_path)
     sources = [] if source_path is None else [Path(source_path), *external]
     copies = [] if source_path is None else copy_targets(source_path, external, out)
@@ -175,6 +178,21 @@ def save_model_atomic(model: onnx.ModelProto, out_path: str | os.PathLike, sourc
         dst_file.parent.mkdir(parents=True, exist_ok=True)
         atomic_write(dst_file, lambda tmp, src=src_file: shutil.copyfile(src, tmp))
     atomic_write(out, lambda tmp: _write_model(model, tmp, inline_from))
+
+
+@dataclass(frozen=True)
+class _Inlining:
+    """Which external initializers of a model read from ``source`` are written inline: those in ``source``
+    itself, and with ``everything`` every one."""
+
+    source: Path
+    everything: bool
+
+    def wants(self, tensor: onnx.TensorProto) -> bool:
+        if tensor.data_location != onnx.TensorProto.EXTERNAL:
+            return False
+        location = next((e.value for e in tensor.external_data if e.key == "location"), "")
+        return self.everything or is_model_file(location, self.source)
 
 
 def _inlined(tensor: onnx.TensorProto, folder: Path) -> onnx.TensorProto:
@@ -189,20 +207,20 @@ def _inlined(tensor: onnx.TensorProto, folder: Path) -> onnx.TensorProto:
     return out
 
 
-def _write_model(model: onnx.ModelProto, path: str, inline_from: Path | None = None) -> None:
+def _write_model(model: onnx.ModelProto, path: str, inline_from: _Inlining | None = None) -> None:
     """``model`` serialized to ``path`` one initializer at a time: the model without its initializers, then one
     ``ModelProto`` per initializer holding only that tensor.  Protobuf parses concatenated messages as one merged
     message (repeated fields appended in order), so the file reads back as ``model``, while memory holds one
     tensor's bytes at a time instead of the whole model's (hundreds of MB for a model with its weights).  A model or
     graph with fields this onnx does not know (written by a newer one) is serialized whole, which keeps them.
-    ``inline_from``: initializers kept in external data files there are written with their data, one at a time."""
+    ``inline_from``: the initializers it wants (:class:`_Inlining`) are written with their data, one at a time."""
     if _unknown_fields(model) or _unknown_fields(model.graph):
-        if inline_from is not None:
-            from onnx.external_data_helper import load_external_data_for_model
-
+        if inline_from is not None and any(inline_from.wants(t) for t in model.graph.initializer):
             whole = onnx.ModelProto()
             whole.CopyFrom(model)
-            load_external_data_for_model(whole, str(inline_from))
+            for i, tensor in enumerate(whole.graph.initializer):
+                if inline_from.wants(tensor):
+                    whole.graph.initializer[i].CopyFrom(_inlined(tensor, inline_from.source.parent))
             model = whole
         Path(path).write_bytes(_serialized(model))
         return
@@ -213,8 +231,8 @@ def _write_model(model: onnx.ModelProto, path: str, inline_from: Path | None = N
         written = fh.write(head.SerializeToString())
         for tensor in model.graph.initializer:
             chunk = onnx.ModelProto()  # a new one each time: upb frees a message's memory only with the message
-            external = inline_from is not None and tensor.data_location == onnx.TensorProto.EXTERNAL
-            chunk.graph.initializer.append(_inlined(tensor, inline_from) if external else tensor)
+            wanted = inline_from is not None and inline_from.wants(tensor)
+            chunk.graph.initializer.append(_inlined(tensor, inline_from.source.parent) if wanted else tensor)
             written += fh.write(chunk.SerializeToString())
             if written > PROTOBUF_LIMIT:
                 raise ValueError(_TOO_LARGE)

@@ -17,7 +17,7 @@ from pathlib import Path
 
 __all__ = [
     "atomic_write", "atomic_write_bytes", "check_output_paths", "copy_targets", "default_file_mode", "external_data_files",
-    "is_special", "model_files", "same_entry",
+    "is_model_file", "is_special", "model_files", "same_entry",
 ]
 
 
@@ -77,7 +77,9 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> Path:
 
 
 def external_data_files(model: object, model_path: str | os.PathLike) -> list[Path]:
-    """The external data files an ``onnx.ModelProto`` references, resolved next to ``model_path``."""
+    """The external data files an ``onnx.ModelProto`` references, resolved next to ``model_path``; not
+    ``model_path`` itself, which a model imported with its weights left in its file refers to
+    (:func:`~onnx_sched.importers.onnx.load_model_by_reference`)."""
     import onnx
 
     folder = Path(model_path).parent
@@ -85,9 +87,14 @@ def external_data_files(model: object, model_path: str | os.PathLike) -> list[Pa
     for init in model.graph.initializer:  # type: ignore[attr-defined]
         if init.data_location == onnx.TensorProto.EXTERNAL:
             for entry in init.external_data:
-                if entry.key == "location":
+                if entry.key == "location" and not is_model_file(entry.value, model_path):
                     found.setdefault(entry.value, folder / entry.value)
     return list(found.values())
+
+
+def is_model_file(location: str, model_path: str | os.PathLike) -> bool:
+    """Whether an external-data ``location`` names the model file ``model_path`` itself."""
+    return (Path(model_path).parent / location).resolve() == Path(model_path).resolve()
 
 
 def model_files(path: str | os.PathLike, *, external: bool = True) -> list[Path]:

@@ -32,16 +32,23 @@ import onnx
 from onnx import helper
 
 from onnx_sched.cost.flops import op_flops
-from onnx_sched.errors import ModelLoadError, OnnxSchedError, UnknownOpError, UnknownShapeError, first_line
+from onnx_sched.errors import ModelLoadError, UnknownShapeError
 from onnx_sched.graph import Graph, TensorKind
 from onnx_sched.importers._assemble import assemble_graph
+from onnx_sched.importers.onnx_file import (
+    check_data_files,
+    check_model_file,
+    is_utf8_path,
+    load_model,
+    load_model_by_reference,
+    load_model_without_initializers,
+)
 from onnx_sched.importers.onnx_shapes import infer_types
-from onnx_sched.importers.onnx_topology import topology_problem
 from onnx_sched.importers.sequence_sizes import sequence_bytes
 from onnx_sched.onnx_structure import structure_only
 
-__all__ = [
-    "ImportedOnnx", "check_dim_names", "import_onnx", "is_utf8_path", "load_model",
+__all__ = [  # the file readers are onnx_file's, kept importable from here
+    "ImportedOnnx", "check_dim_names", "import_onnx", "is_utf8_path", "load_model", "load_model_by_reference",
     "load_model_without_initializers", "parse_dims", "parse_input_shapes",
     "stable_op_names", "tensor_nbytes",
 ]
@@ -138,114 +145,6 @@ def parse_dims(specs: list[str] | tuple[str, ...] | None) -> dict[str, int]:
 
 
 # ---------------------------------------------------------------------- loading
-def load_model(path: str | os.PathLike) -> onnx.ModelProto:
-    """Load an ONNX file without its external weight data, with one-line errors."""
-    p = Path(path)
-    if not p.exists():
-        raise ModelLoadError(f"{p}: no such file")
-    if p.is_dir():
-        raise ModelLoadError(f"{p}: is a directory, expected an .onnx file")
-    try:
-        model = onnx.load(str(p), load_external_data=False)
-    except Exception as exc:  # protobuf raises DecodeError and friends
-        raise ModelLoadError(f"{p}: not a readable ONNX model ({type(exc).__name__}: {first_line(exc)})") from None
-    if not model.graph.node and not model.graph.output:
-        raise ModelLoadError(f"{p}: not an ONNX model (empty graph)")
-    return model
-
-
-def load_model_without_initializers(path: str | os.PathLike) -> onnx.ModelProto:
-    """:func:`load_model` without the graph's initializers, whose bytes are never read (:mod:`onnx_sched.onnx_wire`):
-    for reading a model's nodes and metadata (a placement written into a model) at a fraction of its size."""
-    from onnx_sched.onnx_wire import mapped, without_initializers
-
-    p = Path(path)
-    try:
-        with mapped(p) as data:
-            model = onnx.ModelProto.FromString(without_initializers(data))
-    except Exception:  # noqa: BLE001 - not plain protobuf, or gone: the full reader says what is wrong
-        return load_model(p)
-    if not model.graph.node and not model.graph.output:
-        raise ModelLoadError(f"{p}: not an ONNX model (empty graph)")
-    return model
-
-
-def load_model_by_reference(path: str | os.PathLike) -> onnx.ModelProto:
-    """:func:`load_model` with the file's large inline weights left in it: each becomes external data that points
-    to its bytes in the file itself (:func:`~onnx_sched.onnx_wire.weights_by_reference`), so the model is read at
-    a fraction of its size and every runtime reads the weights from the file as from a data file.  For commands
-    that run a model and never write it (``bench-placement``, ``profile``): an exporter would write those
-    references out as they are."""
-    from onnx_sched.onnx_structure import LARGE_ELEMENTS
-    from onnx_sched.onnx_wire import mapped, weights_by_reference
-
-    p = Path(path)
-    try:
-        with mapped(p) as data:
-            model = onnx.ModelProto.FromString(weights_by_reference(data, p.name, LARGE_ELEMENTS))
-    except Exception:  # noqa: BLE001 - not plain protobuf, or gone: the full reader says what is wrong
-        return load_model(p)
-    if not model.graph.node and not model.graph.output:
-        raise ModelLoadError(f"{p}: not an ONNX model (empty graph)")
-    return model
-
-
-def _check(model: onnx.ModelProto | Path, where: str) -> None:
-    """onnx.checker on a model's file, so external data resolves next to it, or on a model in memory, whose
-    external initializers are then declared as inputs (:func:`~onnx_sched.onnx_structure.structure_only`): the
-    checker would look for their files in the working directory.  A file that is not a readable model gets
-    :func:`load_model`'s message."""
-    try:
-        onnx.checker.check_model(str(model) if isinstance(model, Path) else structure_only(model, max_elements=None))
-    except Exception as exc:  # noqa: BLE001 - the checker raises other errors too on corrupt protos
-        # a file that does not parse gets the reader's message; one that does is read once for the checker's
-        raise _check_error(exc, where, load_model(model) if isinstance(model, Path) else model) from None
-
-
-def _check_data_files(model: onnx.ModelProto, path: Path) -> None:
-    """What ``onnx.checker`` checks of a file's external data when it reads the file (a checker given the model in
-    memory cannot): every initializer's data file lies in the model's folder and is a file; and, beyond it, that
-    the bytes named lie inside that file."""
-    folder = path.resolve().parent
-    for t in model.graph.initializer:
-        if t.data_location != onnx.TensorProto.EXTERNAL:
-            continue
-        info = {e.key: e.value for e in t.external_data}
-        data = (folder / info.get("location", "")).resolve()
-        if not data.is_relative_to(folder) or not data.is_file():
-            raise ModelLoadError(f"{path}: invalid ONNX model: the data of initializer {t.name!r} should be in "
-                                 f"{info.get('location', '')!r} beside the model, which is not a file there")
-        try:
-            end = int(info.get("offset", 0)) + int(info.get("length", 0))
-        except ValueError:
-            raise ModelLoadError(f"{path}: invalid ONNX model: initializer {t.name!r} has external data at offset "
-                                 f"{info.get('offset')!r}, length {info.get('length')!r}") from None
-        if end > data.stat().st_size:
-            raise ModelLoadError(f"{path}: invalid ONNX model: the data of initializer {t.name!r} ends at byte {end} "
-                                 f"of {info.get('location')!r}, which has {data.stat().st_size}")
-
-
-def _check_error(exc: Exception, where: str, model: onnx.ModelProto) -> OnnxSchedError:
-    """The checker's failure ``exc`` on ``model`` as one line of the right kind."""
-    msg = first_line(exc)
-    if isinstance(exc, onnx.checker.ValidationError):
-        if "No Op registered" in str(exc) or "No opset import" in str(exc):
-            return UnknownOpError(f"{where}: unknown operator: {msg}")
-        if "topologically sorted" in str(exc):
-            return ModelLoadError(f"{where}: {topology_problem(model.graph) or msg}")
-    return ModelLoadError(f"{where}: invalid ONNX model: {msg}")
-
-
-def is_utf8_path(path: str | os.PathLike) -> bool:
-    """Whether ``path`` can be handed to onnx's C++ functions (a name with undecodable bytes cannot)."""
-    try:
-        str(path).encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
-# ------------------------------------------------------------------- shapes
 def check_dim_names(model: onnx.ModelProto, dims: Mapping[str, int]) -> None:
     """``ValueError`` for a ``--dim`` name that no input of ``model`` has as a symbolic dimension."""
     named = {d.dim_param for i in model.graph.input for d in i.type.tensor_type.shape.dim if d.dim_param}
@@ -403,14 +302,14 @@ def import_onnx(
         if weights_in_file:  # checked below, its weights referred to: the checker reads no weight's bytes
             model = load_model_by_reference(path)
             if check:
-                _check_data_files(model, path)
+                check_data_files(model, path)
         else:
             if check and path.is_file() and is_utf8_path(path):  # onnx's C++ code takes UTF-8 paths only
-                _check(path, where)  # before this process reads the model: the checker's copy is gone by then
+                check_model_file(path, where)  # before this process reads the model: the checker's copy is gone by then
                 checked = True
             model = load_model(path)
     if check and not checked:
-        _check(model, where)
+        check_model_file(model, where)
     g = model.graph
     pinned = _pin_inputs(model, input_shapes or {}, dims or {})
 
