@@ -107,3 +107,31 @@ def test_a_broken_data_file_is_one_line_as_the_checker_says_it(tmp_path, damage)
     with pytest.raises(ModelLoadError, match="invalid ONNX model: the data of initializer 'w0'") as err:
         import_onnx(path, weights_in_file=True)
     assert "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("same_folder", [True, False])
+def test_optimize_writes_the_weights_it_left_in_the_input_inline_again(tmp_path, same_folder) -> None:
+    """``optimize`` imports by reference and writes every weight back from the input file: a self-contained output
+    (no data file, no copy of the input beside it), the input's bytes for every weight, the input's outputs."""
+    from click.testing import CliRunner
+
+    from onnx_sched.cli import main
+
+    path = _saved(tmp_path, weighted_model())
+    out_dir = tmp_path if same_folder else tmp_path / "out"
+    out = out_dir / "reordered.onnx"
+    result = CliRunner().invoke(main, ["optimize", path, "-o", str(out), "--time-limit", "5"])
+    assert result.exit_code == 0, result.output
+    assert sorted(p.name for p in out_dir.iterdir()) == (["reordered.onnx", "weighted.onnx"] if same_folder
+                                                         else ["reordered.onnx"])
+    onnx.checker.check_model(str(out), full_check=True)
+    written = onnx.load(str(out), load_external_data=False)
+    original = {t.name: t for t in onnx.load(path).graph.initializer}
+    assert {t.name for t in written.graph.initializer} == set(original)
+    for t in written.graph.initializer:
+        assert t.data_location == TensorProto.DEFAULT and not t.external_data
+        assert t.raw_data == original[t.name].raw_data
+    x = np.random.default_rng(8).standard_normal((N, N)).astype(np.float32)
+    sessions = [ort.InferenceSession(str(p), providers=["CPUExecutionProvider"]) for p in (path, out)]
+    for a, b in zip(*(_outputs(s, x) for s in sessions)):
+        np.testing.assert_array_equal(a, b)
