@@ -30,8 +30,8 @@ def import_model(source: str | os.PathLike | Any, input_shapes: Mapping[str, tup
     """Import ``source``: an OpenVINO IR ``.xml`` path or ``openvino.Model`` through
     :func:`~onnx_sched.importers.openvino.import_openvino`, anything else (an ``.onnx``
     path, an ``onnx.ModelProto``) through :func:`~onnx_sched.importers.onnx.import_onnx`
-    (``weights_in_file``: an ONNX file's large weights left in it, for a model that is run and never
-    written; an IR's weights are always read through a map of its ``.bin``).
+    (``weights_in_file``: an ONNX file's large inline weights left in it and referred to; an IR's weights are
+    always read through a map of its ``.bin``).
     Bad input raises the importers' one-line :class:`~onnx_sched.errors.OnnxSchedError`."""
     if is_openvino_source(source):
         return import_openvino(source, input_shapes=input_shapes, dims=dims)

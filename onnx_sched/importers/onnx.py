@@ -286,8 +286,8 @@ def import_onnx(
     weights_in_file: bool = False,
 ) -> ImportedOnnx:
     """Import an ONNX model for scheduling (see module docstring).  ``weights_in_file``: a file's large inline
-    weights stay in it, the model referring to them (:func:`load_model_by_reference`); only for a model that is run,
-    never written.
+    weights stay in it, the model referring to them (:func:`load_model_by_reference`; write it with the ONNX
+    exporter and the file as ``source_path``, which writes them inline again).
 
     Raises :class:`ModelLoadError`, :class:`UnknownOpError` or
     :class:`UnknownShapeError` with a one-line message on bad input.

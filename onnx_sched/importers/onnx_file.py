@@ -54,9 +54,9 @@ def load_model_without_initializers(path: str | os.PathLike) -> onnx.ModelProto:
 def load_model_by_reference(path: str | os.PathLike) -> onnx.ModelProto:
     """:func:`load_model` with the file's large inline weights left in it: each becomes external data that points
     to its bytes in the file itself (:func:`~onnx_sched.onnx_wire.weights_by_reference`), so the model is read at
-    a fraction of its size and every runtime reads the weights from the file as from a data file.  For commands
-    that run a model and never write it (``bench-placement``, ``profile``): an exporter would write those
-    references out as they are."""
+    a fraction of its size and every runtime reads the weights from the file as from a data file.  The ONNX
+    exporter writes such weights inline again, from the file (:func:`onnx_sched.exporters.onnx.save_model_atomic`
+    with the file as ``source_path``); ``onnx.save`` would write the references."""
     from onnx_sched.onnx_structure import LARGE_ELEMENTS
     from onnx_sched.onnx_wire import mapped, weights_by_reference
 

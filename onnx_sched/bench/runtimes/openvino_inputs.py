@@ -84,9 +84,10 @@ def _read_onnx_import(imported: Any) -> Any:
 
 
 def weights_in_files(imported: Any) -> dict[str, FileTensor]:
-    """Each large initializer of an ONNX import read from a file that numpy can map from a file: held inline by
-    that file (:func:`~onnx_sched.bench.file_weights.file_weights`, its bytes there the model's own) or in a
-    data file inside the model's folder.  Empty for a model given in memory."""
+    """Where each large weight of an ONNX import read from a file lies, for numpy to map it: in that file
+    (:func:`~onnx_sched.bench.file_weights.file_weights`: held inline, its bytes there the model's own) or in a
+    data file inside the model's folder.  Empty for a model given in memory; a weight of a type numpy cannot
+    hold as it is, or with external data that does not fit its file, is left out."""
     from onnx import helper
 
     from onnx_sched.bench.file_weights import file_weights
@@ -105,9 +106,12 @@ def weights_in_files(imported: Any) -> dict[str, FileTensor]:
         if t.data_location == onnx.TensorProto.EXTERNAL:
             info = {e.key: e.value for e in t.external_data}
             path = (folder / info.get("location", "")).resolve()
-            offset, length = int(info.get("offset", 0)), int(info.get("length", nbytes))
+            try:
+                offset, length = int(info.get("offset", 0)), int(info.get("length", nbytes))
+            except ValueError:  # onnx's reader says what is wrong, where the weights are read in
+                continue
             if path.is_relative_to(folder) and path.is_file() and length == nbytes \
-                    and offset + nbytes <= path.stat().st_size:
+                    and 0 <= offset and offset + nbytes <= path.stat().st_size:
                 found[t.name] = FileTensor(path, offset, dtype, shape)
         elif t.name in weights.spans and weights.spans[t.name][1] == nbytes:
             found[t.name] = FileTensor(weights.path, weights.spans[t.name][0], dtype, shape)
