@@ -20,16 +20,17 @@ __all__ = ["import_feed", "load_model_header", "random_inputs"]
 
 
 def load_model_header(path: str | os.PathLike[str]) -> Any:
-    """An ONNX file's graph without its external weight data, with a one-line error."""
-    import onnx
+    """An ONNX file's graph without its weights' bytes (its large inline weights referred to in the file,
+    :func:`~onnx_sched.importers.onnx_file.load_model_by_reference`), with a one-line error."""
+    from onnx_sched.importers.onnx_file import load_model_by_reference
 
     p = Path(path)
     if not p.is_file():
         raise ModelLoadError(f"model file not found: {p}")
     try:
-        return onnx.load(str(p), load_external_data=False)
-    except Exception as exc:  # onnx raises DecodeError and friends
-        raise ModelLoadError(f"cannot read ONNX model {p}: {exc}") from exc
+        return load_model_by_reference(p)
+    except ModelLoadError as exc:
+        raise ModelLoadError(f"cannot read ONNX model {p}: {str(exc).removeprefix(f'{p}: ')}") from exc
 
 
 #: One model input: name, numpy dtype (None: none), dims (int, symbolic name or None), type name.

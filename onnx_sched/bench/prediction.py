@@ -73,7 +73,7 @@ def predict_file_order(
     from onnx_sched.cost.memory import profile
     from onnx_sched.importers.onnx import import_onnx
 
-    graph = import_onnx(path, dims=dict(dims or {}), check=False).graph
+    graph = import_onnx(path, dims=dict(dims or {}), check=False, weights_in_file=True).graph
     order = np.arange(graph.n_ops, dtype=np.int64)
     plain = profile(graph, order)
     inplace = profile(graph, order, inplace=True)
