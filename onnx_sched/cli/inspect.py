@@ -32,7 +32,7 @@ def command(model: Path, inplace: bool, report_path: Path | None, input_shapes: 
     from onnx_sched.importers.onnx import parse_dims, parse_input_shapes
 
     check_output_paths(model_files(model), {"--report": report_path})
-    imported = import_model(model, parse_input_shapes(input_shapes), parse_dims(dims))
+    imported = import_model(model, parse_input_shapes(input_shapes), parse_dims(dims), weights_in_file=True)
     g = imported.graph
     prof = profile(g, np.arange(g.n_ops), inplace)
     lb = lower_bound(g, inplace)
