@@ -135,3 +135,26 @@ def test_optimize_writes_the_weights_it_left_in_the_input_inline_again(tmp_path,
     sessions = [ort.InferenceSession(str(p), providers=["CPUExecutionProvider"]) for p in (path, out)]
     for a, b in zip(*(_outputs(s, x) for s in sessions)):
         np.testing.assert_array_equal(a, b)
+
+
+def test_optimize_writes_nothing_when_the_input_changed_meanwhile(tmp_path, monkeypatch) -> None:
+    """The output's weights are read from the input again: a file changed during the run is refused, in one line."""
+    from click.testing import CliRunner
+
+    from onnx_sched import api
+    from onnx_sched.cli import main
+
+    path = _saved(tmp_path, weighted_model())
+    real = api.optimize_model
+
+    def meanwhile(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        result = real(*args, **kwargs)
+        with open(path, "ab") as fh:  # another process rewrote the model
+            fh.write(b"\0")
+        return result
+
+    monkeypatch.setattr(api, "optimize_model", meanwhile)
+    out = tmp_path / "out.onnx"
+    result = CliRunner().invoke(main, ["optimize", path, "-o", str(out), "--time-limit", "5"])
+    assert result.exit_code == 2 and "the file changed while it was being optimized" in result.output
+    assert not out.exists()

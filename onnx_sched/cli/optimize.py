@@ -202,6 +202,15 @@ def _overrun_reason(report: dict, limit: float) -> str:
            "and writing"
 
 
+def _stamp(path: Path) -> tuple[int, int, int] | None:
+    """``(size, modification time, inode)`` of a file, to tell whether it changed; None where it cannot be read."""
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return st.st_size, st.st_mtime_ns, st.st_ino
+
+
 def _optimize(source: Path, model: Path, output: Path, objective: str, method: str, clock: Deadline, inplace: bool,
               seed: int, beam: int | None, samples: int | None, machines: Path | None, report_path: Path | None,
               plot_path: Path | None, shapes: dict, dim_values: dict, profiles: tuple[Path, ...] = (),
@@ -210,6 +219,7 @@ def _optimize(source: Path, model: Path, output: Path, objective: str, method: s
               inline: bool = False) -> None:
     from onnx_sched.api import optimize_model
     from onnx_sched.devices import device_names
+    from onnx_sched.errors import OnnxSchedError
     from onnx_sched.exporters.dispatch import save_model
     from onnx_sched.jit import announce_compilation
 
@@ -217,10 +227,13 @@ def _optimize(source: Path, model: Path, output: Path, objective: str, method: s
     options = {"beam_width": beam, "samples": samples, **(extra_options or {})}
     console = Console()
     spinner = Console(stderr=True).status("compiling kernels, first run only")
+    read = _stamp(source)
     with announce_compilation(spinner.start, spinner.stop):
         result = optimize_model(source, objective, method, clock.seconds, inplace, seed, shapes, dim_values, options,
                                 machines=machines, profiles=profiles, devices=wanted, latency_mode=latency_mode,
                                 memory_limits=memory_limits, deadline=clock, reuse_input=True, weights_in_file=True)
+    if _stamp(source) != read:  # its weights are read from it again for the output
+        raise OnnxSchedError(f"{model}: the file changed while it was being optimized; nothing was written")
     written = save_model(result.model, output, source_path=source, inline=inline)
     report = dict(result.report)
     report["input"], report["output"] = str(model), str(output)
