@@ -42,8 +42,8 @@ def file_weights(imported: Any, runtime: str = "onnxruntime") -> FileWeights | N
     holds its large inline initializers (:func:`~onnx_sched.onnx_structure.is_large`) whose bytes there equal the
     model's own (checked once per import); ``None`` for a model given in memory, a file that is gone, or, for
     ``runtime`` ``"onnxruntime"``, an ONNX Runtime too old to read data from a folder it is told (before 1.21: the
-    weights are then handed over).  OpenVINO (``"openvino"``) reads them by absolute path
-    (:func:`~onnx_sched.bench.runtimes.openvino_inputs.openvino_model_of`)."""
+    weights are then handed over).  For ``"openvino"`` there is no such condition: its reads map the file with numpy
+    (:func:`~onnx_sched.bench.runtimes.openvino_inputs.weights_in_files`)."""
     if runtime not in ("onnxruntime", "openvino"):
         raise ValueError(f"runtime must be 'onnxruntime' or 'openvino', got {runtime!r}")
     if runtime == "onnxruntime" and not _ort_reads_from_a_folder():
