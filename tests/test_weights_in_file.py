@@ -1,6 +1,7 @@
 """An ONNX file imported with its large weights left in it (``import_onnx(path, weights_in_file=True)``, what
-``bench-placement`` and ``profile`` do): the same graph as a plain import, every large inline weight an external
-reference to its bytes in the file itself, and runs through ONNX Runtime and OpenVINO with the file's weights."""
+``optimize``, ``bench-placement``, ``profile`` and ``inspect`` do): the same graph as a plain import, every large
+inline weight an external reference to its bytes in the file itself, runs through ONNX Runtime and OpenVINO with the
+file's weights, broken data files refused in one line, and ``optimize``'s output written with the weights inline."""
 
 from __future__ import annotations
 
