@@ -18,11 +18,21 @@ from typing import Any
 import onnx
 from onnx import helper
 
-__all__ = ["LARGE_ELEMENTS", "annotate_shapes", "copy_except", "infer_shapes", "is_large", "structure_only"]
+__all__ = ["LARGE_ELEMENTS", "NUMPY_TYPES", "annotate_shapes", "copy_except", "infer_shapes", "is_large",
+           "structure_only"]
 
 #: Initializers with more elements than this are weights to every shape rule: no op reads a shape, an axis
 #: list or an index vector this long.
 LARGE_ELEMENTS = 4096
+
+#: ONNX element types whose raw bytes numpy holds as they are (little-endian, one value per element): weights that
+#: can be handed to a runtime as an array, or mapped from a file.
+NUMPY_TYPES = frozenset({
+    onnx.TensorProto.FLOAT, onnx.TensorProto.DOUBLE, onnx.TensorProto.FLOAT16,
+    onnx.TensorProto.INT8, onnx.TensorProto.INT16, onnx.TensorProto.INT32, onnx.TensorProto.INT64,
+    onnx.TensorProto.UINT8, onnx.TensorProto.UINT16, onnx.TensorProto.UINT32, onnx.TensorProto.UINT64,
+    onnx.TensorProto.BOOL,
+})
 
 
 def is_large(tensor: onnx.TensorProto, max_elements: int | None = LARGE_ELEMENTS) -> bool:

@@ -24,26 +24,18 @@ import onnx
 from onnx import helper, numpy_helper
 
 from onnx_sched.bench.file_weights import FileWeights, model_for_sessions
-from onnx_sched.onnx_structure import copy_except, is_large
+from onnx_sched.onnx_structure import NUMPY_TYPES, copy_except, is_large
 
 __all__ = ["PLACEHOLDER_LOCATION", "import_session", "inference_session", "with_placeholders"]
 
 #: The external-data location of a placeholder: never read, ORT replaces the tensor before it would be.
 PLACEHOLDER_LOCATION = "onnx_sched.in_memory"
 
-#: ONNX element types whose values numpy holds as they are (an ``OrtValue`` is made from the array).
-_PLAIN_TYPES = frozenset({
-    onnx.TensorProto.FLOAT, onnx.TensorProto.DOUBLE, onnx.TensorProto.FLOAT16,
-    onnx.TensorProto.INT8, onnx.TensorProto.INT16, onnx.TensorProto.INT32, onnx.TensorProto.INT64,
-    onnx.TensorProto.UINT8, onnx.TensorProto.UINT16, onnx.TensorProto.UINT32, onnx.TensorProto.UINT64,
-    onnx.TensorProto.BOOL,
-})
-
 
 def _held_apart(tensor: onnx.TensorProto) -> bool:
     """A weight handed to ORT as a value: large, in this model (not in an external file) and of a plain type."""
     return (is_large(tensor) and tensor.data_location != onnx.TensorProto.EXTERNAL
-            and tensor.data_type in _PLAIN_TYPES)
+            and tensor.data_type in NUMPY_TYPES)
 
 
 def with_placeholders(model: onnx.ModelProto, weights: FileWeights | None = None,

@@ -34,14 +34,6 @@ __all__ = ["FileTensor", "is_openvino_import", "openvino_model_of", "output_name
 #: The ``ov.Model`` each ONNX import was read into, cloned for every caller.
 _READ: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
 
-#: ONNX element types whose raw bytes numpy maps as they are (little-endian, one value per element).
-_MAPPABLE = frozenset({
-    onnx.TensorProto.FLOAT, onnx.TensorProto.DOUBLE, onnx.TensorProto.FLOAT16,
-    onnx.TensorProto.INT8, onnx.TensorProto.INT16, onnx.TensorProto.INT32, onnx.TensorProto.INT64,
-    onnx.TensorProto.UINT8, onnx.TensorProto.UINT16, onnx.TensorProto.UINT32, onnx.TensorProto.UINT64,
-    onnx.TensorProto.BOOL,
-})
-
 
 @dataclass(frozen=True)
 class FileTensor:
@@ -91,7 +83,7 @@ def weights_in_files(imported: Any) -> dict[str, FileTensor]:
     from onnx import helper
 
     from onnx_sched.bench.file_weights import file_weights
-    from onnx_sched.onnx_structure import is_large
+    from onnx_sched.onnx_structure import NUMPY_TYPES, is_large
 
     weights = file_weights(imported, runtime="openvino")
     if weights is None:
@@ -99,7 +91,7 @@ def weights_in_files(imported: Any) -> dict[str, FileTensor]:
     folder = weights.path.parent
     found: dict[str, FileTensor] = {}
     for t in imported.model.graph.initializer:
-        dtype = helper.tensor_dtype_to_np_dtype(t.data_type) if t.data_type in _MAPPABLE else None
+        dtype = helper.tensor_dtype_to_np_dtype(t.data_type) if t.data_type in NUMPY_TYPES else None
         if dtype is None or not is_large(t):
             continue
         shape, nbytes = tuple(int(d) for d in t.dims), int(np.prod(t.dims, dtype=np.int64)) * dtype.itemsize
