@@ -3,8 +3,9 @@
 Parsing a 440 MB model to learn where its initializers' bytes lie, or to read its nodes' metadata, costs
 the whole model in memory twice over.  The protobuf wire format says where every field starts and ends, so a
 walk over the file's bytes (an ``mmap``) finds each initializer's ``raw_data`` (:func:`initializer_spans`,
-for ONNX Runtime to read the weights from the file) and copies out the model without its initializers
-(:func:`without_initializers`), never touching the weights' bytes.
+for ONNX Runtime to read the weights from the file), copies out the model without its initializers
+(:func:`without_initializers`) or with each large one an external-data reference to its bytes in the file
+(:func:`weights_by_reference`), never touching the weights' bytes.
 
 >>> import numpy as np, onnx
 >>> from onnx import helper, numpy_helper

@@ -17,7 +17,7 @@ from onnx_sched.importers.onnx import import_onnx
 
 ov = pytest.importorskip("openvino")
 
-from test_ort_session import N, _external_data_model, weighted_model  # noqa: E402
+from test_ort_session import N, _external_data_model, changed_in_memory, weighted_model  # noqa: E402
 
 
 def _run(model, x: np.ndarray) -> list[np.ndarray]:
@@ -76,14 +76,7 @@ def test_weights_in_a_data_file_are_mapped_by_openvino(tmp_path, monkeypatch) ->
 
 
 def test_weights_changed_in_memory_or_a_model_given_in_memory_are_handed_over(tmp_path) -> None:
-    path = tmp_path / "weighted.onnx"
-    onnx.save_model(weighted_model(), path)
-    imported = import_onnx(path)
-    model = onnx.ModelProto()
-    model.CopyFrom(imported.model)
-    w0 = next(t for t in model.graph.initializer if t.name == "w0")
-    w0.CopyFrom(numpy_helper.from_array(np.zeros((N, N), np.float32), "w0"))
-    changed = replace(imported, model=model)  # keeps the path, as bench.weights does
+    changed, model = changed_in_memory(tmp_path)
     assert set(openvino_inputs.weights_in_files(changed)) == {"w1", "b16", "idx"}  # w0 is the model's, not the file's
     x = np.ones((N, N), np.float32)
     for a, b in zip(_from_bytes(model, x), _run(openvino_inputs.openvino_model_of(changed), x)):  # the zero w0

@@ -19,7 +19,7 @@ from onnx_sched.bench.file_weights import file_weights
 from onnx_sched.bench.ort_runner import make_session_options
 from onnx_sched.bench.ort_session import PLACEHOLDER_LOCATION, inference_session, with_placeholders
 from onnx_sched.bench.split_executor import DeviceSpec, SplitExecutor, iter_parts
-from onnx_sched.importers.onnx import import_onnx
+from onnx_sched.importers.onnx import ImportedOnnx, import_onnx
 from onnx_sched.onnx_structure import LARGE_ELEMENTS
 
 N = 128  # N * N > LARGE_ELEMENTS: the MatMul weights are large
@@ -136,7 +136,9 @@ def test_weights_the_model_file_holds_are_read_by_onnx_runtime_from_the_file(tmp
         np.testing.assert_array_equal(a, b)
 
 
-def test_an_import_whose_weights_changed_in_memory_is_not_read_from_its_file(tmp_path) -> None:
+def changed_in_memory(tmp_path: Path) -> tuple[ImportedOnnx, onnx.ModelProto]:
+    """weighted_model saved to a file and imported, then its ``w0`` zeroed in memory: an import that keeps its
+    path, as bench.weights does, and the changed model."""
     path = tmp_path / "weighted.onnx"
     onnx.save_model(weighted_model(), path)
     imported = import_onnx(path)
@@ -144,7 +146,11 @@ def test_an_import_whose_weights_changed_in_memory_is_not_read_from_its_file(tmp
     model.CopyFrom(imported.model)
     w0 = next(t for t in model.graph.initializer if t.name == "w0")
     w0.CopyFrom(numpy_helper.from_array(np.zeros((N, N), np.float32), "w0"))
-    changed = replace(imported, model=model)  # keeps the path, as bench.weights does
+    return replace(imported, model=model), model
+
+
+def test_an_import_whose_weights_changed_in_memory_is_not_read_from_its_file(tmp_path) -> None:
+    changed, model = changed_in_memory(tmp_path)
     weights = file_weights(changed)
     assert weights is not None and "w0" not in weights.spans and "w1" in weights.spans
     x = np.ones((N, N), np.float32)

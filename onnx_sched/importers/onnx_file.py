@@ -7,7 +7,9 @@ Apart from :mod:`onnx_sched.importers.onnx`, which turns the model read into a g
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import onnx
 
@@ -15,8 +17,8 @@ from onnx_sched.errors import ModelLoadError, OnnxSchedError, UnknownOpError, fi
 from onnx_sched.importers.onnx_topology import topology_problem
 from onnx_sched.onnx_structure import structure_only
 
-__all__ = ["check_data_files", "check_model_file", "is_utf8_path", "load_model", "load_model_by_reference",
-           "load_model_without_initializers"]
+__all__ = ["check_data_files", "check_model_file", "external_data_place", "is_utf8_path", "load_model",
+           "load_model_by_reference", "load_model_without_initializers"]
 
 
 def load_model(path: str | os.PathLike) -> onnx.ModelProto:
@@ -38,17 +40,9 @@ def load_model(path: str | os.PathLike) -> onnx.ModelProto:
 def load_model_without_initializers(path: str | os.PathLike) -> onnx.ModelProto:
     """:func:`load_model` without the graph's initializers, whose bytes are never read (:mod:`onnx_sched.onnx_wire`):
     for reading a model's nodes and metadata (a placement written into a model) at a fraction of its size."""
-    from onnx_sched.onnx_wire import mapped, without_initializers
+    from onnx_sched.onnx_wire import without_initializers
 
-    p = Path(path)
-    try:
-        with mapped(p) as data:
-            model = onnx.ModelProto.FromString(without_initializers(data))
-    except Exception:  # noqa: BLE001 - not plain protobuf, or gone: the full reader says what is wrong
-        return load_model(p)
-    if not model.graph.node and not model.graph.output:
-        raise ModelLoadError(f"{p}: not an ONNX model (empty graph)")
-    return model
+    return _load_rewritten(Path(path), without_initializers)
 
 
 def load_model_by_reference(path: str | os.PathLike) -> onnx.ModelProto:
@@ -58,12 +52,20 @@ def load_model_by_reference(path: str | os.PathLike) -> onnx.ModelProto:
     exporter writes such weights inline again, from the file (:func:`onnx_sched.exporters.onnx.save_model_atomic`
     with the file as ``source_path``); ``onnx.save`` would write the references."""
     from onnx_sched.onnx_structure import LARGE_ELEMENTS
-    from onnx_sched.onnx_wire import mapped, weights_by_reference
+    from onnx_sched.onnx_wire import weights_by_reference
 
     p = Path(path)
+    return _load_rewritten(p, lambda data: weights_by_reference(data, p.name, LARGE_ELEMENTS))
+
+
+def _load_rewritten(p: Path, rewrite: Callable[[Any], bytes]) -> onnx.ModelProto:
+    """The model that ``rewrite`` makes of the file's bytes (read through a map), with :func:`load_model`'s
+    one-line errors; a file that is not plain protobuf goes to :func:`load_model`, which says what is wrong."""
+    from onnx_sched.onnx_wire import mapped
+
     try:
         with mapped(p) as data:
-            model = onnx.ModelProto.FromString(weights_by_reference(data, p.name, LARGE_ELEMENTS))
+            model = onnx.ModelProto.FromString(rewrite(data))
     except Exception:  # noqa: BLE001 - not plain protobuf, or gone: the full reader says what is wrong
         return load_model(p)
     if not model.graph.node and not model.graph.output:
@@ -89,21 +91,32 @@ def check_data_files(model: onnx.ModelProto, path: Path) -> None:
     the bytes named lie inside that file."""
     folder = path.resolve().parent
     for t in model.graph.initializer:
-        if t.data_location != onnx.TensorProto.EXTERNAL:
-            continue
-        info = {e.key: e.value for e in t.external_data}
-        data = (folder / info.get("location", "")).resolve()
-        if not data.is_relative_to(folder) or not data.is_file():
-            raise ModelLoadError(f"{path}: invalid ONNX model: the data of initializer {t.name!r} should be in "
-                                 f"{info.get('location', '')!r} beside the model, which is not a file there")
-        try:
-            end = int(info.get("offset", 0)) + int(info.get("length", 0))
-        except ValueError:
-            raise ModelLoadError(f"{path}: invalid ONNX model: initializer {t.name!r} has external data at offset "
-                                 f"{info.get('offset')!r}, length {info.get('length')!r}") from None
-        if end > data.stat().st_size:
-            raise ModelLoadError(f"{path}: invalid ONNX model: the data of initializer {t.name!r} ends at byte {end} "
-                                 f"of {info.get('location')!r}, which has {data.stat().st_size}")
+        if t.data_location == onnx.TensorProto.EXTERNAL:
+            try:
+                external_data_place(t, folder)
+            except ValueError as exc:
+                raise ModelLoadError(f"{path}: invalid ONNX model: {exc}") from None
+
+
+def external_data_place(tensor: onnx.TensorProto, folder: Path) -> tuple[Path, int, int | None]:
+    """``(file, offset, length or None)`` of an external initializer's data, relative to the model's resolved
+    ``folder``; ``ValueError`` saying what is wrong when the file is not a file inside ``folder``, the offset or
+    length is not a number, or the bytes named run past the file's end."""
+    info = {e.key: e.value for e in tensor.external_data}
+    data = (folder / info.get("location", "")).resolve()
+    if not data.is_relative_to(folder) or not data.is_file():
+        raise ValueError(f"the data of initializer {tensor.name!r} should be in {info.get('location', '')!r} beside "
+                         "the model, which is not a file there")
+    try:
+        offset, length = int(info.get("offset", 0)), (int(info["length"]) if "length" in info else None)
+    except ValueError:
+        raise ValueError(f"initializer {tensor.name!r} has external data at offset {info.get('offset')!r}, length "
+                         f"{info.get('length')!r}") from None
+    end, size = offset + (length or 0), data.stat().st_size
+    if end > size:
+        raise ValueError(f"the data of initializer {tensor.name!r} ends at byte {end} of {info.get('location')!r}, "
+                         f"which has {size}")
+    return data, offset, length
 
 
 def _check_error(exc: Exception, where: str, model: onnx.ModelProto) -> OnnxSchedError:

@@ -83,6 +83,7 @@ def weights_in_files(imported: Any) -> dict[str, FileTensor]:
     from onnx import helper
 
     from onnx_sched.bench.file_weights import file_weights
+    from onnx_sched.importers.onnx_file import external_data_place
     from onnx_sched.onnx_structure import NUMPY_TYPES, is_large
 
     weights = file_weights(imported, runtime="openvino")
@@ -96,14 +97,11 @@ def weights_in_files(imported: Any) -> dict[str, FileTensor]:
             continue
         shape, nbytes = tuple(int(d) for d in t.dims), int(np.prod(t.dims, dtype=np.int64)) * dtype.itemsize
         if t.data_location == onnx.TensorProto.EXTERNAL:
-            info = {e.key: e.value for e in t.external_data}
-            path = (folder / info.get("location", "")).resolve()
             try:
-                offset, length = int(info.get("offset", 0)), int(info.get("length", nbytes))
+                path, offset, length = external_data_place(t, folder)
             except ValueError:  # onnx's reader says what is wrong, where the weights are read in
                 continue
-            if path.is_relative_to(folder) and path.is_file() and length == nbytes \
-                    and 0 <= offset and offset + nbytes <= path.stat().st_size:
+            if length in (None, nbytes) and 0 <= offset and offset + nbytes <= path.stat().st_size:
                 found[t.name] = FileTensor(path, offset, dtype, shape)
         elif t.name in weights.spans and weights.spans[t.name][1] == nbytes:
             found[t.name] = FileTensor(weights.path, weights.spans[t.name][0], dtype, shape)
