@@ -417,3 +417,21 @@ def test_ort_graph_does_not_write_a_tensor_type_for_an_optional_value(tmp_path):
     lines = res.stderr.strip().splitlines()
     assert res.returncode == 2 and len(lines) == 1 and "'o'" in lines[0], res.stderr
     assert not out.exists()
+
+
+@pytest.mark.parametrize("args", [
+    ["bench", "{src}", "--repeats", "1", "--warmup", "0", "--arena", "off"],
+    ["profile", "{src}", "--runtime", "ort", "-d", "CPUExecutionProvider", "--repeats", "1", "-o", "{tmp}/p.json"],
+    ["bench-placement", "{src}", "--runtime", "ort", "--method", "auto", "--profiles",
+     "examples/profiles_cpu_igpu_dgpu.json", "--profile-devices", "CPU,GPU.1", "--repeats", "1", "--time-limit", "1"],
+])
+def test_commands_that_time_the_model_refuse_one_onnx_runtime_cannot_load_in_one_line(tmp_path, args):
+    src = _model_ort_refuses(tmp_path)
+    root = Path(__file__).resolve().parents[1]
+    args = [str(root / a) if a.startswith("examples/") else a.format(src=src, tmp=tmp_path) for a in args]
+    res = run_cli(*args)
+    assert res.returncode == 2, res.stderr
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and "ONNX Runtime cannot load the model" in lines[0] and "Frob" in lines[0], res.stderr
+    assert str(src) in lines[0]
+    assert not (tmp_path / "p.json").exists()

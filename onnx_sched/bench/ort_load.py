@@ -9,6 +9,8 @@ with ORT's own reason.
 
 >>> ort_error_line(RuntimeError("[ONNXRuntimeError] : 1 : FAIL : x:Foo is not a registered op\\nmore"))
 'x:Foo is not a registered op'
+>>> ort_error_line(RuntimeError("[ONNXRuntimeError] : 1 : FAIL : Load model from m.onnx failed:x:Foo is unknown"))
+'x:Foo is unknown'
 """
 
 from __future__ import annotations
@@ -21,11 +23,12 @@ from onnx_sched.errors import ModelLoadError
 
 __all__ = ["ort_error_line", "ort_loads"]
 
-_PREFIX = re.compile(r"^\[ONNXRuntimeError\]\s*:\s*\d+\s*:\s*\w+\s*:\s*")
+_PREFIX = re.compile(r"^\[ONNXRuntimeError\]\s*:\s*\d+\s*:\s*\w+\s*:\s*(Load model from .* failed:\s*)?")
 
 
 def ort_error_line(exc: BaseException) -> str:
-    """The first line of ONNX Runtime's message, without its ``[ONNXRuntimeError] : 1 : FAIL :`` prefix."""
+    """The first line of ONNX Runtime's message, without its ``[ONNXRuntimeError] : 1 : FAIL :`` prefix (nor the
+    ``Load model from PATH failed:`` that repeats the file the caller names)."""
     text = str(exc).strip().splitlines()
     return _PREFIX.sub("", text[0]) if text else type(exc).__name__
 
@@ -38,10 +41,11 @@ def _ort_errors() -> tuple[type[BaseException], ...]:
 
 
 @contextlib.contextmanager
-def ort_loads(what: str) -> Iterator[None]:
-    """Run the block that creates ONNX Runtime sessions of ``what`` (a model's name or path); an error ONNX Runtime
-    raises there becomes ``ModelLoadError("WHAT: ONNX Runtime cannot load the model: REASON")``."""
+def ort_loads(what: str, verb: str = "load") -> Iterator[None]:
+    """Run the block that creates ONNX Runtime sessions of ``what`` (a model's name or path), or with ``verb="run"``
+    runs them; an error ONNX Runtime raises there becomes ``ModelLoadError("WHAT: ONNX Runtime cannot VERB the
+    model: REASON")``."""
     try:
         yield
     except _ort_errors() as exc:
-        raise ModelLoadError(f"{what}: ONNX Runtime cannot load the model: {ort_error_line(exc)}") from None
+        raise ModelLoadError(f"{what}: ONNX Runtime cannot {verb} the model: {ort_error_line(exc)}") from None

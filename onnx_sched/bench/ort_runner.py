@@ -36,6 +36,7 @@ from typing import Any
 import numpy as np
 
 from onnx_sched.bench.heap import heap_fields
+from onnx_sched.bench.ort_load import ort_loads
 from onnx_sched.bench.runtimes.fresh_process import PeakRssWindow, latency_fields, runner_main, runner_parser
 from onnx_sched.bench.timing import time_calls
 
@@ -107,7 +108,8 @@ def run_measurement(
         raise ValueError(f"warmup must be >= 0, got {warmup}")
     t0 = time.perf_counter()
     so = make_session_options(arena=arena, opt_level=opt_level, threads=threads, mem_pattern=mem_pattern)
-    sess = ort.InferenceSession(model_path, sess_options=so, providers=["CPUExecutionProvider"])
+    with ort_loads(model_path):  # the user's model: ORT refusing it is one line on stderr
+        sess = ort.InferenceSession(model_path, sess_options=so, providers=["CPUExecutionProvider"])
     session_s = time.perf_counter() - t0
     missing = [i.name for i in sess.get_inputs() if i.name not in inputs]
     if missing:
@@ -115,7 +117,7 @@ def run_measurement(
     feed = {i.name: inputs[i.name] for i in sess.get_inputs()}
     out_names = [o.name for o in sess.get_outputs()]
 
-    with PeakRssWindow() as mem:
+    with PeakRssWindow() as mem, ort_loads(model_path, "run"):
         times, outputs = time_calls(lambda: sess.run(out_names, feed), warmup, repeats)
     report: dict[str, Any] = {
         "model": model_path,

@@ -109,7 +109,8 @@ def profile_ort(imported: Any, provider: str = "CPUExecutionProvider", threads: 
 
     from onnx_sched.bench.file_weights import model_for_sessions
     from onnx_sched.bench.inputs import import_feed
-    from onnx_sched.bench.ort_session import inference_session
+    from onnx_sched.bench.ort_load import ort_loads
+    from onnx_sched.bench.ort_session import import_label, inference_session
 
     if provider not in ort.get_available_providers():
         raise DeviceError(f"ONNX Runtime provider {provider!r} not available; have {ort.get_available_providers()}")
@@ -120,11 +121,13 @@ def profile_ort(imported: Any, provider: str = "CPUExecutionProvider", threads: 
         so.intra_op_num_threads = threads
         so.inter_op_num_threads = 1
         so.enable_profiling = True
+        so.log_severity_level = 4  # fatal only: its warnings are not the user's business, its errors come back raised
         so.profile_file_prefix = os.path.join(tmp, "prof")
         # the import's own model: ONNX Runtime reads its weights from its files (bench.file_weights)
         source, weights = model_for_sessions(imported)
         model, owner = inline_calls(named_by_op(source))  # a call's body times add up to the call
-        sess = inference_session(model, so, [provider], weights)
+        with ort_loads(import_label(imported)):  # the user's model: a refusal is one line
+            sess = inference_session(model, so, [provider], weights)
         feed = import_feed(imported, seed)
         totals = []
         for i in range(warmup + repeats):

@@ -50,6 +50,9 @@ MALLOC_ENV = {"MALLOC_MMAP_THRESHOLD_": "131072"}
 Measure = Callable[[argparse.Namespace, dict[str, np.ndarray]], tuple[dict[str, Any], Mapping[str, np.ndarray]]]
 
 
+_REFUSED = "error: "  # how runner_main starts its one line on bad input
+
+
 def run_runner(
     module: str,
     runtime: str,
@@ -78,6 +81,9 @@ def run_runner(
         raise OnnxSchedError(f"{runtime} run of {model_path} took longer than {timeout_s:.0f} s") from exc
     if proc.returncode != 0:
         tail = (proc.stderr.strip().splitlines() or ["(no stderr)"])[-1]
+        if proc.returncode == 2 and tail.startswith(_REFUSED):  # the runner's own one line: bad input, not a crash
+            reason = tail.removeprefix(_REFUSED)
+            raise OnnxSchedError(reason if str(model_path) in reason else f"{model_path}: {reason}")
         raise OnnxSchedError(f"{runtime} run of {model_path} failed (exit {proc.returncode}): {tail}")
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
     if not lines:
@@ -178,7 +184,7 @@ def runner_main(parser: argparse.ArgumentParser, measure: Measure, argv: Sequenc
             inputs = {k: data[k] for k in data.files}
         report, outputs = measure(args, inputs)
     except (OnnxSchedError, ValueError, OSError) as exc:
-        sys.stderr.write(f"error: {first_line(exc, limit=None)}\n")
+        sys.stderr.write(f"{_REFUSED}{first_line(exc, limit=None)}\n")
         return 2
     if args.outputs:
         # string outputs come back as object arrays: saved as fixed-width unicode, so loading needs no pickle

@@ -291,16 +291,12 @@ def _check_loads(imported: Any) -> None:
     """One line (``ModelLoadError``) if ONNX Runtime cannot load the whole model, before it is split: a model ORT
     rejects is bad input; a part ORT rejects would be a bug of the split.  Once per import: the latency
     objective's measured target times several placements of one model, each through here."""
-    from onnx_sched.bench.ort_load import ort_loads
     from onnx_sched.bench.ort_runner import make_session_options
     from onnx_sched.bench.ort_session import import_session
 
     if imported in _LOADS:
         return
-    name = str(imported.path) if getattr(imported, "path", None) else (imported.model.graph.name or "the model")
-    with ort_loads(name):
-        options = make_session_options(arena=False, opt_level="none", threads=1)
-        import_session(imported, options, ["CPUExecutionProvider"])
+    import_session(imported, make_session_options(arena=False, opt_level="none", threads=1), ["CPUExecutionProvider"])
     _LOADS.add(imported)
 
 
