@@ -313,3 +313,14 @@ def test_pipeline_passes_check_what_the_objective_needs_when_built() -> None:
         OnnxSchedPass("makespan")
     with pytest.raises(ValueError, match="not an onnx-sched profile file"):
         OnnxSchedPass("latency", profiles=[MACHINES])
+
+
+def test_a_run_over_its_time_limit_says_where_the_time_went():
+    from onnx_sched.cli.optimize import _overrun_reason
+
+    searched = {"total_seconds": 3.0, "seconds": 2.7, "details": {}}
+    assert _overrun_reason(searched, 1.0) == "2.7 s searching, 0.3 s reading, preparing and writing"
+    timed = {**searched, "details": {"measure_seconds": 2.6}}  # reward=measured: the pass ran placements itself
+    assert "(2.6 s of it timing placements for real, the single devices first)" in _overrun_reason(timed, 1.0)
+    held_back = {**searched, "measure_seconds": 4.0}  # a measured target's runs, estimated before the search
+    assert _overrun_reason(held_back, 1.0).startswith("measuring on the target alone needs about 4.0 s")

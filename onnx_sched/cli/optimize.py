@@ -198,8 +198,10 @@ def _overrun_reason(report: dict, limit: float) -> str:
     if rest + MIN_PASS_SECONDS >= limit:
         what = "starting the target's devices, reading and writing" if measure else "reading and writing"
         return f"{what} this model alone need more; the search got its minimum"
-    return f"{report['seconds']:.1f} s searching, {rest:.1f} s reading, preparing{', measuring' if measure else ''} " \
-           "and writing"
+    timed = report.get("details", {}).get("measure_seconds", 0.0)  # a pass's own real runs (reward=measured)
+    of_it = f" ({timed:.1f} s of it timing placements for real, the single devices first)" if timed else ""
+    return f"{report['seconds']:.1f} s searching{of_it}, {rest:.1f} s reading, preparing" \
+           f"{', measuring' if measure else ''} and writing"
 
 
 def _stamp(path: Path) -> tuple[int, int, int] | None:
