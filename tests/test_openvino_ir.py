@@ -358,3 +358,15 @@ def test_console_script_bad_ir_has_no_traceback(tmp_path: Path) -> None:
                           str(tmp_path / "o.xml")], capture_output=True, text=True, timeout=300)
     assert res.returncode == 2 and "Traceback" not in res.stderr
     assert len(res.stderr.strip().splitlines()) == 1 and "cannot read OpenVINO model" in res.stderr
+
+
+def test_an_openvino_input_the_feed_lacks_is_refused_naming_it() -> None:
+    import openvino as ov
+
+    a, b = (ov.op.Parameter(ov.Type.f32, ov.Shape([2])) for _ in range(2))
+    a.output(0).set_names({"a"})
+    b.output(0).set_names({"out"})  # as OpenVINO 2026.4 reads onnx's test_sequence_model3: an output as an input
+    compiled = ov.Core().compile_model(ov.Model([ov.opset13.add(a, b)], [a, b]), "CPU")
+    with pytest.raises(ValueError, match=r"an input \['out'\] that it does not have \(its inputs: \['a'\]\)"):
+        ov_inputs(compiled, {"a": np.ones(2, np.float32)})
+    assert len(ov_inputs(compiled, {"a": np.ones(2, np.float32), "out": np.ones(2, np.float32)})) == 2

@@ -30,12 +30,14 @@ def ov_inputs(compiled: Any, feed: Mapping[str, np.ndarray]) -> dict[Any, np.nda
     """Feed for an OpenVINO compiled model, keyed by port.  A port has several tensor
     names (``get_any_name`` may return a frontend alias such as
     ``/m/Reshape_output_0``), so match any of them; an unfed input is an error, never
-    silently uninitialized memory."""
+    silently uninitialized memory (OpenVINO 2026.4 reads onnx's ``test_sequence_model1-3`` with one of
+    their outputs as an input)."""
     out: dict[Any, np.ndarray] = {}
     for port in compiled.inputs:
         hit = [n for n in port.get_names() if n in feed]
         if not hit:
-            raise ValueError(f"no data for OpenVINO input {sorted(port.get_names())}; feed has {sorted(feed)}")
+            raise ValueError(f"OpenVINO reads the model with an input {sorted(port.get_names())} that it does not have "
+                             f"(its inputs: {sorted(feed)}), so OpenVINO cannot run it as written")
         out[port] = feed[hit[0]]
     return out
 
