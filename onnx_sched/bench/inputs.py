@@ -16,7 +16,7 @@ import numpy as np
 from onnx_sched.bench.runtimes.openvino_model import ir_input_specs, is_ir
 from onnx_sched.errors import ModelLoadError, OnnxSchedError
 
-__all__ = ["import_feed", "load_model_header", "random_inputs"]
+__all__ = ["import_feed", "load_model_header", "planned_input_shapes", "random_inputs"]
 
 
 def load_model_header(path: str | os.PathLike[str]) -> Any:
@@ -77,12 +77,16 @@ def import_feed(imported: Any, seed: int = 0) -> dict[str, np.ndarray]:
     """Seeded inputs for an import (ONNX or OpenVINO) at the shapes it was planned with: a ``--dim`` or
     ``--input-shape`` pin changes the graph's input shapes, not the model's declared ones, and a run
     timed or profiled for a plan must feed what the plan assumed."""
+    return random_inputs(imported.model, seed, shapes=planned_input_shapes(imported))
+
+
+def planned_input_shapes(imported: Any) -> dict[str, tuple[int, ...]]:
+    """Each graph input's shape as the import planned with it (after ``--dim`` / ``--input-shape``), by name."""
     from onnx_sched.graph import TensorKind
 
     g = imported.graph
-    shapes = {g.tensor_names[t]: g.tensor_shapes[t] for t in range(g.n_tensors)
-              if g.tensor_kind[t] == TensorKind.INPUT and g.tensor_shapes[t] is not None}
-    return random_inputs(imported.model, seed, shapes=shapes)
+    return {g.tensor_names[t]: tuple(g.tensor_shapes[t]) for t in range(g.n_tensors)
+            if g.tensor_kind[t] == TensorKind.INPUT and g.tensor_shapes[t] is not None}
 
 
 def random_inputs(

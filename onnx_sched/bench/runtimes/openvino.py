@@ -142,10 +142,16 @@ def bench_openvino(imported: Any, placement: np.ndarray, devices: Sequence[str],
     core = _prepare_core(devices, precision)
     feed = seeded_inputs(imported, seed)
     out_names = output_names(imported)
-    report, out = _time_split(core, imported, placement, devices, feed, out_names, warmup, repeats)
+    try:  # OpenVINO's own failures (compile or infer) come as RuntimeError: one line, as bad input
+        report, out = _time_split(core, imported, placement, devices, feed, out_names, warmup, repeats)
+    except RuntimeError as exc:
+        raise OnnxSchedError(f"OpenVINO's HETERO cannot run this placement: {_last_line(exc)}") from None
     ref_dev = reference_device or devices[0]  # compiled once the split's compiled model is gone
-    ref_compiled = core.compile_model(openvino_model_of(imported), ref_dev)
-    ref_req = ref_compiled.create_infer_request()
+    try:
+        ref_compiled = core.compile_model(openvino_model_of(imported), ref_dev)
+        ref_req = ref_compiled.create_infer_request()
+    except RuntimeError as exc:
+        raise OnnxSchedError(f"OpenVINO cannot run the model on {ref_dev}: {_last_line(exc)}") from None
     ref_inputs = ov_inputs(ref_compiled, feed)
 
     def run_ref() -> dict[str, np.ndarray]:

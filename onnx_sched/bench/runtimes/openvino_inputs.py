@@ -52,9 +52,9 @@ def is_openvino_import(imported: Any) -> bool:
 
 def openvino_model_of(imported: Any) -> Any:
     """A fresh ``openvino.Model`` of the import, safe to annotate and compile: a clone of an
-    imported IR, or the ONNX model read by OpenVINO's frontend."""
+    imported IR, or the ONNX model read by OpenVINO's frontend; its inputs at the shapes the import planned with."""
     if is_openvino_import(imported):
-        return imported.model.clone()
+        return _at_planned_shapes(imported.model.clone(), imported)
     if imported not in _READ:
         _READ[imported] = _read_onnx_import(imported)
     return _READ[imported].clone()
@@ -69,10 +69,31 @@ def _read_onnx_import(imported: Any) -> Any:
     if found:
         structure = _with_weights_as_inputs(imported.model, found)
         try:
-            return _constants_from_files(read_onnx_into_openvino(structure), found)
+            return _at_planned_shapes(_constants_from_files(read_onnx_into_openvino(structure), found), imported)
         except (ModelLoadError, RuntimeError):  # a converter that needs one of them as a constant: hand them over
             pass
-    return read_onnx_into_openvino(with_weights(imported))
+    return _at_planned_shapes(read_onnx_into_openvino(with_weights(imported)), imported)
+
+
+def _at_planned_shapes(ov_model: Any, imported: Any) -> Any:
+    """``ov_model`` with its dynamic inputs at the shapes the import was planned with (``--dim``,
+    ``--input-shape``), which every run feeds anyway: OpenVINO's HETERO cannot create an infer request for a
+    split whose tensors between sub-models stay dynamic (a dynamic-quantized transformer with ``--dim b=2 --dim
+    s=10``).  A model OpenVINO cannot reshape stays as it was read."""
+    from onnx_sched.bench.inputs import planned_input_shapes
+
+    planned = planned_input_shapes(imported)
+    new = {}
+    for port in ov_model.inputs:
+        shape = next((planned[n] for n in port.get_names() if n in planned), None)
+        if shape is not None and port.get_partial_shape().is_dynamic:
+            new[port] = list(shape)
+    if new:
+        try:
+            ov_model.reshape(new)
+        except RuntimeError:
+            pass
+    return ov_model
 
 
 def weights_in_files(imported: Any) -> dict[str, FileTensor]:
