@@ -435,3 +435,27 @@ def test_commands_that_time_the_model_refuse_one_onnx_runtime_cannot_load_in_one
     assert len(lines) == 1 and "ONNX Runtime cannot load the model" in lines[0] and "Frob" in lines[0], res.stderr
     assert str(src) in lines[0]
     assert not (tmp_path / "p.json").exists()
+
+
+def _model_ort_fails_to_initialise(tmp_path: Path) -> Path:
+    """ONNX Runtime has the kernel but its constructor throws (no such locale), which ORT also logs on stderr."""
+    vi = helper.make_tensor_value_info
+    node = helper.make_node("StringNormalizer", ["x"], ["y"], case_change_action="LOWER", locale="xx_NOT_A.LOCALE")
+    m = helper.make_model(helper.make_graph([node], "s", [vi("x", TensorProto.STRING, [3])],
+                                            [vi("y", TensorProto.STRING, [3])]),
+                          opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 10
+    return _save(m, tmp_path / "strnorm.onnx")
+
+
+@pytest.mark.parametrize("args", [
+    ["optimize", "{src}", "-o", "{tmp}/out.onnx", "--ort-graph", "basic"],
+    ["bench", "{src}", "--repeats", "1", "--warmup", "0", "--arena", "off"],
+    ["profile", "{src}", "--runtime", "ort", "-d", "CPUExecutionProvider", "--repeats", "1", "-o", "{tmp}/p.json"],
+])
+def test_a_kernel_onnx_runtime_cannot_initialise_is_one_line_without_its_log(tmp_path, args):
+    src = _model_ort_fails_to_initialise(tmp_path)
+    res = run_cli(*(a.format(src=src, tmp=tmp_path) for a in args))
+    assert res.returncode == 2, res.stderr
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and "ONNX Runtime cannot load the model" in lines[0] and "locale" in lines[0], res.stderr

@@ -324,3 +324,5 @@ def test_a_run_over_its_time_limit_says_where_the_time_went():
     assert "(2.6 s of it timing placements for real, the single devices first)" in _overrun_reason(timed, 1.0)
     held_back = {**searched, "measure_seconds": 4.0}  # a measured target's runs, estimated before the search
     assert _overrun_reason(held_back, 1.0).startswith("measuring on the target alone needs about 4.0 s")
+    rewritten = {"total_seconds": 6.0, "seconds": 0.01, "details": {}, "ort_graph": {"level": "basic", "seconds": 2.3}}
+    assert _overrun_reason(rewritten, 1.0).startswith("ONNX Runtime's --ort-graph rewrite (2.3 s), reading and writing")

@@ -78,7 +78,7 @@ def ort_optimized_model(
         so = ort.SessionOptions()
         so.graph_optimization_level = levels[level]
         so.optimized_model_filepath = str(tmp_path)
-        so.log_severity_level = 3
+        so.log_severity_level = 4  # fatal only: its errors come back raised, said in one line
         if weights_file:  # ORT writes the weights to a data file beside its graph: copied as a file, not parsed
             so.add_session_config_entry("session.optimized_model_external_initializers_file_name",
                                         f"{dst.name}.data")  # named after the output: several can share a folder
@@ -144,7 +144,7 @@ def _record_ort_shapes(model: Any, folder: Path) -> None:
         load_external_data_for_model(probe, str(folder))
         so = ort.SessionOptions()
         so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-        so.log_severity_level = 3
+        so.log_severity_level = 4  # fatal only: its errors come back raised, said in one line
         session = ort.InferenceSession(probe.SerializeToString(), so, providers=["CPUExecutionProvider"])
         values = session.run(missing, random_inputs(model, 0))
     except Exception:  # noqa: BLE001 - sizes stay unknown; the import says which
