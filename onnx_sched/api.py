@@ -161,11 +161,12 @@ def _scalars(info: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def require_operators(graph: Graph) -> None:
-    """:class:`NothingToScheduleError` for a model without operators (nothing to order, place, profile or run split)."""
+def require_operators(graph: Graph, what: str = "order or place") -> None:
+    """:class:`NothingToScheduleError` for a model without operators: nothing to ``what`` (order, place, profile,
+    run split)."""
     if graph.n_ops == 0:
         raise NothingToScheduleError(f"{graph.name}: the model has no operators (its outputs are its "
-                                     "inputs or constants); there is nothing to order or place")
+                                     f"inputs or constants); there is nothing to {what}")
 
 
 def optimize_model(

@@ -193,7 +193,12 @@ def test_a_model_without_operators_is_refused_in_one_line(tmp_path):
     for extra in ([], ["--devices", "CPU,GPU"]):
         res = run_cli("optimize", str(src), "-o", str(tmp_path / "out.onnx"), *extra)
         assert res.returncode == 2 and len(res.stderr.strip().splitlines()) == 1, res.stderr
-        assert "no operators" in res.stderr
+        assert "no operators" in res.stderr and "nothing to order or place" in res.stderr
+    for args, what in ((["profile", str(src), "-o", str(tmp_path / "p.json")], "nothing to profile"),
+                       (["bench-placement", str(src), "--placement", str(src)], "nothing to split")):
+        res = run_cli(*args)
+        assert res.returncode == 2 and len(res.stderr.strip().splitlines()) == 1, res.stderr
+        assert "no operators" in res.stderr and what in res.stderr, res.stderr
 
 
 def _model_ort_refuses(tmp_path: Path) -> Path:

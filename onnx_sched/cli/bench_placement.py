@@ -78,7 +78,7 @@ def command(model: str, placement_path: str | None, method: str | None, profiles
         raise ValueError("give exactly one of --placement FILE or --method NAME (with --profiles)")
     imported = import_model(model, input_shapes=parse_input_shapes(input_shapes), dims=parse_dims(dims),
                             weights_in_file=True)  # run, never written: its weights stay in its file
-    require_operators(imported.graph)
+    require_operators(imported.graph, "split")
     graph = imported.graph
     meta: dict = {}
     if placement_path:

@@ -68,7 +68,7 @@ def command(model: str, device: str, runtime: str, hosts: str, repeats: int, thr
         raise ValueError("--threads sets ONNX Runtime's / torch's threads; OpenVINO profiles with its own defaults")
     imported = import_model(model, input_shapes=parse_input_shapes(input_shapes), dims=parse_dims(dims),
                             weights_in_file=True)  # run, never written: its weights stay in its file
-    require_operators(imported.graph)
+    require_operators(imported.graph, "profile")
     if runtime == "ort" and device == "CPU":
         device = "CPUExecutionProvider"
     if torch_device(device):
