@@ -464,3 +464,18 @@ def test_a_kernel_onnx_runtime_cannot_initialise_is_one_line_without_its_log(tmp
     assert res.returncode == 2, res.stderr
     lines = res.stderr.strip().splitlines()
     assert len(lines) == 1 and "ONNX Runtime cannot load the model" in lines[0] and "locale" in lines[0], res.stderr
+
+
+@pytest.mark.parametrize("args", [
+    ["profile", "{src}", "--repeats", "1", "-o", "{tmp}/p.json"],
+    ["bench-placement", "{src}", "--method", "auto", "--profiles", "examples/profiles_cpu_igpu_dgpu.json",
+     "--profile-devices", "CPU,GPU.1", "--repeats", "1", "--time-limit", "1"],
+])
+def test_openvino_refusing_an_onnx_model_names_the_file(tmp_path, args):
+    src = _model_ort_refuses(tmp_path)  # neither runtime knows custom.x's Frob
+    root = Path(__file__).resolve().parents[1]
+    res = run_cli(*(str(root / a) if a.startswith("examples/") else a.format(src=src, tmp=tmp_path) for a in args))
+    assert res.returncode == 2, res.stderr
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"onnx-sched: error: {src}: OpenVINO cannot read"), res.stderr
+    assert "Frob" in lines[0]

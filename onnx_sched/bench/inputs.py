@@ -16,7 +16,7 @@ import numpy as np
 from onnx_sched.bench.runtimes.openvino_model import ir_input_specs, is_ir
 from onnx_sched.errors import ModelLoadError, OnnxSchedError
 
-__all__ = ["import_feed", "load_model_header", "planned_input_shapes", "random_inputs"]
+__all__ = ["import_feed", "import_label", "load_model_header", "planned_input_shapes", "random_inputs"]
 
 
 def load_model_header(path: str | os.PathLike[str]) -> Any:
@@ -78,6 +78,11 @@ def import_feed(imported: Any, seed: int = 0) -> dict[str, np.ndarray]:
     ``--input-shape`` pin changes the graph's input shapes, not the model's declared ones, and a run
     timed or profiled for a plan must feed what the plan assumed."""
     return random_inputs(imported.model, seed, shapes=planned_input_shapes(imported))
+
+
+def import_label(imported: Any) -> str:
+    """How an error names an import: its file, else its graph's name."""
+    return str(imported.path) if getattr(imported, "path", None) else (imported.model.graph.name or "the model")
 
 
 def planned_input_shapes(imported: Any) -> dict[str, tuple[int, ...]]:

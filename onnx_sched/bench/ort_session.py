@@ -26,7 +26,7 @@ from onnx import helper, numpy_helper
 from onnx_sched.bench.file_weights import FileWeights, model_for_sessions
 from onnx_sched.onnx_structure import NUMPY_TYPES, copy_except, is_large
 
-__all__ = ["PLACEHOLDER_LOCATION", "import_label", "import_session", "inference_session", "with_placeholders"]
+__all__ = ["PLACEHOLDER_LOCATION", "import_session", "inference_session", "with_placeholders"]
 
 #: The external-data location of a placeholder: never read, ORT replaces the tensor before it would be.
 PLACEHOLDER_LOCATION = "onnx_sched.in_memory"
@@ -105,16 +105,12 @@ def inference_session(model: onnx.ModelProto, options: Any, providers: Sequence[
     return ort.InferenceSession(light.SerializeToString(), options, providers=list(providers))
 
 
-def import_label(imported: Any) -> str:
-    """How an error names an import: its file, else its graph's name."""
-    return str(imported.path) if getattr(imported, "path", None) else (imported.model.graph.name or "the model")
-
-
 def import_session(imported: Any, options: Any, providers: Sequence[Any]) -> Any:
     """:func:`inference_session` of the whole model of an ONNX import: its weights read from its file and the
     data files beside it where it was read from a file (:func:`~onnx_sched.bench.file_weights.model_for_sessions`).
     This is the user's model itself, so ONNX Runtime refusing it is bad input: one line
     (:func:`~onnx_sched.bench.ort_load.ort_loads`), never a traceback."""
+    from onnx_sched.bench.inputs import import_label
     from onnx_sched.bench.ort_load import ort_loads
 
     model, weights = model_for_sessions(imported)

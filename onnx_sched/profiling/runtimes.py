@@ -110,7 +110,8 @@ def profile_ort(imported: Any, provider: str = "CPUExecutionProvider", threads: 
     from onnx_sched.bench.file_weights import model_for_sessions
     from onnx_sched.bench.inputs import import_feed
     from onnx_sched.bench.ort_load import ort_loads
-    from onnx_sched.bench.ort_session import import_label, inference_session
+    from onnx_sched.bench.inputs import import_label
+    from onnx_sched.bench.ort_session import inference_session
 
     if provider not in ort.get_available_providers():
         raise DeviceError(f"ONNX Runtime provider {provider!r} not available; have {ort.get_available_providers()}")

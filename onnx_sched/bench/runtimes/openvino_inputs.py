@@ -56,7 +56,13 @@ def openvino_model_of(imported: Any) -> Any:
     if is_openvino_import(imported):
         return _at_planned_shapes(imported.model.clone(), imported)
     if imported not in _READ:
-        _READ[imported] = _read_onnx_import(imported)
+        from onnx_sched.bench.inputs import import_label
+        from onnx_sched.errors import ModelLoadError
+
+        try:
+            _READ[imported] = _read_onnx_import(imported)
+        except ModelLoadError as exc:  # OpenVINO read bytes: name the file, as every other refusal does
+            raise ModelLoadError(f"{import_label(imported)}: {exc}") from None
     return _READ[imported].clone()
 
 
