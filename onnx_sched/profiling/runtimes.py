@@ -108,9 +108,8 @@ def profile_ort(imported: Any, provider: str = "CPUExecutionProvider", threads: 
     import onnxruntime as ort
 
     from onnx_sched.bench.file_weights import model_for_sessions
-    from onnx_sched.bench.inputs import import_feed
+    from onnx_sched.bench.inputs import import_feed, import_label
     from onnx_sched.bench.ort_load import ort_loads
-    from onnx_sched.bench.inputs import import_label
     from onnx_sched.bench.ort_session import inference_session
 
     if provider not in ort.get_available_providers():
