@@ -90,8 +90,15 @@ def test_dynamic_shapes_are_listed() -> None:
     y = ops.parameter(ov.PartialShape([-1, 8]), np.float32, name="y")
     relu = ops.relu(y)
     relu.set_friendly_name("dyn_relu")
-    with pytest.raises(UnknownShapeError, match="dyn_relu|y"):
+    with pytest.raises(UnknownShapeError, match=r"(dyn_relu|y).*give static shapes with --input-shape"):
         import_openvino(ov.Model([relu], [y], "dyn"))
+
+
+def test_shapes_that_depend_on_values_are_not_blamed_on_the_inputs() -> None:
+    x = ops.parameter(ov.PartialShape([1, 3, 1]), np.float32, name="x")  # static: --input-shape has nothing to pin
+    shape = ops.parameter(ov.PartialShape([3]), np.int64, name="shape")  # static too, but its values set the size
+    with pytest.raises(UnknownShapeError, match="every input is static.*no --input-shape can size them"):
+        import_openvino(ov.Model([ops.relu(ops.broadcast(x, shape, broadcast_spec="BIDIRECTIONAL"))], [x, shape], "e"))
 
 
 def test_bad_inputs(tmp_path: Path) -> None:

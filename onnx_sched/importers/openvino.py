@@ -285,10 +285,12 @@ def import_openvino(source: Any, input_shapes: Mapping[str, tuple[int, ...]] | N
         sizes[t] = (prod(shape) * _type_bits(et) + 7) // 8
     if unknown:
         shown = ", ".join(unknown[:5]) + (f" and {len(unknown) - 5} more" if len(unknown) > 5 else "")
-        raise UnknownShapeError(
-            f"{where}: dynamic shape or type for {len(unknown)} tensors ({shown}); "
-            "give static shapes with --input-shape NAME=1x3x224x224 (ov.Model.reshape)"
-        )
+        if all(p.get_output_partial_shape(0).is_static for p in model.get_parameters()):
+            hint = ("every input is static, so OpenVINO leaves these to run time (they depend on values the model "
+                    "computes), and no --input-shape can size them")
+        else:
+            hint = "give static shapes with --input-shape NAME=1x3x224x224 (ov.Model.reshape)"
+        raise UnknownShapeError(f"{where}: dynamic shape or type for {len(unknown)} tensors ({shown}); {hint}")
 
     op_types = tuple(nodes[i].get_type_name() for i in op_nodes)
     op_index = tuple(nodes[i].get_friendly_name() for i in op_nodes)
