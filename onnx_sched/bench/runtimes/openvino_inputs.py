@@ -60,7 +60,7 @@ def openvino_model_of(imported: Any) -> Any:
         from onnx_sched.errors import ModelLoadError
 
         try:
-            _READ[imported] = _read_onnx_import(imported)
+            _READ[imported] = _at_planned_shapes(_read_onnx_import(imported), imported)
         except ModelLoadError as exc:  # OpenVINO read bytes: name the file, as every other refusal does
             raise ModelLoadError(f"{import_label(imported)}: {exc}") from None
     return _READ[imported].clone()
@@ -75,10 +75,10 @@ def _read_onnx_import(imported: Any) -> Any:
     if found:
         structure = _with_weights_as_inputs(imported.model, found)
         try:
-            return _at_planned_shapes(_constants_from_files(read_onnx_into_openvino(structure), found), imported)
+            return _constants_from_files(read_onnx_into_openvino(structure), found)
         except (ModelLoadError, RuntimeError):  # a converter that needs one of them as a constant: hand them over
             pass
-    return _at_planned_shapes(read_onnx_into_openvino(with_weights(imported)), imported)
+    return read_onnx_into_openvino(with_weights(imported))
 
 
 def _at_planned_shapes(ov_model: Any, imported: Any) -> Any:
