@@ -16,7 +16,8 @@
 set -u
 OUT=${OUT:-runs/gpu_checks}
 mkdir -p "$OUT"
-CORPUS=${ONNX_SCHED_CORPUS:-$(cd "$(dirname "$0")/../.." && pwd)/shared/corpus}/onnx
+CORPUS_ROOT=$(cd "${ONNX_SCHED_CORPUS:-$(dirname "$0")/../../shared/corpus}" && pwd)  # absolute: the tests read it too
+CORPUS=$CORPUS_ROOT/onnx
 MODELS=("$@")
 [ ${#MODELS[@]} -eq 0 ] && MODELS=(randwire_ws segformer_b0 mobilenet_v2 bert_base)
 DEVICE=${DEVICE:-cuda:0}
@@ -28,7 +29,7 @@ python3 -c "import torch; print(torch.__version__, torch.cuda.is_available() and
 onnx-sched devices >> "$OUT/env.txt" 2>&1
 cat "$OUT/env.txt"
 
-python3 -m pytest -q -n "$JOBS" -p no:cacheprovider -rs tests/test_torch_runner.py tests/test_device_processes.py \
+ONNX_SCHED_CORPUS=$CORPUS_ROOT python3 -m pytest -q -n "$JOBS" -p no:cacheprovider -rs tests/test_torch_runner.py tests/test_device_processes.py \
     tests/test_distributed_training.py > "$OUT/tests.log" 2>&1
 echo "tests: rc $?, $(tail -n 1 "$OUT/tests.log")"
 

@@ -19,9 +19,10 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+#: The corpus beside the repository, else ``$ONNX_SCHED_CORPUS`` (a copy carried elsewhere, as the scripts read it).
 CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus"
 if not CORPUS.exists():
-    CORPUS = Path("/work/shared/corpus")
+    CORPUS = Path(os.environ.get("ONNX_SCHED_CORPUS", "/work/shared/corpus"))
 CORPUS_ONNX = sorted((CORPUS / "onnx").glob("*.onnx"))
 LIGHT_DIR = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
 LIGHT_ONNX = sorted(LIGHT_DIR.glob("*.onnx"))

@@ -239,3 +239,48 @@ def test_an_onnx_runtime_before_1_21_gets_the_weights_handed_over(tmp_path, monk
     assert weights is None and not any(t.external_data for t in model.graph.initializer)
     placement = np.arange(imported.graph.n_ops, dtype=np.int64) % 2
     assert bench_ort(imported, placement, [DeviceSpec("d0"), DeviceSpec("d1")], warmup=0, repeats=1)["outputs_equal"]
+
+
+def _shape_cut_model() -> onnx.ModelProto:
+    """x (1, 6, 2, 4) -> Reshape to (1, 6, 8) by a shape computed from x (Shape -> Gather -> Unsqueeze -> Concat with
+    a constant) -> MatMul w -> Add b: an attention block's output projection in miniature, with the static shapes
+    its exporter wrote down (which ONNX's shape inference could not find through the computed shape)."""
+    rng = np.random.default_rng(3)
+    w = numpy_helper.from_array(rng.standard_normal((8, 8)).astype(np.float32), "w")
+    b = numpy_helper.from_array(rng.standard_normal(8).astype(np.float32), "b")
+    inits = [w, b, numpy_helper.from_array(np.array([8], np.int64), "last"),
+             numpy_helper.from_array(np.array(0, np.int64), "i0"), numpy_helper.from_array(np.array(1, np.int64), "i1"),
+             numpy_helper.from_array(np.array([0], np.int64), "axis0")]
+    nodes = [
+        helper.make_node("Shape", ["x"], ["shape"], name="shape"),
+        helper.make_node("Gather", ["shape", "i0"], ["d0"], name="gather0", axis=0),
+        helper.make_node("Gather", ["shape", "i1"], ["d1"], name="gather1", axis=0),
+        helper.make_node("Unsqueeze", ["d0", "axis0"], ["u0"], name="unsqueeze0"),
+        helper.make_node("Unsqueeze", ["d1", "axis0"], ["u1"], name="unsqueeze1"),
+        helper.make_node("Concat", ["u0", "u1", "last"], ["to"], name="concat", axis=0),
+        helper.make_node("Reshape", ["x", "to"], ["r"], name="reshape"),
+        helper.make_node("MatMul", ["r", "w"], ["m"], name="matmul"),
+        helper.make_node("Add", ["b", "m"], ["y"], name="add"),
+    ]
+    graph = helper.make_graph(nodes, "shape_cut", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 6, 2, 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 6, 8])], inits,
+                              value_info=[helper.make_tensor_value_info(v, TensorProto.FLOAT, [1, 6, 8]) for v in "rm"])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+def test_a_part_cut_between_a_shape_and_its_reshape_runs_on_every_onnx_runtime() -> None:
+    """The part after the cut reads the shape's pieces as its inputs and knows the Reshape's static output shape
+    from the import; ONNX Runtime 1.22-1.30 fail to make its session (ReshapeFusion after MatMulAddFusion:
+    "Attempting to get index by a name which does not exist") -- this failed there before ``inference_session``
+    made such a part again without ReshapeFusion (1.31 and later make it either way)."""
+    imported = import_onnx(_shape_cut_model())
+    names = [n.name for n in imported.model.graph.node]
+    placement = np.array([int(name in ("concat", "reshape", "matmul", "add")) for name in names], np.int64)
+    x = np.random.default_rng(4).standard_normal((1, 6, 2, 4)).astype(np.float32)
+    whole = inference_session(imported.model, make_session_options(arena=True, opt_level="all", threads=1),
+                              ["CPUExecutionProvider"])
+    with SplitExecutor(iter_parts(imported, placement), [DeviceSpec("d0"), DeviceSpec("d1")], ["y"]) as ex:
+        second = next(p for p in ex.parts if p.device == 1)
+        assert {"u0", "u1"} <= {i.name for i in second.model.graph.input}
+        out = ex.run({"x": x})
+    np.testing.assert_allclose(out["y"], whole.run(["y"], {"x": x})[0], rtol=1e-5, atol=1e-6)

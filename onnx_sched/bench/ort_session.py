@@ -31,6 +31,14 @@ __all__ = ["PLACEHOLDER_LOCATION", "import_session", "inference_session", "with_
 #: The external-data location of a placeholder: never read, ORT replaces the tensor before it would be.
 PLACEHOLDER_LOCATION = "onnx_sched.in_memory"
 
+#: How ONNX Runtime 1.22 to 1.30 fail to make a session of some parts the split executor cuts (1.31 fixed it;
+#: measured with 1.22, 1.26, 1.29 and 1.30): where MatMulAddFusion turns a 3-d ``MatMul`` + ``Add`` into
+#: ``Reshape -> Gemm -> Reshape``, ReshapeFusion joins the new ``Reshape`` with the one before it, and fails when that
+#: one's shape is a ``Concat`` of the part's own inputs -- a transformer cut between computing a shape and using it.
+_FUSION_FAILURE = "Attempting to get index by a name which does not exist"
+#: Made again without it, such a part computes the same: one fusion fewer, no other change.
+_WITHOUT_FAILING_FUSION = ["ReshapeFusion"]
+
 
 def _held_apart(tensor: onnx.TensorProto) -> bool:
     """A weight handed to ORT as a value: large, in this model (not in an external file) and of a plain type."""
@@ -92,7 +100,8 @@ def inference_session(model: onnx.ModelProto, options: Any, providers: Sequence[
     large weights given to ORT as values, or read by ORT from the model's file where ``weights``
     (:func:`~onnx_sched.bench.file_weights.file_weights` of the import ``model`` comes from) places them
     (module docstring); weights in external data files stay there, read by ORT from the files beside the model
-    file (``weights`` is then needed).  ``options`` takes the weights: give each session its own."""
+    file (``weights`` is then needed).  ``options`` takes the weights: give each session its own.  A part that an
+    ONNX Runtime before 1.31 fails to fuse (:data:`_FUSION_FAILURE`) gets its session without that fusion."""
     import onnxruntime as ort
 
     light, names, values = with_placeholders(model, weights)
@@ -102,7 +111,13 @@ def inference_session(model: onnx.ModelProto, options: Any, providers: Sequence[
         # the model's file and its external data files: where ORT resolves their locations
         options.add_session_config_entry("session.model_external_initializers_file_folder_path",
                                          str(weights.path.parent))
-    return ort.InferenceSession(light.SerializeToString(), options, providers=list(providers))
+    blob = light.SerializeToString()
+    try:
+        return ort.InferenceSession(blob, options, providers=list(providers))
+    except Exception as error:  # ORT's own exception classes
+        if _FUSION_FAILURE not in str(error):
+            raise
+    return ort.InferenceSession(blob, options, providers=list(providers), disabled_optimizers=_WITHOUT_FAILING_FUSION)
 
 
 def import_session(imported: Any, options: Any, providers: Sequence[Any]) -> Any:
