@@ -12,7 +12,7 @@ import onnx
 import onnxruntime as ort
 import pytest
 from conftest import assert_bitwise_equal, branchy_model, run_ort
-from onnx import TensorProto, helper
+from onnx import TensorProto, helper, numpy_helper
 
 EXE = [sys.executable, "-m", "onnx_sched.cli.__main__"]
 
@@ -88,6 +88,12 @@ def _bad_models(tmp_path: Path) -> dict[str, tuple[Path, str]]:
         [helper.make_node("Relu", ["x"], ["y"])], "d",
         [vi("x", TensorProto.FLOAT, ["n", 4])], [vi("y", TensorProto.FLOAT, ["n", 4])]), opset_imports=[helper.make_opsetid("", 17)])
     dyn.ir_version = 10
+    short = numpy_helper.from_array(np.zeros((128, 128), np.float32), "w")
+    short.raw_data = short.raw_data[:100]  # a weight cut short: 100 of its 65536 bytes
+    short_weight = helper.make_model(helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["y"])], "s", [vi("x", TensorProto.FLOAT, [2, 128])],
+        [vi("y", TensorProto.FLOAT, [2, 128])], [short]), opset_imports=[helper.make_opsetid("", 17)])
+    short_weight.ir_version = 10
     return {
         "not_onnx": (not_onnx, "not a readable ONNX model"),
         "truncated": (truncated, "ONNX"),
@@ -95,10 +101,12 @@ def _bad_models(tmp_path: Path) -> dict[str, tuple[Path, str]]:
         "missing": (tmp_path / "missing.onnx", "no such file"),
         "unknown_op": (_save(unknown_op, tmp_path / "unknown_op.onnx"), "unknown operator"),
         "unknown_shapes": (_save(dyn, tmp_path / "dyn.onnx"), "--dim"),
+        "short_weight": (_save(short_weight, tmp_path / "short.onnx"), "initializer 'w' holds 100 bytes"),
     }
 
 
-@pytest.mark.parametrize("case", ["not_onnx", "truncated", "cycle", "missing", "unknown_op", "unknown_shapes"])
+@pytest.mark.parametrize("case", ["not_onnx", "truncated", "cycle", "missing", "unknown_op", "unknown_shapes",
+                                  "short_weight"])
 def test_bad_input_gives_one_line_and_nonzero_exit(tmp_path, case):
     path, expected = _bad_models(tmp_path)[case]
     res = run_cli("optimize", str(path), "-o", str(tmp_path / "out.onnx"))

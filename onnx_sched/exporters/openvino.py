@@ -77,19 +77,23 @@ def read_onnx_into_openvino(model: Any) -> Any:
 
 
 def _read_error_line(exc: BaseException) -> str:
-    """One line from OpenVINO's multi-line frontend error: failed op, node name, reason."""
+    """One line from OpenVINO's multi-line frontend error: failed op, node name, reason.  Worded as OpenVINO
+    2026.4 and 2025.0-2026.0 word it (these name an op without a conversion differently and give no summary line
+    of the failed op: its type is the validated node's)."""
     import re
 
     text = str(exc)
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
     failed = re.search(r"Conversion is failed for: (.*)", text)
     node = re.search(r"While validating ONNX node '<Node\((\w+)\): (.*?)>'", text)
-    unconverted = re.search(r"No conversion rule found for operations: (.*)", text)
+    unconverted = re.search(r"(?:No conversion rule found for operations|OpenVINO does not support the following ONNX "
+                            r"operations): (.*)", text)
     if unconverted:  # the rest of that report is a pointer to OpenVINO's extension docs
         return f"OpenVINO cannot read the ONNX model: it has no conversion for {unconverted.group(1).strip()}"
     reason = [ln for ln in lines if not ln.startswith(("Exception from", "Check ", "While validating", "FrontEnd API",
-                                                         "Model wasn't", "-- ", "Summary:", "To facilitate"))]
-    what = failed.group(1).strip() if failed else type(exc).__name__
+                                                         "Model wasn't", "-- ", "Summary:", "To facilitate",
+                                                         "Errors during ONNX translation"))]
+    what = failed.group(1).strip() if failed else node.group(1) if node else type(exc).__name__
     where = f" (node {node.group(2)!r})" if node else ""
     why = reason[-1] if reason else (lines[-1] if lines else "")
     return f"OpenVINO cannot read the ONNX model: {what}{where}: {why}"

@@ -38,6 +38,7 @@ from onnx_sched.importers._assemble import assemble_graph
 from onnx_sched.importers.onnx_file import (
     check_data_files,
     check_model_file,
+    check_weight_bytes,
     is_utf8_path,
     load_model,
     load_model_by_reference,
@@ -310,6 +311,8 @@ def import_onnx(
             model = load_model(path)
     if check and not checked:
         check_model_file(model, where)
+    if check:
+        check_weight_bytes(model, where)
     g = model.graph
     pinned = _pin_inputs(model, input_shapes or {}, dims or {})
 

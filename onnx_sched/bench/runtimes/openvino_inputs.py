@@ -155,13 +155,16 @@ def _with_weights_as_inputs(model: onnx.ModelProto, names: Mapping[str, Any]) ->
 
 def _constants_from_files(ov_model: Any, found: Mapping[str, FileTensor]) -> Any:
     """``ov_model`` with each parameter named in ``found`` replaced by a constant over its bytes in their file
-    (a copy-on-write map, never written: the pages stay the file's)."""
+    (a copy-on-write map, never written: the pages stay the file's).  A parameter is found by any of its names:
+    OpenVINO before 2025.4 folds an ``Identity`` of an input into the input, which then bears the ``Identity``'s
+    name and keeps the input's among its tensor names."""
     import openvino as ov
 
     files: dict[Path, np.ndarray] = {}
     for param in list(ov_model.get_parameters()):
-        name = param.get_friendly_name()
-        if name not in found:
+        names = {param.get_friendly_name(), *param.output(0).get_names()}
+        name = next((n for n in sorted(names) if n in found), None)
+        if name is None:
             continue
         where = found[name]
         if where.path not in files:
@@ -170,7 +173,7 @@ def _constants_from_files(ov_model: Any, found: Mapping[str, FileTensor]) -> Any
         value = files[where.path][where.offset:where.offset + nbytes].view(where.dtype).reshape(where.shape)
         constant = ov.op.Constant(value, shared_memory=True)
         constant.set_friendly_name(name)
-        constant.output(0).get_tensor().set_names({name})
+        constant.output(0).get_tensor().set_names(set(param.output(0).get_names()) | {name})
         for target in list(param.output(0).get_target_inputs()):
             reader = target.get_node()
             if reader.get_type_name() == "Identity":  # the frontend folds an Identity of a constant: so do we
