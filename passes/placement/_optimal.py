@@ -165,7 +165,7 @@ def cpsat_placement(problem: PlacementProblem, time_limit: float = 10.0, hint: n
     if hint is not None:
         for i in range(n):
             for d in range(k):
-                m.AddHint(x[i][d], int(hint[i]) == d)
+                m.AddHint(x[i][d], int(int(hint[i]) == d))
     solver = cp_solver(time_limit, seed, workers, started=started)
     status = solver.Solve(m)
     if stats is not None:
