@@ -100,9 +100,10 @@ def check_data_files(model: onnx.ModelProto, path: Path) -> None:
 
 def check_weight_bytes(model: onnx.ModelProto, where: str) -> None:
     """Every initializer of a plain numeric type holds at least the bytes its shape and type need: its ``raw_data``,
-    or the ``length`` its external data names.  onnx's checker checks the inline bytes only in recent releases
-    (1.17 to 1.20 pass a truncated weight; measured): there such a model was read and then failed later, in
-    ONNX Runtime or in numpy, instead of in one line here."""
+    or the ``length`` its external data names (a weight read by reference: :func:`load_model_by_reference`).
+    onnx's checker never sees the bytes of a weight read by reference, and checks inline bytes only in recent
+    releases (1.17 to 1.20 pass a truncated weight; measured): such a model was read, and written out by
+    ``optimize``, instead of refused in one line here."""
     from onnx import helper
 
     for t in model.graph.initializer:
