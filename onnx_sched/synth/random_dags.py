@@ -32,6 +32,9 @@ drawn from it, so a graph is deterministic in ``seed``.
 
 from __future__ import annotations
 
+import itertools
+import math
+import random
 from dataclasses import replace
 
 import networkx as nx
@@ -138,6 +141,41 @@ def sbm_block_sizes(n: int, k: int) -> list[int]:
     return [q + (1 if i < r else 0) for i in range(k)]
 
 
+def sbm_undirected(sizes: list[int], p_in: float, p_out: float, seed: int) -> nx.Graph:
+    """A stochastic block model over nodes ``0..sum(sizes)-1`` (blocks in order), node for node, edge for edge and in
+    the same order as networkx 3.6's ``stochastic_block_model(sizes, p, seed=seed, sparse=True)`` builds it (blocks
+    as Python sets, so a block's nodes come in set order).  Pinned here because networkx 3.7 draws differently: the
+    synthetic SBM graphs (training sets, tests, the tables of docs/results.md) must not change with the networkx
+    installed.
+
+    >>> list(sbm_undirected([3, 3], 1.0, 0.0, 0).edges())
+    [(0, 1), (0, 2), (1, 2), (3, 4), (3, 5), (4, 5)]
+    """
+    rand = random.Random(seed)
+    starts = [sum(sizes[:b]) for b in range(len(sizes) + 1)]
+    blocks = [list(set(range(starts[b], starts[b + 1]))) for b in range(len(sizes))]
+    g = nx.Graph()
+    g.add_nodes_from(v for block in blocks for v in block)
+    for i, j in itertools.combinations_with_replacement(range(len(sizes)), 2):
+        p = p_in if i == j else p_out
+        if i == j:  # within a block networkx draws every pair, then runs its sparse loop over none
+            g.add_edges_from([e for e in itertools.combinations(blocks[i], 2) if rand.random() < p])
+            pairs: itertools.product | itertools.chain = itertools.chain()
+        else:
+            pairs = itertools.product(blocks[i], blocks[j])
+        if p == 1:
+            g.add_edges_from(pairs)
+        elif p > 0:  # geometric skips between the pairs that get an edge
+            while True:
+                skip = math.floor(math.log(rand.random()) / math.log(1 - p))
+                next(itertools.islice(pairs, skip, skip), None)
+                e = next(pairs, None)
+                if e is None:
+                    break
+                g.add_edge(*e)
+    return g
+
+
 def sbm_graph(
     n: int,
     seed: int,
@@ -157,8 +195,7 @@ def sbm_graph(
     _check_prob("sbm", "p_in", p_in)
     _check_prob("sbm", "p_out", p_out)
     rng = np.random.default_rng(seed)
-    probs = [[p_in if i == j else p_out for j in range(k)] for i in range(k)]
-    und = nx.stochastic_block_model(sbm_block_sizes(n, k), probs, seed=_nx_seed(rng), sparse=True)
+    und = sbm_undirected(sbm_block_sizes(n, k), p_in, p_out, _nx_seed(rng))
     plain = nx.Graph()
     plain.add_nodes_from(range(n))
     plain.add_edges_from(und.edges())
