@@ -104,7 +104,7 @@ def check_weight_bytes(model: onnx.ModelProto, where: str) -> None:
     onnx's checker never sees the bytes of a weight read by reference, and checks inline bytes only in recent
     releases (1.17 to 1.20 pass a truncated weight; measured): such a model was read, and written out by
     ``optimize``, instead of refused in one line here."""
-    from onnx import helper
+    from onnx_sched.importers.onnx import tensor_nbytes  # here: that module imports this one
 
     for t in model.graph.initializer:
         if t.data_type not in NUMPY_TYPES:
@@ -118,9 +118,7 @@ def check_weight_bytes(model: onnx.ModelProto, where: str) -> None:
             have = len(t.raw_data)
         else:
             continue
-        need = helper.tensor_dtype_to_np_dtype(t.data_type).itemsize
-        for d in t.dims:
-            need *= d
+        need = tensor_nbytes(t.data_type, tuple(t.dims))
         if have < need:
             raise ModelLoadError(f"{where}: invalid ONNX model: initializer {t.name!r} holds {have} bytes, its shape "
                                  f"{list(t.dims)} and type {onnx.TensorProto.DataType.Name(t.data_type)} need {need}")
