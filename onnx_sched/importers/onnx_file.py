@@ -15,10 +15,10 @@ import onnx
 
 from onnx_sched.errors import ModelLoadError, OnnxSchedError, UnknownOpError, first_line
 from onnx_sched.importers.onnx_topology import topology_problem
-from onnx_sched.onnx_structure import NUMPY_TYPES, structure_only
+from onnx_sched.onnx_structure import structure_only
 
-__all__ = ["check_data_files", "check_model_file", "check_weight_bytes", "external_data_place", "is_utf8_path",
-           "load_model", "load_model_by_reference", "load_model_without_initializers"]
+__all__ = ["check_data_files", "check_model_file", "external_data_place", "is_utf8_path", "load_model",
+           "load_model_by_reference", "load_model_without_initializers"]
 
 
 def load_model(path: str | os.PathLike) -> onnx.ModelProto:
@@ -96,32 +96,6 @@ def check_data_files(model: onnx.ModelProto, path: Path) -> None:
                 external_data_place(t, folder)
             except ValueError as exc:
                 raise ModelLoadError(f"{path}: invalid ONNX model: {exc}") from None
-
-
-def check_weight_bytes(model: onnx.ModelProto, where: str) -> None:
-    """Every initializer of a plain numeric type holds at least the bytes its shape and type need: its ``raw_data``,
-    or the ``length`` its external data names (a weight read by reference: :func:`load_model_by_reference`).
-    onnx's checker never sees the bytes of a weight read by reference, and checks inline bytes only in recent
-    releases (1.17 to 1.20 pass a truncated weight; measured): such a model was read, and written out by
-    ``optimize``, instead of refused in one line here."""
-    from onnx_sched.importers.onnx import tensor_nbytes  # here: that module imports this one
-
-    for t in model.graph.initializer:
-        if t.data_type not in NUMPY_TYPES:
-            continue
-        if t.data_location == onnx.TensorProto.EXTERNAL:
-            length = next((e.value for e in t.external_data if e.key == "length"), None)
-            if length is None or not length.isdigit():
-                continue
-            have = int(length)
-        elif t.HasField("raw_data"):
-            have = len(t.raw_data)
-        else:
-            continue
-        need = tensor_nbytes(t.data_type, tuple(t.dims))
-        if have < need:
-            raise ModelLoadError(f"{where}: invalid ONNX model: initializer {t.name!r} holds {have} bytes, its shape "
-                                 f"{list(t.dims)} and type {onnx.TensorProto.DataType.Name(t.data_type)} need {need}")
 
 
 def external_data_place(tensor: onnx.TensorProto, folder: Path) -> tuple[Path, int, int | None]:
