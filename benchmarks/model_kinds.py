@@ -13,6 +13,16 @@ Each kind is what a user's pipeline commonly hands over, and each found an impor
 * ``lstm_gru``: stacked ``LSTM`` and ``GRU`` ops; ``control_flow``: a scripted ``Loop`` and ``If``;
   ``mlp_fp16``: a float16 MLP with ``LayerNormalization``.
 
+Those use torch's TorchScript exporter (``dynamo=False``).  Since torch 2.9 a plain ``torch.onnx.export`` runs
+the ``torch.export`` (dynamo) exporter instead, which needs onnxscript and writes another style of model: opset 18+,
+``LayerNormalization`` / ``Gelu`` / ``Trilu`` ops, symbolic dims by name, torch's metadata on every node and, by
+default, the weights in a ``.data`` file beside the model.  Where onnxscript is installed (``pip install
+onnxscript``) two kinds of that exporter's defaults are added (session 37):
+
+* ``dynamo_gpt``: a 4-block GPT-style decoder (``scaled_dot_product_attention``, causal) with dynamic batch and
+  sequence dims and its weights in ``dynamo_gpt.onnx.data``;
+* ``dynamo_resnet``: a small residual CNN with ``BatchNorm`` at a static shape.
+
 :func:`build` writes them (IR 10) with seeded inputs; ``benchmarks/unseen_models.py --source kinds`` runs them.
 """
 
@@ -40,9 +50,7 @@ def build(out: Path) -> list[tuple[Path, dict[str, np.ndarray], list[str]]]:
         path = out / f"{name}.onnx"
         torch.onnx.export(module.eval(), args, str(path), input_names=names, dynamic_axes=dynamic,
                           opset_version=opset, dynamo=False)
-        model = onnx.load(path)
-        model.ir_version = min(model.ir_version, 10)
-        onnx.save(model, path)
+        _pin_ir(path)
         return path
 
     x = torch.randn(2, 10, 64)
@@ -113,7 +121,93 @@ def build(out: Path) -> list[tuple[Path, dict[str, np.ndarray], list[str]]]:
                               torch.nn.LayerNorm(64), torch.nn.Linear(64, 10)).half()
     half = torch.randn(4, 32).half()
     kinds.append((export(mlp, (half,), "mlp_fp16", ["x"]), {"x": half.numpy()}, []))
-    return kinds
+    return kinds + _dynamo_kinds(out)
+
+
+def _dynamo_kinds(out: Path) -> list[tuple[Path, dict[str, np.ndarray], list[str]]]:
+    """The kinds of torch's default (dynamo) exporter, exported with its defaults; none without onnxscript."""
+    import importlib.util
+    import sys
+
+    import torch
+
+    if importlib.util.find_spec("onnxscript") is None:
+        print("model_kinds: onnxscript is not installed, so the dynamo exporter's kinds are left out",
+              file=sys.stderr)
+        return []
+    gpt = out / "dynamo_gpt.onnx"
+    text = dynamo_decoder(gpt)
+    torch.manual_seed(0)
+
+    class Residual(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.stem = torch.nn.Sequential(torch.nn.Conv2d(3, 16, 3, 2, 1), torch.nn.BatchNorm2d(16), torch.nn.ReLU())
+            self.body = torch.nn.Sequential(torch.nn.Conv2d(16, 16, 3, 1, 1), torch.nn.BatchNorm2d(16),
+                                            torch.nn.ReLU(), torch.nn.Conv2d(16, 16, 3, 1, 1))
+            self.down = torch.nn.Sequential(torch.nn.Conv2d(16, 32, 3, 2, 1), torch.nn.ReLU())
+            self.head = torch.nn.Linear(32, 10)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            x = self.stem(x)
+            x = self.down(torch.relu(x + self.body(x)))
+            return self.head(x.mean(dim=(2, 3)))
+
+    image = torch.randn(1, 3, 32, 32)
+    resnet = out / "dynamo_resnet.onnx"
+    torch.onnx.export(Residual().eval(), (image,), str(resnet), verbose=False)
+    _pin_ir(resnet)
+    return [(gpt, text, PINNED), (resnet, {"x": image.numpy()}, [])]
+
+
+def dynamo_decoder(path: Path, blocks: int = 4, width: int = 64, vocab: int = 300) -> dict[str, np.ndarray]:
+    """A GPT-style decoder (causal ``scaled_dot_product_attention``, 4 heads) written by torch's default exporter
+    with its defaults (weights in ``PATH.data``) and dynamic dims ``b`` and ``s``; returns a seeded feed at b=2,
+    s=10.  Needs onnxscript.  ``tests/data/dynamo_decoder.onnx`` is ``blocks=2, width=16, vocab=40``."""
+    import torch
+
+    torch.manual_seed(0)
+
+    class Block(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.ln1, self.ln2 = torch.nn.LayerNorm(width), torch.nn.LayerNorm(width)
+            self.qkv, self.proj = torch.nn.Linear(width, 3 * width), torch.nn.Linear(width, width)
+            self.mlp = torch.nn.Sequential(torch.nn.Linear(width, 4 * width), torch.nn.GELU(),
+                                           torch.nn.Linear(4 * width, width))
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            b, t, w = x.shape
+            q, k, v = (z.view(b, t, 4, w // 4).transpose(1, 2) for z in self.qkv(self.ln1(x)).split(w, dim=-1))
+            y = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+            x = x + self.proj(y.transpose(1, 2).reshape(b, t, w))
+            return x + self.mlp(self.ln2(x))
+
+    class Decoder(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.tokens, self.places = torch.nn.Embedding(vocab, width), torch.nn.Embedding(128, width)
+            self.blocks = torch.nn.ModuleList(Block() for _ in range(blocks))
+            self.ln, self.head = torch.nn.LayerNorm(width), torch.nn.Linear(width, vocab, bias=False)
+
+        def forward(self, ids: torch.Tensor) -> torch.Tensor:
+            x = self.tokens(ids) + self.places(torch.arange(ids.shape[1]))
+            for block in self.blocks:
+                x = block(x)
+            return self.head(self.ln(x))
+
+    ids = torch.randint(0, vocab, (2, 10))
+    dims = {"ids": {0: torch.export.Dim("b", min=1, max=16), 1: torch.export.Dim("s", min=2, max=128)}}
+    torch.onnx.export(Decoder().eval(), (ids,), str(path), dynamic_shapes=dims, verbose=False)
+    _pin_ir(path)
+    return {"ids": ids.numpy()}
+
+
+def _pin_ir(path: Path) -> None:
+    """ONNX Runtime refuses IR > 13: rewrite the file's IR version to 10, its weights left where they are."""
+    model = onnx.load(path, load_external_data=False)
+    model.ir_version = min(model.ir_version, 10)
+    onnx.save(model, path)
 
 
 def _ort_extended(src: Path, dst: Path) -> Path:
@@ -125,3 +219,9 @@ def _ort_extended(src: Path, dst: Path) -> Path:
     options.optimized_model_filepath = str(dst)
     ort.InferenceSession(str(src), options, providers=["CPUExecutionProvider"])
     return dst
+
+
+if __name__ == "__main__":  # the test fixture: python benchmarks/model_kinds.py tests/data/dynamo_decoder.onnx
+    import sys
+
+    dynamo_decoder(Path(sys.argv[1]), blocks=2, width=16, vocab=40)
