@@ -58,21 +58,28 @@ def test_pass_keeps_an_already_good_order() -> None:
     assert [n.name for n in model.graph] == names
 
 
-def test_pass_on_a_dynamic_model_names_its_own_dims_argument_and_works_with_it() -> None:
-    """The unknown-size error of a model with symbolic dims names the Python arguments beside the CLI flags."""
+def test_pass_on_a_dynamic_model_names_the_dims_left_and_its_own_dims_argument() -> None:
+    """The unknown-size error of a model with symbolic dims names the dims still unpinned, and the Python
+    arguments beside the CLI flags; with every dim pinned the pass runs."""
     vi = onnx.helper.make_tensor_value_info
     proto = onnx.helper.make_model(onnx.helper.make_graph(
         [onnx.helper.make_node("Relu", ["x"], ["a"]), onnx.helper.make_node("Neg", ["a"], ["y"])], "dyn",
-        [vi("x", onnx.TensorProto.FLOAT, ["n", 8])], [vi("y", onnx.TensorProto.FLOAT, ["n", 8])]),
+        [vi("x", onnx.TensorProto.FLOAT, ["n", "k"])], [vi("y", onnx.TensorProto.FLOAT, ["n", "k"])]),
         opset_imports=[onnx.helper.make_opsetid("", 17)])
     proto.ir_version = 10
-    with pytest.raises(onnx_ir.passes.PassError) as info:
-        onnx_ir.passes.PassManager([OnnxSchedPass(method=METHOD, time_limit=2.0)])(ir.serde.deserialize_model(proto))
-    cause = info.value
-    while cause.__cause__ is not None:
-        cause = cause.__cause__
-    assert "--dim (n)" in str(cause) and "dims=" in str(cause)
-    sched = OnnxSchedPass(method=METHOD, time_limit=2.0, dims={"n": 4})
+
+    def error(dims: dict | None) -> str:
+        with pytest.raises(onnx_ir.passes.PassError) as info:
+            sched = OnnxSchedPass(method=METHOD, time_limit=2.0, dims=dims)
+            onnx_ir.passes.PassManager([sched])(ir.serde.deserialize_model(proto))
+        cause = info.value
+        while cause.__cause__ is not None:
+            cause = cause.__cause__
+        return str(cause)
+
+    assert "--dim (k, n)" in error(None) and "dims=" in error(None)
+    assert "--dim (k)" in error({"n": 4})
+    sched = OnnxSchedPass(method=METHOD, time_limit=2.0, dims={"n": 4, "k": 8})
     onnx_ir.passes.PassManager([sched])(ir.serde.deserialize_model(proto))
     assert sched.last_report["peak_bytes"]["output"] == 3 * 4 * 8 * 4  # x (caller-owned), a and y at Neg
 

@@ -431,7 +431,7 @@ def import_onnx(
         bounded_sequences = len(seq_bounded & set(unknown))
         unknown = [u for u in unknown if u not in seq_sizes]
     if unknown:
-        dyn = sorted({d.dim_param for i in g.input for d in i.type.tensor_type.shape.dim if d.dim_param})
+        dyn = sorted({d.dim_param for i in pinned.graph.input for d in i.type.tensor_type.shape.dim if d.dim_param})
         hint = (f"; pin dynamic dims with --dim ({', '.join(dyn)}) or --input-shape (in Python: dims= or "
                 "input_shapes=)") if dyn else ""
         sequences = [n for n in g.node if n.op_type in _SEQUENCE_OPS]
