@@ -273,6 +273,33 @@ def test_ort_graph_writes_the_weights_as_the_input_keeps_them(tmp_path, external
     np.testing.assert_allclose(got[0], want[0], rtol=1e-5, atol=1e-6)
 
 
+def test_ort_graph_says_when_onnx_runtime_folded_run_time_tensors_into_weights(tmp_path):
+    """A tensor the input computes at run time (ConstantOfShape, 2 MiB) is a weight in ORT's graph: the output is
+    right and carries it, and a note says why the file grew; the conv net's rewrite (no such growth) has none."""
+    shape = helper.make_tensor("shape", TensorProto.INT64, [2], [512, 1024])
+    one = helper.make_tensor("one", TensorProto.FLOAT, [1], [1.0])
+    vi = helper.make_tensor_value_info
+    grow = helper.make_model(helper.make_graph(
+        [helper.make_node("ConstantOfShape", ["shape"], ["c"], value=one), helper.make_node("Add", ["x", "c"], ["y"])],
+        "grow", [vi("x", TensorProto.FLOAT, [512, 1024])], [vi("y", TensorProto.FLOAT, [512, 1024])], [shape]),
+        opset_imports=[helper.make_opsetid("", 17)], ir_version=10)
+    for model, noted in ((grow, True), (_conv_net(), False)):
+        src = _save(model, tmp_path / f"{model.graph.name}.onnx")
+        out, report = tmp_path / f"{model.graph.name}.out.onnx", tmp_path / f"{model.graph.name}.json"
+        res = run_cli("optimize", str(src), "-o", str(out), "--ort-graph", "basic", "--report", str(report))
+        assert res.returncode == 0, res.stderr
+        notes = json.loads(report.read_text()).get("notes", [])
+        assert any("constant folding made weights" in n for n in notes) == noted, notes
+        assert ("constant folding made weights" in " ".join(res.stdout.split())) == noted
+    written = onnx.load(str(tmp_path / "grow.out.onnx"))
+    assert sum(numpy_helper.to_array(t).nbytes for t in written.graph.initializer) >= 2 * 2**20
+    x = np.random.default_rng(4).standard_normal((512, 1024)).astype(np.float32)
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    got = ort.InferenceSession(written.SerializeToString(), so, providers=["CPUExecutionProvider"]).run(None, {"x": x})
+    np.testing.assert_array_equal(got[0], x + 1.0)
+
+
 def test_onnx_runtimes_graphs_of_two_models_can_share_a_folder(tmp_path):
     """Each rewritten graph's data file is named after it, so two written into one folder keep their own weights."""
     from onnx import numpy_helper

@@ -125,7 +125,8 @@ def command(model: Path, output: Path, objective: str, method: str, time_limit: 
             inline = not file_uses_external_data(model)
             t0 = clock.elapsed()
             source = ort_optimized_model(model, Path(tmp) / model.name, level=ort_graph, weights_file=inline)
-            rewrite = {"level": ort_graph, "seconds": clock.elapsed() - t0}
+            rewrite = {"level": ort_graph, "seconds": clock.elapsed() - t0,
+                       "weight_bytes": {"input": _weight_bytes(model), "ort_graph": _weight_bytes(source)}}
         try:
             _optimize(source, model, output, objective, method, clock, inplace, seed, beam, samples, machines,
                       report_path, plot_path, shapes, dim_values, profiles, latency_mode, devices,
@@ -209,6 +210,36 @@ def _overrun_reason(report: dict, limit: float) -> str:
            f"{', measuring' if measure else ''} and writing"
 
 
+#: Weight bytes ONNX Runtime's graph may add to the input's before ``--ort-graph`` says so (and at least doubling).
+FOLDED_WEIGHTS_NOTE_BYTES = 1 << 20
+
+
+def _weight_bytes(path: Path) -> int:
+    """The weights of an ONNX file by their shapes (:func:`~onnx_sched.importers.onnx.weight_nbytes`), none read."""
+    from onnx_sched.importers.onnx import load_model_by_reference, weight_nbytes
+
+    return weight_nbytes(load_model_by_reference(path))
+
+
+def _folded_weights_note(rewrite: dict) -> str | None:
+    """A note when ONNX Runtime's graph (``--ort-graph``) holds far more weight bytes than the input: its constant
+    folding made weights of tensors the input computes at run time (``ConstantOfShape``, ``Expand``, ``Tile`` of
+    constants ...), and the output carries them.  ORT makes the same tensors when it loads the input with its
+    optimizations on, so memory at run time is the same; the file is not."""
+    sizes = rewrite.get("weight_bytes")
+    if not sizes:
+        return None
+    grown = sizes["ort_graph"] - sizes["input"]
+    if grown <= max(FOLDED_WEIGHTS_NOTE_BYTES, sizes["input"]):
+        return None
+    from onnx_sched.report import fmt_bytes
+
+    return (f"ONNX Runtime's graph holds {fmt_bytes(sizes['ort_graph'])} of weights, the input "
+            f"{fmt_bytes(sizes['input'])}: its constant folding made weights of tensors the input computes at run "
+            "time, and the output carries them (ORT makes the same tensors when it loads the input optimized; "
+            "without --ort-graph the file keeps the input's ops)")
+
+
 def _stamp(path: Path) -> tuple[int, int, int] | None:
     """``(size, modification time, inode)`` of a file, to tell whether it changed; None where it cannot be read."""
     try:
@@ -247,6 +278,9 @@ def _optimize(source: Path, model: Path, output: Path, objective: str, method: s
     report["input"], report["output"] = str(model), str(output)
     if ort_graph is not None:
         report["ort_graph"] = ort_graph
+        note = _folded_weights_note(ort_graph)
+        if note:
+            report["notes"] = [*report.get("notes", ()), note]
     report["total_seconds"] = clock.elapsed()  # the whole command so far, kernel warm-up excluded
     obj = get_objective(report["objective"])  # peak-mem over several devices is peak-mem-devices
     console.print(render(obj.table(report)))

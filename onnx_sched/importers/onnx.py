@@ -51,7 +51,7 @@ __all__ = [  # the file readers are onnx_file's, kept importable from here
     "ImportedOnnx", "check_dim_names", "check_weight_bytes", "import_onnx", "is_utf8_path", "load_model",
     "load_model_by_reference",
     "load_model_without_initializers", "parse_dims", "parse_input_shapes",
-    "stable_op_names", "tensor_nbytes",
+    "stable_op_names", "tensor_nbytes", "weight_nbytes",
 ]
 
 def stable_op_names(nodes: Sequence[onnx.NodeProto]) -> tuple[str, ...]:
@@ -257,6 +257,16 @@ def check_weight_bytes(model: onnx.ModelProto, where: str) -> None:
         if have < need:
             raise ModelLoadError(f"{where}: invalid ONNX model: initializer {t.name!r} holds {have} bytes, its shape "
                                  f"{list(t.dims)} and type {onnx.TensorProto.DataType.Name(t.data_type)} need {need}")
+
+
+def weight_nbytes(model: onnx.ModelProto) -> int:
+    """Bytes of the main graph's weights as their shapes and types give them: its initializers and the tensors of
+    its ``Constant`` nodes (types without a fixed size count nothing); reads no weight's bytes, so a model read by
+    reference costs nothing here."""
+    tensors = [*model.graph.initializer,
+               *(a.t for n in model.graph.node if n.op_type == "Constant" and n.domain in ("", "ai.onnx")
+                 for a in n.attribute if a.name == "value")]
+    return sum(tensor_nbytes(t.data_type, tuple(t.dims)) or 0 for t in tensors)
 
 
 def _param_bytes(model: onnx.ModelProto, op_names: tuple[str, ...]) -> np.ndarray | None:
