@@ -293,3 +293,44 @@ def test_a_part_cut_between_a_shape_and_its_reshape_runs_on_every_onnx_runtime()
         assert {"u0", "u1"} <= {i.name for i in second.model.graph.input}
         out = ex.run({"x": x})
     np.testing.assert_allclose(out["y"], whole.run(["y"], {"x": x})[0], rtol=1e-5, atol=1e-6)
+
+
+def test_a_split_with_an_omitted_output_runs_split_and_whole(tmp_path) -> None:
+    """onnx's checker accepts a ``Split`` whose second output is omitted (``""``), and ONNX Runtime (1.19-1.32,
+    its issue 18601) kills the process in ``run`` on it: ``optimize --target measured`` died of SIGSEGV with
+    nothing on stderr.  Every session made here names that output, so the split and the whole model run (in a
+    child process, so a crash fails this test instead of ending the run)."""
+    import subprocess
+    import sys
+
+    split = helper.make_node("Split", ["x", "halves"], ["a", ""], name="split", axis=1)
+    nodes = [split, helper.make_node("Relu", ["a"], ["r"], name="relu"),
+             helper.make_node("Neg", ["x"], ["n"], name="neg"),
+             helper.make_node("Concat", ["r", "r"], ["c"], name="concat", axis=1),
+             helper.make_node("Add", ["c", "n"], ["y"], name="add")]
+    graph = helper.make_graph(nodes, "split_omit", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 8])],
+                              [numpy_helper.from_array(np.array([4, 4], np.int64), "halves")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=10)
+    onnx.checker.check_model(model, full_check=True)
+    path = tmp_path / "split_omit.onnx"
+    onnx.save(model, path)
+    script = f"""
+import numpy as np, onnx
+from onnx_sched.bench.ort_runner import make_session_options
+from onnx_sched.bench.ort_session import inference_session
+from onnx_sched.bench.split_executor import DeviceSpec, SplitExecutor, iter_parts
+from onnx_sched.importers.onnx import import_onnx
+imported = import_onnx(onnx.load({str(path)!r}))
+x = np.arange(16, dtype=np.float32).reshape(2, 8) - 8
+want = np.concatenate([np.maximum(x[:, :4], 0)] * 2, axis=1) - x
+whole = inference_session(imported.model, make_session_options(arena=True, opt_level="all", threads=1),
+                          ["CPUExecutionProvider"])
+np.testing.assert_array_equal(whole.run(["y"], {{"x": x}})[0], want)
+placement = np.array([int(n.name in ("relu", "concat")) for n in imported.model.graph.node], np.int64)
+with SplitExecutor(iter_parts(imported, placement), [DeviceSpec("d0"), DeviceSpec("d1")], ["y"]) as ex:
+    np.testing.assert_array_equal(ex.run({{"x": x}})["y"], want)
+print("ok")
+"""
+    res = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0 and res.stdout.strip().endswith("ok"), (res.returncode, res.stderr[-2000:])

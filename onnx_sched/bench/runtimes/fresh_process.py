@@ -27,6 +27,7 @@ import argparse
 import json
 import os
 import resource
+import signal
 import subprocess
 import sys
 import threading
@@ -84,7 +85,10 @@ def run_runner(
         if proc.returncode == 2 and tail.startswith(_REFUSED):  # the runner's own one line: bad input, not a crash
             reason = tail.removeprefix(_REFUSED)
             raise OnnxSchedError(reason if str(model_path) in reason else f"{model_path}: {reason}")
-        raise OnnxSchedError(f"{runtime} run of {model_path} failed (exit {proc.returncode}): {tail}")
+        status = f"exit {proc.returncode}"
+        if proc.returncode < 0:  # killed by a signal: a crash in the runtime's own code, said by name
+            status += f", {_signal_name(-proc.returncode)}"
+        raise OnnxSchedError(f"{runtime} run of {model_path} failed ({status}): {tail}")
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
     if not lines:
         raise OnnxSchedError(f"{runtime} run of {model_path} printed no JSON report")
@@ -193,3 +197,15 @@ def runner_main(parser: argparse.ArgumentParser, measure: Measure, argv: Sequenc
     sys.stdout.write(json.dumps(report) + "\n")
     sys.stdout.flush()
     return 0
+
+
+def _signal_name(number: int) -> str:
+    """``"SIGSEGV"`` for 11; the number where the platform has no name for it.
+
+    >>> _signal_name(11), _signal_name(999)
+    ('SIGSEGV', 'signal 999')
+    """
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
