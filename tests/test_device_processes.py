@@ -57,6 +57,23 @@ def test_plan_frees_what_the_model_frees():
     assert gpu.actions[-1] == Send("c", 0, free=True) and gpu.outputs == ()
 
 
+def test_an_op_model_names_a_splits_omitted_output():
+    """A ``Split`` whose second output is omitted runs as its own one-node model in a device process: ONNX Runtime
+    kills the process on the omitted output (its issue 18601), so the op model names it."""
+    nodes = [helper.make_node("Split", ["x", "halves"], ["a", ""], name="S", axis=0),
+             helper.make_node("Exp", ["a"], ["y"], name="E")]
+    halves = onnx.numpy_helper.from_array(np.array([S // 2, S // 2], np.int64), "halves")
+    half = helper.make_tensor_value_info("a", TensorProto.FLOAT, [S // 2])
+    g = helper.make_graph(nodes, "split_omit", [_vi("x")], [helper.make_tensor_value_info("y", TensorProto.FLOAT,
+                          [S // 2])], [halves], value_info=[half])
+    imported = import_onnx(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=10))
+    problem = dm.DeviceMemoryProblem.build(imported.graph, ("CPU", "GPU"))
+    (plan,) = [p for p in device_plans(PlacedSchedule(imported, problem, (dm.Step("op", 0, 0), dm.Step("op", 1, 0))))
+               if p.op_models]
+    split = [n for m in plan.op_models.values() for n in onnx.load_from_string(m).graph.node if n.op_type == "Split"]
+    assert len(split) == 1 and "" not in split[0].output and split[0].output[0] == "a"
+
+
 def test_measured_per_device_heap_peaks_equal_the_predicted_ones():
     pytest.importorskip("memray")
     from onnx_sched.bench.runtimes.device_processes import measure_schedule

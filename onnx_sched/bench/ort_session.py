@@ -25,9 +25,9 @@ from onnx import helper, numpy_helper
 
 from onnx_sched.bench.file_weights import FileWeights, model_for_sessions
 from onnx_sched.onnx_structure import NUMPY_TYPES, copy_except, is_large
+from onnx_sched.ort_crashes import for_onnx_runtime
 
-__all__ = ["PLACEHOLDER_LOCATION", "import_session", "inference_session", "with_placeholders",
-           "with_split_outputs_named"]
+__all__ = ["PLACEHOLDER_LOCATION", "import_session", "inference_session", "with_placeholders"]
 
 #: The external-data location of a placeholder: never read, ORT replaces the tensor before it would be.
 PLACEHOLDER_LOCATION = "onnx_sched.in_memory"
@@ -95,42 +95,6 @@ def with_placeholders(model: onnx.ModelProto, weights: FileWeights | None = None
     return light, names, values
 
 
-def with_split_outputs_named(model: onnx.ModelProto) -> onnx.ModelProto:
-    """``model`` with every omitted (``""``) output of a main-graph ``Split`` given a name of its own; ``model``
-    itself when it has none, and ``model`` is never changed.  ONNX Runtime (1.19 to 1.32 at least, its issue
-    18601) crashes the process in ``run`` on a ``Split`` with an omitted output, which onnx's checker accepts; the
-    named output is one more tensor nobody reads, so the session computes the same.
-
-    >>> x = helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [2, 8])
-    >>> y = helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [2, 4])
-    >>> split = helper.make_node("Split", ["x"], ["y", ""], axis=1, num_outputs=2)
-    >>> opset = [helper.make_opsetid("", 18)]
-    >>> model = helper.make_model(helper.make_graph([split], "g", [x], [y]), opset_imports=opset)
-    >>> list(with_split_outputs_named(model).graph.node[0].output)
-    ['y', 'onnx_sched.split_output_0_1']
-    """
-    graph = model.graph
-    if not any(n.op_type == "Split" and n.domain in ("", "ai.onnx") and "" in n.output for n in graph.node):
-        return model
-    named = onnx.ModelProto()
-    copy_except(model, named, "graph")
-    copy_except(graph, named.graph, "node")
-    taken = {o for n in graph.node for o in n.output} | {i.name for i in graph.input}
-    for j, node in enumerate(graph.node):
-        copy = named.graph.node.add()
-        copy.CopyFrom(node)
-        if node.op_type != "Split" or node.domain not in ("", "ai.onnx"):
-            continue
-        for k, out in enumerate(node.output):
-            if not out:
-                name = f"onnx_sched.split_output_{j}_{k}"
-                while name in taken:
-                    name += "_"
-                taken.add(name)
-                copy.output[k] = name
-    return named
-
-
 def inference_session(model: onnx.ModelProto, options: Any, providers: Sequence[Any],
                       weights: FileWeights | None = None) -> Any:
     """``onnxruntime.InferenceSession`` of ``model`` (with its weights) under ``options`` and ``providers``, its
@@ -139,11 +103,11 @@ def inference_session(model: onnx.ModelProto, options: Any, providers: Sequence[
     (module docstring); weights in external data files stay there, read by ORT from the files beside the model
     file (``weights`` is then needed).  ``options`` takes the weights: give each session its own.  A part that an
     ONNX Runtime before 1.31 fails to fuse (:data:`_FUSION_FAILURE`) gets its session without that fusion; a
-    ``Split`` with an omitted output gets it named (:func:`with_split_outputs_named`)."""
+    ``Split`` with an omitted output gets it named (:func:`~onnx_sched.ort_crashes.for_onnx_runtime`)."""
     import onnxruntime as ort
 
     light, names, values = with_placeholders(model, weights)
-    light = with_split_outputs_named(light)
+    light = for_onnx_runtime(light)
     if names:
         options.add_external_initializers(names, [ort.OrtValue.ortvalue_from_numpy(v) for v in values])
     if weights is not None and any(t.data_location == onnx.TensorProto.EXTERNAL for t in light.graph.initializer):

@@ -25,6 +25,8 @@ from pathlib import Path
 import numpy as np
 import onnx
 
+from onnx_sched.ort_crashes import for_onnx_runtime
+
 __all__ = ["observed_shapes"]
 
 
@@ -53,7 +55,8 @@ def observed_shapes(model: onnx.ModelProto, names: list[str], data_dir: Path | N
         options = ort.SessionOptions()
         options.log_severity_level = 4
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-        session = ort.InferenceSession(probe.SerializeToString(), options, providers=["CPUExecutionProvider"])
+        session = ort.InferenceSession(for_onnx_runtime(probe).SerializeToString(), options,
+                                       providers=["CPUExecutionProvider"])
         runs = [session.run(None, _feed(specs, seed)) for seed in (0, 1)]
     except Exception:  # noqa: BLE001 -- a model ONNX Runtime cannot run tells nothing
         return {}

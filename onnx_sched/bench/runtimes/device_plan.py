@@ -46,6 +46,7 @@ import onnx
 from onnx_sched.cost import device_memory as dm
 from onnx_sched.errors import OnnxSchedError
 from onnx_sched.importers.onnx_weights import with_weights
+from onnx_sched.ort_crashes import for_onnx_runtime
 
 __all__ = ["Action", "DevicePlan", "PlacedSchedule", "Recv", "RunOp", "Send", "device_plans", "load_schedule",
            "single_device", "weight_values"]
@@ -199,7 +200,7 @@ def _op_model(model: onnx.ModelProto, node: onnx.NodeProto, weights: Mapping[str
                           initializer=consts)
     m = helper.make_model(g, opset_imports=list(model.opset_import), ir_version=max(int(model.ir_version), 4))
     m.functions.extend(model.functions)
-    return m, feeds
+    return for_onnx_runtime(m), feeds
 
 
 def device_plans(sched: PlacedSchedule) -> list[DevicePlan]:

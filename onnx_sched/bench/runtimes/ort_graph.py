@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from onnx_sched.errors import ModelLoadError
+from onnx_sched.ort_crashes import for_onnx_runtime
 
 __all__ = ["ORT_OPTIMIZED_KEY", "model_opt_level", "ort_optimized_model"]
 
@@ -145,7 +146,8 @@ def _record_ort_shapes(model: Any, folder: Path) -> None:
         so = ort.SessionOptions()
         so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
         so.log_severity_level = 4  # fatal only: its errors come back raised, said in one line
-        session = ort.InferenceSession(probe.SerializeToString(), so, providers=["CPUExecutionProvider"])
+        session = ort.InferenceSession(for_onnx_runtime(probe).SerializeToString(), so,
+                                       providers=["CPUExecutionProvider"])
         values = session.run(missing, random_inputs(model, 0))
     except Exception:  # noqa: BLE001 - sizes stay unknown; the import says which
         return
