@@ -261,6 +261,32 @@ def test_candidate_selection_prefers_the_target_and_reports_it() -> None:
     assert set(sched.info["diversity"]) == {"ged", "d_inv", "d_sen"}
 
 
+def test_a_target_keeps_the_model_unsplit_when_every_split_is_slower_there() -> None:
+    """On the bandwidth target a split pays for every tensor that crosses devices: where list-cp's split is
+    slower there than the model not split, a method whose schedule loses there too (here list-cp itself and
+    HEFT) gets the unsplit model, the report says the input was kept, and its ``list_cp`` makespan is still
+    list-cp's on the proxy."""
+    from onnx_sched.api import schedule_graph
+    from onnx_sched.passes.makespan._candidates import first_lane, target_makespan
+
+    p = _problem("layered", 30, 3, lanes=2)
+    ctx = PassContext(problem=p, options={"target": "bandwidth"})
+    list_cp = get_pass("list-cp", "makespan")(p.graph, ctx)
+    whole = first_lane(p)
+    unsplit = chain_schedule(p, whole.lane[0], whole.order[0], "whole")
+    assert len(set(list_cp.placement.tolist())) > 1 and len(set(unsplit.placement.tolist())) == 1
+    assert target_makespan(p, list_cp, ctx) > target_makespan(p, unsplit, ctx)  # the split costs more than it gains
+    for method in ("list-cp", "heft"):
+        schedule, report = schedule_graph(p.graph, "makespan", method, PassContext(problem=p,
+                                                                                   options={"target": "bandwidth"}))
+        assert schedule.method == "no-split" and report["kept_input_order"]
+        assert len(set(schedule.placement.tolist())) == 1
+        assert report["makespan"]["list_cp"] == pytest.approx(ms.evaluate(p, list_cp).makespan)
+        assert report["makespan"]["output"] == pytest.approx(ms.evaluate(p, unsplit).makespan)
+    on_proxy, _ = schedule_graph(p.graph, "makespan", "list-cp", PassContext(problem=p))
+    assert on_proxy.method != "no-split"  # the proxy charges nothing for crossing: list-cp stays
+
+
 def test_brkga_and_learned_candidates_on_every_target() -> None:
     p = _problem(lanes=4)
     for method, extra in (("brkga", {"evaluations": 500}), ("learned", {"candidates": 64})):
