@@ -151,9 +151,9 @@ def single_device(imported: Any, devices: Sequence[str]) -> PlacedSchedule:
     return PlacedSchedule(imported, problem, tuple(dm.Step("op", j, 0) for j in range(imported.graph.n_ops)))
 
 
-def weight_values(imported: Any) -> dict[str, np.ndarray]:
-    """Every tensor a weight-producing node computes that a compute node reads, computed
-    once (one ONNX Runtime run of the weight nodes alone), so op sessions get them as
+def weight_values(imported: Any, also: Sequence[str] = ()) -> dict[str, np.ndarray]:
+    """Every tensor a weight-producing node computes that a compute node reads (and those of ``also`` it
+    computes), computed once (one ONNX Runtime run of the weight nodes alone), so op sessions get them as
     initializers and no run recomputes a weight."""
     from onnx import helper
 
@@ -165,7 +165,7 @@ def weight_values(imported: Any) -> dict[str, np.ndarray]:
     nodes = model.graph.node
     wnodes = sorted(int(i) for i in imported.weight_nodes)
     made = {o for i in wnodes for o in nodes[i].output if o}
-    wanted = sorted({x for i in imported.op_node for x in _reads(nodes[int(i)]) if x in made})
+    wanted = sorted({x for i in imported.op_node for x in _reads(nodes[int(i)]) if x in made} | (set(also) & made))
     if not wanted:
         return {}
     vis = _value_infos(model)
@@ -201,6 +201,25 @@ def _op_model(model: onnx.ModelProto, node: onnx.NodeProto, weights: Mapping[str
     m = helper.make_model(g, opset_imports=list(model.opset_import), ir_version=max(int(model.ir_version), 4))
     m.functions.extend(model.functions)
     return for_onnx_runtime(m), feeds
+
+
+def weight_outputs(imported: Any) -> dict[str, np.ndarray]:
+    """The graph outputs no op computes and no caller feeds: initializers, and tensors a constant subgraph (the
+    weight-producing nodes) computes.  No device process holds them, so the caller adds them to the outputs."""
+    from onnx import numpy_helper
+
+    model = with_weights(imported)
+    nodes = model.graph.node
+    by_ops = {o for i in imported.op_node for o in nodes[int(i)].output}
+    fed = {i.name for i in model.graph.input}
+    wanted = [o.name for o in model.graph.output if o.name not in by_ops and o.name not in fed]
+    inits = {t.name: t for t in model.graph.initializer if t.name in wanted}
+    out = {name: numpy_helper.to_array(t) for name, t in inits.items()}
+    rest = [name for name in wanted if name not in inits]
+    if rest:
+        made = weight_values(imported, also=rest)
+        out.update({name: made[name] for name in rest if name in made})
+    return out
 
 
 def device_plans(sched: PlacedSchedule) -> list[DevicePlan]:

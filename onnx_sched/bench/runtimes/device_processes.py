@@ -48,7 +48,15 @@ import numpy as np
 
 from onnx_sched.bench.outputs import compare_outputs, output_tolerance
 from onnx_sched.bench.runtimes.device_ops import device_ops
-from onnx_sched.bench.runtimes.device_plan import DevicePlan, PlacedSchedule, Recv, RunOp, Send, device_plans
+from onnx_sched.bench.runtimes.device_plan import (
+    DevicePlan,
+    PlacedSchedule,
+    Recv,
+    RunOp,
+    Send,
+    device_plans,
+    weight_outputs,
+)
 from onnx_sched.errors import OnnxSchedError
 from onnx_sched.importers.onnx_weights import with_weights
 
@@ -319,6 +327,7 @@ def measure_schedule(sched: PlacedSchedule, feed: Mapping[str, np.ndarray],
         _, heap = procs.run(feed, "heap")
         outputs, rss = procs.run(feed, "rss")
         measured_by = procs.measured_by
+    outputs = {**weight_outputs(sched.imported), **outputs}  # graph outputs no device computes: weights
     model = with_weights(sched.imported)
     tol = max(output_tolerance(model), *tolerance([r for r in runners if r]))
     equal, worst = compare_outputs(reference_outputs(model, feed), outputs, tol)
