@@ -121,9 +121,9 @@ def test_torch_runner_split_over_ort_and_torch_equals_one_session() -> None:
 
 
 def test_torch_runner_rewrites_what_onnx2torch_gets_wrong() -> None:
-    """CumSum's default direction, Flatten at axis = rank, GreaterOrEqual-16, a Clip whose max is omitted by an empty
-    name and an opset-7 Dropout with its mask unread run like ONNX Runtime (onnx2torch 1.5.15 fails or differs on
-    each as it comes)."""
+    """CumSum's default direction, Flatten at axis = rank, GreaterOrEqual-16, a Clip whose max (or min, session 37)
+    is omitted by an empty name and an opset-7 Dropout with its mask unread run like ONNX Runtime (onnx2torch
+    1.5.15 fails or differs on each as it comes)."""
     from onnx import TensorProto, helper
 
     def run(nodes, outputs, opset: int) -> None:  # noqa: ANN001
@@ -140,6 +140,7 @@ def test_torch_runner_rewrites_what_onnx2torch_gets_wrong() -> None:
          helper.make_node("GreaterOrEqual", ["f", "f"], ["ge"], name="ge")],
         [("f", TensorProto.FLOAT, [12, 1]), ("ge", TensorProto.BOOL, [12, 1])], 17)
     run([helper.make_node("Clip", ["x", "low", ""], ["y"], name="clip")], [("y", TensorProto.FLOAT, [2, 6])], 13)
+    run([helper.make_node("Clip", ["x", "", "low"], ["y"], name="clip")], [("y", TensorProto.FLOAT, [2, 6])], 13)
     run([helper.make_node("Dropout", ["x"], ["d", "mask"], name="dropout"),
          helper.make_node("Relu", ["d"], ["y"], name="relu")], [("y", TensorProto.FLOAT, [2, 6])], 7)
 

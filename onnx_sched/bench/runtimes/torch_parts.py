@@ -16,6 +16,8 @@ ONNX and has no importer), after :func:`prepare_for_torch`:
   to 1: RoBERTa's position ids came out reversed);
 * an omitted optional input at the end of a node's inputs (an empty name) is
   dropped: onnx2torch looks the empty name up (Swin-v2's ``Clip(x, min, "")``);
+* ``Clip(x, "", max)`` gets its omitted min as a constant, the lowest value of the type
+  (-inf for floats): onnx2torch refuses an omitted min ("Dynamic value of min/max");
 * ``Flatten`` with a static output shape becomes ``Reshape`` to it (onnx2torch's
   Flatten fails for ``axis`` = rank, e.g. DistilBERT's ``[1, 128] -> [128, 1]``);
 * ``auto_pad = SAME_*`` becomes explicit pads, and an ``AveragePool`` with
@@ -259,6 +261,14 @@ def prepare_for_torch(model: onnx.ModelProto) -> onnx.ModelProto:
             del n.attribute[:]
             n.input[:] = n.input[:1]
             n.output[:] = n.output[:1]
+        elif n.op_type == "Clip" and len(n.input) == 3 and not n.input[1]:  # min omitted, max given
+            elem = {**{vi.name: vi.type.tensor_type.elem_type for vi in infos},
+                    **{t.name: t.data_type for t in g.initializer}}.get(n.input[0])
+            if elem:  # onnx2torch takes no omitted min: the lowest value of the type is the same clip
+                dtype = helper.tensor_dtype_to_np_dtype(elem)
+                lowest = -np.inf if np.issubdtype(dtype, np.floating) else np.iinfo(dtype).min
+                n.input[1] = f"{n.output[0]}__min"
+                g.initializer.append(numpy_helper.from_array(np.asarray(lowest, dtype), n.input[1]))
         elif n.op_type == "CumSum" and not any(a.name == "reverse" for a in n.attribute):
             n.attribute.append(helper.make_attribute("reverse", 0))  # onnx2torch's default is 1, ONNX's 0
         elif n.op_type == "Flatten" and min(shapes.get(n.output[0], [-1]), default=-1) > 0:
