@@ -44,7 +44,7 @@ def with_split_outputs_named(model: onnx.ModelProto) -> onnx.ModelProto:
     named = onnx.ModelProto()
     copy_except(model, named, "graph")
     copy_except(graph, named.graph, "node")
-    taken = {o for n in graph.node for o in n.output} | {i.name for i in graph.input}
+    taken = {o for n in graph.node for o in n.output} | {i.name for i in [*graph.input, *graph.initializer]}
     for j, node in enumerate(graph.node):
         copy = named.graph.node.add()
         copy.CopyFrom(node)
