@@ -39,7 +39,7 @@ def with_split_outputs_named(model: onnx.ModelProto) -> onnx.ModelProto:
     ['y', 'onnx_sched.split_output_0_1']
     """
     graph = model.graph
-    if not any(n.op_type == "Split" and n.domain in ("", "ai.onnx") and "" in n.output for n in graph.node):
+    if not any(_is_split(n) and "" in n.output for n in graph.node):
         return model
     named = onnx.ModelProto()
     copy_except(model, named, "graph")
@@ -48,7 +48,7 @@ def with_split_outputs_named(model: onnx.ModelProto) -> onnx.ModelProto:
     for j, node in enumerate(graph.node):
         copy = named.graph.node.add()
         copy.CopyFrom(node)
-        if node.op_type != "Split" or node.domain not in ("", "ai.onnx"):
+        if not _is_split(node):
             continue
         for k, out in enumerate(node.output):
             if not out:
@@ -58,3 +58,7 @@ def with_split_outputs_named(model: onnx.ModelProto) -> onnx.ModelProto:
                 taken.add(name)
                 copy.output[k] = name
     return named
+
+
+def _is_split(node: onnx.NodeProto) -> bool:
+    return node.op_type == "Split" and node.domain in ("", "ai.onnx")

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import numpy as np
 import onnx
-import onnxruntime as ort
 import pytest
+from conftest import assert_bitwise_equal, run_ort
 from onnx import TensorProto, helper, numpy_helper
 
 import onnx_sched
@@ -91,23 +91,13 @@ def awkward_model(seed: int) -> onnx.ModelProto:
     return model
 
 
-def _run(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
-    so = ort.SessionOptions()
-    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    so.log_severity_level = 3  # the unused initializers' warnings
-    return ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"]).run(None, feeds)
-
-
 @pytest.mark.parametrize("seed", range(8))
 def test_every_objective_keeps_an_awkward_graphs_outputs(seed):
     model = awkward_model(seed)
     onnx.checker.check_model(model, full_check=True)
-    rows = model.graph.input[0].type.tensor_type.shape.dim[0].dim_value
-    feeds = {x: np.random.default_rng(seed).standard_normal((rows, 8)).astype(np.float32) for x in ("x0", "x1")}
-    want = _run(model, feeds)
+    want = run_ort(model, seed)
     for objective, problem in PROBLEMS.items():
         out = onnx_sched.optimize(model, objective, time_limit=0.5, **problem)
         onnx.checker.check_model(out, full_check=True)
         assert [o.name for o in out.graph.output] == [o.name for o in model.graph.output], objective
-        for a, b in zip(want, _run(out, feeds), strict=True):
-            np.testing.assert_array_equal(a, b, err_msg=objective)
+        assert_bitwise_equal(want, run_ort(out, seed))

@@ -117,16 +117,15 @@ def command(model: Path, output: Path, objective: str, method: str, time_limit: 
         source, inline, rewrite = model, False, None
         if ort_graph is not None:
             from onnx_sched.bench.measure import ort_optimized_model
-            from onnx_sched.importers.onnx import load_model_without_initializers
             from onnx_sched.onnx_wire import file_uses_external_data
 
-            load_model_without_initializers(model)  # one-line errors for unreadable files before ORT sees them
+            given = _weight_bytes(model)  # its read gives unreadable files one-line errors before ORT sees them
             # ORT's graph of a model with inline weights keeps them in a data file; the output has them inline
             inline = not file_uses_external_data(model)
             t0 = clock.elapsed()
             source = ort_optimized_model(model, Path(tmp) / model.name, level=ort_graph, weights_file=inline)
             rewrite = {"level": ort_graph, "seconds": clock.elapsed() - t0,
-                       "weight_bytes": {"input": _weight_bytes(model), "ort_graph": _weight_bytes(source)}}
+                       "weight_bytes": {"input": given, "ort_graph": _weight_bytes(source)}}
         try:
             _optimize(source, model, output, objective, method, clock, inplace, seed, beam, samples, machines,
                       report_path, plot_path, shapes, dim_values, profiles, latency_mode, devices,

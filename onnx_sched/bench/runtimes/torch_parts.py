@@ -250,8 +250,9 @@ def prepare_for_torch(model: onnx.ModelProto) -> onnx.ModelProto:
     infos = list(g.input) + list(g.value_info) + list(g.output)
     shapes = {vi.name: [d.dim_value if d.HasField("dim_value") else -1 for d in vi.type.tensor_type.shape.dim]
               for vi in infos if vi.type.tensor_type.HasField("shape")}
-    explicit_padding(out, shapes, {vi.name: vi.type.tensor_type.elem_type for vi in infos
-                                   if vi.type.tensor_type.elem_type})
+    elem_types = {vi.name: vi.type.tensor_type.elem_type for vi in infos if vi.type.tensor_type.elem_type}
+    explicit_padding(out, shapes, elem_types)
+    elem_types.update((t.name, t.data_type) for t in g.initializer)
     read = {x for n in g.node for x in n.input} | {o.name for o in g.output}
     for n in g.node:
         while len(n.input) > 1 and not n.input[-1]:  # an omitted optional input last: the same node without it
@@ -262,8 +263,7 @@ def prepare_for_torch(model: onnx.ModelProto) -> onnx.ModelProto:
             n.input[:] = n.input[:1]
             n.output[:] = n.output[:1]
         elif n.op_type == "Clip" and len(n.input) == 3 and not n.input[1]:  # min omitted, max given
-            elem = {**{vi.name: vi.type.tensor_type.elem_type for vi in infos},
-                    **{t.name: t.data_type for t in g.initializer}}.get(n.input[0])
+            elem = elem_types.get(n.input[0])
             if elem:  # onnx2torch takes no omitted min: the lowest value of the type is the same clip
                 dtype = helper.tensor_dtype_to_np_dtype(elem)
                 lowest = -np.inf if np.issubdtype(dtype, np.floating) else np.iinfo(dtype).min
