@@ -78,7 +78,8 @@ def schedule_graph(
     """Run ``method`` on ``graph`` and return (schedule, report); never worse than the objective's baseline.
 
     The baseline (:meth:`~onnx_sched.objectives.objective.Objective.baseline`) is the
-    input order for peak memory, list-CP for makespan and host-only for latency; when
+    input order for peak memory, list-CP for makespan (on a ``--target`` other than the proxy, the better there
+    of list-CP and the model not split) and host-only for latency; when
     the pass's schedule scores worse, the baseline is returned and the report says so.
     """
     obj = get_objective(objective)
