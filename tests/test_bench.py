@@ -186,6 +186,37 @@ def test_cli_bench_runs_a_model_with_string_inputs_and_outputs(tmp_path: Path) -
     assert "bitwise equal" in result.output
 
 
+def _sequence_and_optional_model(scale: float) -> onnx.ModelProto:
+    """Outputs: a sequence of x's rows times ``scale``, its length, an optional holding x, an empty optional."""
+    nodes = [h.make_node("Mul", ["x", "k"], ["xk"], name="mul"),
+             h.make_node("SplitToSequence", ["xk"], ["rows"], axis=0, name="split"),
+             h.make_node("SequenceLength", ["rows"], ["n"], name="len"),
+             h.make_node("Optional", ["x"], ["some"], name="some"),
+             h.make_node("Optional", [], ["none"], type=h.make_tensor_type_proto(T.FLOAT, [4, 3]), name="none")]
+    optional = h.make_optional_type_proto(h.make_tensor_type_proto(T.FLOAT, [4, 3]))
+    graph = h.make_graph(nodes, "g", [h.make_tensor_value_info("x", T.FLOAT, [4, 3])],
+                         [h.make_tensor_sequence_value_info("rows", T.FLOAT, None),
+                          h.make_tensor_value_info("n", T.INT64, []),
+                          h.make_value_info("some", optional), h.make_value_info("none", optional)],
+                         initializer=[h.make_tensor("k", T.FLOAT, [], [scale])])
+    model = h.make_model(graph, opset_imports=[h.make_opsetid("", 18)], ir_version=10)
+    onnx.checker.check_model(model, full_check=True)
+    return model
+
+
+def test_bench_compares_sequence_and_optional_outputs(tmp_path: Path) -> None:
+    """A sequence output is compared element by element and an empty optional as empty: the runner saved outputs as
+    one array each and failed on both ("'list' object has no attribute 'dtype'")."""
+    paths = {}
+    for name, scale in (("a", 2.0), ("b", 2.0), ("c", 3.0)):
+        paths[name] = tmp_path / f"{name}.onnx"
+        onnx.save(_sequence_and_optional_model(scale), paths[name])
+    same = bench_models(paths["a"], paths["b"], repeats=1, warmup=0, arenas=(False,))
+    assert same.outputs_equal is True
+    other = bench_models(paths["a"], paths["c"], repeats=1, warmup=0, arenas=(False,))
+    assert other.outputs_equal is False and other.mismatched_outputs == ("rows",)
+
+
 def test_cli_bench_bad_model_is_one_line_error(tmp_path: Path) -> None:
     bad = tmp_path / "bad.onnx"
     bad.write_bytes(b"not a model")

@@ -19,6 +19,7 @@ from onnx_sched.bench.file_weights import _ort_reads_from_a_folder, file_weights
 from onnx_sched.bench.ort_runner import make_session_options
 from onnx_sched.bench.ort_session import PLACEHOLDER_LOCATION, inference_session, with_placeholders
 from onnx_sched.bench.split_executor import DeviceSpec, SplitExecutor, iter_parts
+from onnx_sched.graph import TensorKind
 from onnx_sched.importers.onnx import ImportedOnnx, import_onnx
 from onnx_sched.onnx_structure import LARGE_ELEMENTS
 
@@ -334,3 +335,40 @@ print("ok")
 """
     res = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
     assert res.returncode == 0 and res.stdout.strip().endswith("ok"), (res.returncode, res.stderr[-2000:])
+
+
+def _sparse_weight_model() -> onnx.ModelProto:
+    """x (2, 4) -> Add(x, sparse w) -> Relu -> Mul(., sparse w) -> y; ``w`` has 3 of its 8 values set."""
+    values = numpy_helper.from_array(np.array([1.5, -2.0, 3.0], np.float32), "w")
+    w = helper.make_sparse_tensor(values, numpy_helper.from_array(np.array([0, 5, 7], np.int64), "w_index"), [2, 4])
+    nodes = [helper.make_node("Add", ["x", "w"], ["a"], name="add"),
+             helper.make_node("Relu", ["a"], ["r"], name="relu"),
+             helper.make_node("Mul", ["r", "w"], ["y"], name="mul")]
+    graph = helper.make_graph(nodes, "sparse", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4])], sparse_initializer=[w])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=10)
+
+
+def test_sparse_initializers_are_weights_and_the_parts_get_them_dense(tmp_path) -> None:
+    """A sparse initializer is a weight like a dense one: the import read it as an undefined tensor ("reads 'w',
+    which nothing defines"), and a part of the split executor, which copies the initializers it reads, had none."""
+    from onnx_sched.api import optimize_model
+    from onnx_sched.bench.runtimes.ort_graph import ort_optimized_model
+
+    model = _sparse_weight_model()
+    onnx.checker.check_model(model)
+    imported = import_onnx(model)
+    w = imported.graph.tensor_names.index("w")
+    assert imported.graph.tensor_kind[w] == TensorKind.WEIGHT
+    x = np.random.default_rng(0).standard_normal((2, 4)).astype(np.float32)
+    whole = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(["y"], {"x": x})[0]
+    with SplitExecutor(iter_parts(imported, np.array([0, 1, 0])), [DeviceSpec("d0"), DeviceSpec("d1")], ["y"]) as ex:
+        assert all(not p.model.graph.sparse_initializer for p in ex.parts)
+        assert np.array_equal(ex.run({"x": x})["y"], whole)
+    out = optimize_model(model, method="dfs", time_limit=1).model
+    assert len(out.graph.sparse_initializer) == 1 and not out.graph.initializer  # the model's own weights as given
+    # ORT writes the indices of its own graph's sparse weights as int8, which onnx's checker refuses
+    onnx.save(model, tmp_path / "sparse.onnx")
+    ort_graph = onnx.load(ort_optimized_model(tmp_path / "sparse.onnx", tmp_path / "ort.onnx"))
+    onnx.checker.check_model(ort_graph)
+    assert ort_graph.graph.sparse_initializer[0].indices.data_type == TensorProto.INT64

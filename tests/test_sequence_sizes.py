@@ -120,3 +120,39 @@ def test_split_executor_hands_a_sequence_to_another_device() -> None:
     with SplitExecutor(parts, [DeviceSpec("d0", cores=(0,)), DeviceSpec("d1", cores=(1,))], ["y"]) as ex:
         ok, err = compare_outputs(ref, ex.run(feed))
     assert ok, err
+
+
+def optional_model() -> onnx.ModelProto:
+    """x[4,16] -> Optional -> o; Optional() -> e (empty); y = Relu(OptionalGetElement(o)) + OptionalHasElement(e),
+    the flag cast to float."""
+    t = helper.make_tensor_type_proto(TensorProto.FLOAT, [4, 16])
+    nodes = [helper.make_node("Optional", ["x"], ["o"], name="wrap"),
+             helper.make_node("Optional", [], ["e"], type=t, name="empty"),
+             helper.make_node("OptionalGetElement", ["o"], ["got"], name="get"),
+             helper.make_node("Relu", ["got"], ["r"], name="relu"),
+             helper.make_node("OptionalHasElement", ["e"], ["has"], name="has"),
+             helper.make_node("Cast", ["has"], ["hf"], to=TensorProto.FLOAT, name="cast"),
+             helper.make_node("Add", ["r", "hf"], ["y"], name="add")]
+    model = helper.make_model(helper.make_graph(nodes, "opt", [vi("x", TensorProto.FLOAT, [4, 16])],
+                                                [vi("y", TensorProto.FLOAT, [4, 16])]),
+                              opset_imports=[helper.make_opsetid("", 18)])
+    model.ir_version = 10
+    onnx.checker.check_model(model, full_check=True)
+    return model
+
+
+def test_an_optional_holds_the_bytes_of_its_value_and_crosses_devices() -> None:
+    """``Optional(x)`` holds x (the import stopped at it: "unknown size"), an empty one nothing; the split executor
+    hands both to another device (its parts had no type for them: "no type known")."""
+    imp = import_onnx(optional_model())
+    g = imp.graph
+    assert _bytes(imp, "o") == 4 * 16 * F32 and _bytes(imp, "e") == 0
+    assert g.tensor_dtypes[list(g.tensor_names).index("o")] == "optional"
+    names = list(g.op_names)
+    placement = np.zeros(g.n_ops, np.int64)
+    placement[[names.index(n) for n in ("get", "relu", "has")]] = 1
+    parts = split_model(imp, placement)
+    assert {"o", "e"} <= {x for p in parts if p.device == 1 for x in p.inputs}
+    feed = random_inputs(imp.model)
+    with SplitExecutor(parts, [DeviceSpec("d0"), DeviceSpec("d1")], ["y"]) as ex:
+        assert_bitwise_equal(run_ort(imp.model), [ex.run(feed)["y"]])

@@ -86,10 +86,11 @@ def _ort_reads_from_a_folder() -> bool:
 
 
 def model_for_sessions(imported: Any) -> tuple[onnx.ModelProto, FileWeights | None]:
-    """``(model, weights)`` to build ONNX Runtime sessions of ``imported`` from: its own model, whose external data
-    ORT reads from the files beside it, with :func:`file_weights`; for a model given in memory, the model with
-    its external data read in (:func:`~onnx_sched.importers.onnx_weights.with_weights`) and no file."""
-    from onnx_sched.importers.onnx_weights import with_weights
+    """``(model, weights)`` to build ONNX Runtime sessions of ``imported`` from: its own model (sparse initializers
+    dense), whose external data ORT reads from the files beside it, with :func:`file_weights`; for a model given in
+    memory, the model with its external data read in (:func:`~onnx_sched.importers.onnx_weights.with_weights`)
+    and no file."""
+    from onnx_sched.importers.onnx_weights import with_dense_weights, with_weights
 
     weights = file_weights(imported)
-    return (imported.model if weights is not None else with_weights(imported)), weights
+    return (with_dense_weights(imported.model) if weights is not None else with_weights(imported)), weights

@@ -42,7 +42,7 @@ import numpy as np
 
 from onnx_sched.bench.heap import MISSING_TRACKER, heap_tracker_available
 from onnx_sched.bench.inputs import load_model_header, random_inputs
-from onnx_sched.bench.outputs import ATOL, RTOL
+from onnx_sched.bench.outputs import ATOL, RTOL, npz_entries
 from onnx_sched.bench.outputs import compare_outputs as _within_tolerance
 from onnx_sched.bench.prediction import PredictedPeak, SavingComparison, compare_savings, predict_file_order
 from onnx_sched.bench.runtimes.fresh_process import run_runner
@@ -210,12 +210,19 @@ def _compare_npz(
         if len(a.files) != len(b.files):
             return list(names) or ["<output count>"], float("inf")
         for i, name in enumerate(names):
-            x, y = a[f"o{i}"], b[f"o{i}"]
-            close, err = _within_tolerance({name: x}, {name: y})
-            worst = max(worst, err)
-            same = x.dtype == y.dtype and x.shape == y.shape and x.tobytes() == y.tobytes()
-            if not (same if bitwise else close):
+            keys = npz_entries(a.files, i)  # one per tensor; a sequence's elements, an empty optional's marker
+            if keys != npz_entries(b.files, i):
                 bad.append(name)
+                worst = float("inf")
+                continue
+            for key in keys:
+                x, y = a[key], b[key]
+                close, err = _within_tolerance({name: x}, {name: y})
+                worst = max(worst, err)
+                same = x.dtype == y.dtype and x.shape == y.shape and x.tobytes() == y.tobytes()
+                if not (same if bitwise else close):
+                    bad.append(name)
+                    break
     return bad, worst
 
 

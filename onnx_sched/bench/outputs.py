@@ -11,23 +11,53 @@ casts around them, so where a split falls decides which intermediate values get
 rounded to the narrow type.
 
 Not :func:`onnx_sched.bench.measure.compare_outputs`, the bitwise check of a
-reordered model's outputs saved as ``.npz``.
+reordered model's outputs saved as ``.npz`` (:func:`npz_outputs` lays them out:
+a sequence output is one entry per element, an empty optional one marker).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
-__all__ = ["ATOL", "RTOL", "compare_outputs", "output_tolerance", "outputs_informative"]
+__all__ = ["ATOL", "RTOL", "compare_outputs", "npz_entries", "npz_outputs", "output_tolerance", "outputs_informative"]
 
 RTOL = ATOL = 1e-5
 
 #: rtol = atol per float element type (a few units in the last place: the check is for a wrong result, not rounding)
 _NARROW_FLOAT_TOLERANCE = {"FLOAT16": 5e-3, "BFLOAT16": 5e-2, "FLOAT8E4M3FN": 0.25, "FLOAT8E4M3FNUZ": 0.25,
                            "FLOAT8E5M2": 0.5, "FLOAT8E5M2FNUZ": 0.5, "FLOAT8E8M0": 0.5, "FLOAT4E2M1": 0.5}
+
+
+def npz_outputs(values: Sequence[Any]) -> dict[str, np.ndarray]:
+    """The ``.npz`` entries of one run's outputs, in order: a tensor as ``o{i}``; a sequence (a list) as ``o{i}.len``
+    and ``o{i}.{j}`` per element; an empty optional (``None``) as ``o{i}.none``.  String tensors are written as
+    fixed-width unicode, so loading needs no pickle.
+
+    >>> sorted(npz_outputs([np.zeros(2), [np.ones(1), np.ones(3)], None]))
+    ['o0', 'o1.0', 'o1.1', 'o1.len', 'o2.none']
+    """
+    def array(value: Any) -> np.ndarray:
+        value = np.asarray(value)
+        return value.astype(np.str_) if value.dtype == object else value
+
+    out: dict[str, np.ndarray] = {}
+    for i, value in enumerate(values):
+        if value is None:
+            out[f"o{i}.none"] = np.zeros(0)
+        elif isinstance(value, list):
+            out[f"o{i}.len"] = np.asarray(len(value))
+            out.update((f"o{i}.{j}", array(v)) for j, v in enumerate(value))
+        else:
+            out[f"o{i}"] = array(value)
+    return out
+
+
+def npz_entries(files: Sequence[str], i: int) -> list[str]:
+    """The ``.npz`` keys :func:`npz_outputs` wrote for output ``i``, sorted."""
+    return sorted(k for k in files if k == f"o{i}" or k.startswith(f"o{i}."))
 
 
 def output_tolerance(model: Any) -> float:

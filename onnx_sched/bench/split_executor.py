@@ -252,7 +252,7 @@ def _value_infos(model: onnx.ModelProto) -> dict[str, onnx.ValueInfoProto]:
     out: dict[str, onnx.ValueInfoProto] = {}
     for vi in list(inferred.graph.value_info) + list(inferred.graph.input) + list(inferred.graph.output):
         tensor = vi.type.HasField("tensor_type") and vi.type.tensor_type.elem_type
-        if tensor or vi.type.HasField("sequence_type"):  # a sequence crosses parts as a list of arrays
+        if tensor or vi.type.HasField("sequence_type") or vi.type.HasField("optional_type"):  # a list, an array or None
             out.setdefault(vi.name, vi)
     return out
 

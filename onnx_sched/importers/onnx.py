@@ -88,6 +88,7 @@ _NONDETERMINISTIC = frozenset(
 _CONTROL_FLOW = frozenset({"If", "Loop", "Scan"})
 _SEQUENCE_OPS = frozenset({"SequenceConstruct", "SequenceEmpty", "SequenceInsert", "SequenceErase", "SequenceAt",
                            "SequenceLength", "SplitToSequence", "ConcatFromSequence", "SequenceMap"})
+_OPTIONAL_OPS = frozenset({"Optional", "OptionalGetElement", "OptionalHasElement"})
 
 
 @dataclass(frozen=True, eq=False)
@@ -260,10 +261,11 @@ def check_weight_bytes(model: onnx.ModelProto, where: str) -> None:
 
 
 def weight_nbytes(model: onnx.ModelProto) -> int:
-    """Bytes of the main graph's weights as their shapes and types give them: its initializers and the tensors of
-    its ``Constant`` nodes (types without a fixed size count nothing); reads no weight's bytes, so a model read by
-    reference costs nothing here."""
+    """Bytes of the main graph's weights as their shapes and types give them: its initializers (sparse ones: their
+    values and indices) and the tensors of its ``Constant`` nodes (types without a fixed size count nothing); reads
+    no weight's bytes, so a model read by reference costs nothing here."""
     tensors = [*model.graph.initializer,
+               *(part for t in model.graph.sparse_initializer for part in (t.values, t.indices)),
                *(a.t for n in model.graph.node if n.op_type == "Constant" and n.domain in ("", "ai.onnx")
                  for a in n.attribute if a.name == "value")]
     return sum(tensor_nbytes(t.data_type, tuple(t.dims)) or 0 for t in tensors)
@@ -286,13 +288,18 @@ def _param_bytes(model: onnx.ModelProto, op_names: tuple[str, ...]) -> np.ndarra
 
 
 # ------------------------------------------------------------------ structure
+def _initializer_names(graph: onnx.GraphProto) -> set[str]:
+    """Names of a graph's initializers, dense and sparse."""
+    return {t.name for t in graph.initializer} | {t.values.name for t in graph.sparse_initializer}
+
+
 def _subgraph_reads(node: onnx.NodeProto) -> list[str]:
     """Outer-scope names read by the subgraphs of a control-flow node (recursively)."""
     reads: list[str] = []
     for attr in node.attribute:
         graphs = [attr.g] if attr.type == onnx.AttributeProto.GRAPH else list(attr.graphs)
         for sub in graphs:
-            defined = {i.name for i in sub.input} | {i.name for i in sub.initializer}
+            defined = {i.name for i in sub.input} | _initializer_names(sub)
             for n in sub.node:
                 for name in list(n.input) + _subgraph_reads(n):
                     if name and name not in defined and name not in reads:
@@ -352,7 +359,7 @@ def import_onnx(
 
     types, sources = infer_types(pinned, path, changed=bool(input_shapes or dims))
 
-    initializers = {i.name for i in g.initializer}
+    initializers = _initializer_names(g)
     graph_inputs = [i.name for i in g.input if i.name not in initializers]
     graph_outputs = [o.name for o in g.output]
 
@@ -431,13 +438,14 @@ def import_onnx(
     strings = sum(1 for i, name in enumerate(names)
                   if kinds[i] != TensorKind.WEIGHT and types.get(name, (0, None))[0] == onnx.TensorProto.STRING)
     bounded_sequences = 0
-    if unknown and any(n.op_type in _SEQUENCE_OPS for n in g.node):
+    if unknown and any(n.op_type in _SEQUENCE_OPS | _OPTIONAL_OPS for n in g.node):
         known = {name: int(sizes[i]) for i, name in enumerate(names) if sizes[i] >= 0}
         seq_sizes, seq_bounded = sequence_bytes(g, known)
+        made_by = {o: n.op_type for n in g.node for o in n.output}
         for name in [u for u in unknown if u in seq_sizes]:
             sizes[tensor_id[name]] = seq_sizes[name]
-            if name not in types:  # a sequence value, not a tensor read out of one
-                dtypes[tensor_id[name]] = "sequence"
+            if name not in types:  # a sequence or optional value, not a tensor read out of one
+                dtypes[tensor_id[name]] = "optional" if made_by.get(name) == "Optional" else "sequence"
         bounded_sequences = len(seq_bounded & set(unknown))
         unknown = [u for u in unknown if u not in seq_sizes]
     if unknown:

@@ -1,4 +1,4 @@
-"""Bytes held by ONNX sequence values (lists of tensors), from the ops that build them.
+"""Bytes held by ONNX sequence values (lists of tensors) and optional values, from the ops that build them.
 
 A sequence (``SplitToSequence``, ``SequenceConstruct``, ...) has no tensor shape, so shape
 inference never sizes it, yet it holds memory like a tensor: its elements.  This module gives
@@ -10,7 +10,9 @@ tensors read back out of a sequence whose shape inference left unknown:
 * ``SequenceInsert(s, t)``: ``bytes(s) + bytes(t)``;
 * ``ConcatFromSequence(s)``: every element once: ``bytes(s)``;
 * ``SequenceErase(s)`` and ``SequenceAt(s)``: at most ``bytes(s)`` (which element is not known
-  until run time): an upper bound, counted as such (``bounded``).
+  until run time): an upper bound, counted as such (``bounded``);
+* ``Optional(x)``: the value it wraps: ``bytes(x)``; ``Optional()`` (empty): 0;
+  ``OptionalGetElement(o)``: ``bytes(o)``.
 
 Sequences made by anything else (``SequenceMap``, a ``Loop`` or ``If`` output, a custom op) stay
 unknown, and so does the importer's error for them.
@@ -39,6 +41,8 @@ _EXACT = {
     "SequenceEmpty": lambda b: 0,
     "SequenceInsert": lambda b: None if None in b[:2] else b[0] + b[1],
     "ConcatFromSequence": lambda b: b[0],
+    "Optional": lambda b: b[0] if b else 0,
+    "OptionalGetElement": lambda b: b[0],
 }
 _BOUNDED = {"SequenceErase", "SequenceAt"}  # at most the sequence they read
 

@@ -191,9 +191,9 @@ def runner_main(parser: argparse.ArgumentParser, measure: Measure, argv: Sequenc
         sys.stderr.write(f"{_REFUSED}{first_line(exc, limit=None)}\n")
         return 2
     if args.outputs:
-        # string outputs come back as object arrays: saved as fixed-width unicode, so loading needs no pickle
-        np.savez(args.outputs, **{f"o{i}": outputs[n].astype(np.str_) if outputs[n].dtype == object else outputs[n]
-                                  for i, n in enumerate(report["outputs"])})
+        from onnx_sched.bench.outputs import npz_outputs
+
+        np.savez(args.outputs, **npz_outputs([outputs[n] for n in report["outputs"]]))
     sys.stdout.write(json.dumps(report) + "\n")
     sys.stdout.flush()
     return 0

@@ -106,6 +106,7 @@ def ort_optimized_model(
                 if init.name not in listed:
                     model.graph.input.append(onnx.helper.make_tensor_value_info(init.name, init.data_type,
                                                                                 list(init.dims)))
+        _int64_sparse_indices(model)
         _record_ort_shapes(model, weights_from.parent)
         kept = [p for p in model.metadata_props if p.key != ORT_OPTIMIZED_KEY]
         del model.metadata_props[:]
@@ -113,6 +114,18 @@ def ort_optimized_model(
         model.metadata_props.add(key=ORT_OPTIMIZED_KEY, value=level)
         save_model_atomic(model, dst, source_path=weights_from)
     return dst
+
+
+def _int64_sparse_indices(model: Any) -> None:
+    """ORT writes a sparse initializer's indices in the narrowest integer type (int8 for small tensors); onnx
+    allows int64 only: widen them."""
+    import onnx
+    from onnx import numpy_helper
+
+    for sparse in model.graph.sparse_initializer:
+        if sparse.indices.data_type != onnx.TensorProto.INT64:
+            index = numpy_helper.to_array(sparse.indices).astype(np.int64)
+            sparse.indices.CopyFrom(numpy_helper.from_array(index, sparse.indices.name))
 
 
 def _record_ort_shapes(model: Any, folder: Path) -> None:
