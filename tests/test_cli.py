@@ -513,4 +513,4 @@ def test_openvino_refusing_an_onnx_model_names_the_file(tmp_path, args):
     assert res.returncode == 2, res.stderr
     lines = res.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"onnx-sched: error: {src}: OpenVINO cannot read"), res.stderr
-    assert "Frob" in lines[0]
+    assert "Frob" in lines[0] and lines[0].endswith("(--runtime ort runs an ONNX model with ONNX Runtime)")

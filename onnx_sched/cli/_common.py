@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +14,21 @@ import click
 from onnx_sched.deadline import positive_seconds
 from onnx_sched.exporters.paths import atomic_write_bytes
 
-__all__ = ["SECONDS", "OutputFile", "import_options", "report_option", "write_json_atomic"]
+__all__ = ["SECONDS", "OutputFile", "import_options", "report_option", "runtime_hint", "write_json_atomic"]
+
+
+@contextmanager
+def runtime_hint(runtime: str) -> Iterator[None]:
+    """A command with ``--runtime`` (default openvino): an ONNX model OpenVINO cannot read (an ``ai.onnx.ml`` op, a
+    contrib op) may still run on ONNX Runtime, so its one-line refusal says how to ask for that."""
+    from onnx_sched.errors import ModelLoadError
+
+    try:
+        yield
+    except ModelLoadError as exc:
+        if runtime == "openvino" and "OpenVINO cannot read the ONNX model" in str(exc):
+            raise ModelLoadError(f"{exc} (--runtime ort runs an ONNX model with ONNX Runtime)") from None
+        raise
 
 
 def write_json_atomic(data: Any, path: str | os.PathLike) -> None:

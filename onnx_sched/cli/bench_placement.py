@@ -24,7 +24,7 @@ from pathlib import Path
 
 import click
 
-from onnx_sched.cli._common import SECONDS, OutputFile, import_options, report_option
+from onnx_sched.cli._common import SECONDS, OutputFile, import_options, report_option, runtime_hint
 
 __all__ = ["command"]
 
@@ -102,7 +102,8 @@ def command(model: str, placement_path: str | None, method: str | None, profiles
         run_devs = list(device_names(devices, "--devices") or cpu_devices(k))
         if len(run_devs) < k or (devices and len(run_devs) != k):
             raise ValueError(f"placement uses {k} devices {names}; --devices gives {len(run_devs)}")
-        report = bench_openvino(imported, placement, run_devs[:k], warmup=warmup, repeats=repeats)
+        with runtime_hint(runtime):
+            report = bench_openvino(imported, placement, run_devs[:k], warmup=warmup, repeats=repeats)
         ran_on = dict(zip(run_devs, names))
     else:
         from onnx_sched.bench.split_executor import device_spec

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import click
 
-from onnx_sched.cli._common import OutputFile, import_options
+from onnx_sched.cli._common import OutputFile, import_options, runtime_hint
 
 __all__ = ["command"]
 
@@ -73,8 +73,9 @@ def command(model: str, device: str, runtime: str, hosts: str, repeats: int, thr
         device = "CPUExecutionProvider"
     if torch_device(device):
         runtime = "torch"
-    ps = profile_model(imported, device, runtime, repeats=repeats, threads=threads, transfer=not no_transfer,
-                       hosts=tuple(h.strip() for h in hosts.split(",") if h.strip()), scale_to_run=scale_to_run)
+    with runtime_hint(runtime):
+        ps = profile_model(imported, device, runtime, repeats=repeats, threads=threads, transfer=not no_transfer,
+                           hosts=tuple(h.strip() for h in hosts.split(",") if h.strip()), scale_to_run=scale_to_run)
     if kinds:
         ps = add_simulated(ps, kinds)
     save_profiles(ps, output)
