@@ -217,6 +217,31 @@ def test_bench_compares_sequence_and_optional_outputs(tmp_path: Path) -> None:
     assert other.outputs_equal is False and other.mismatched_outputs == ("rows",)
 
 
+def _noisy_model(scale: float) -> onnx.ModelProto:
+    """noisy = x + RandomUniformLike(x) (unseeded) and clean = x * ``scale``."""
+    nodes = [h.make_node("RandomUniformLike", ["x"], ["u"], name="draw"), h.make_node("Add", ["x", "u"], ["noisy"]),
+             h.make_node("Mul", ["x", "k"], ["clean"], name="scale")]
+    graph = h.make_graph(nodes, "g", [h.make_tensor_value_info("x", T.FLOAT, [64])],
+                         [h.make_tensor_value_info(n, T.FLOAT, [64]) for n in ("noisy", "clean")],
+                         initializer=[h.make_tensor("k", T.FLOAT, [], [scale])])
+    return h.make_model(graph, opset_imports=[h.make_opsetid("", 17)], ir_version=10)
+
+
+def test_bench_leaves_out_outputs_an_unseeded_random_op_feeds(tmp_path: Path) -> None:
+    """Two processes draw different values for an unseeded random op, so ``bench M M`` said the outputs differ
+    and failed; they are left out and named, and the other outputs are still compared."""
+    a, b = tmp_path / "a.onnx", tmp_path / "b.onnx"
+    onnx.save(_noisy_model(2.0), a)
+    onnx.save(_noisy_model(3.0), b)
+    same = bench_models(a, a, repeats=1, warmup=0, arenas=(False,))
+    assert same.outputs_equal is True and same.unchecked_outputs == ("noisy",)
+    other = bench_models(a, b, repeats=1, warmup=0, arenas=(False,))
+    assert other.outputs_equal is False and other.mismatched_outputs == ("clean",)
+    result = CliRunner().invoke(main, ["bench", str(a), str(a), "--repeats", "1", "--warmup", "0", "--arena", "off"])
+    assert result.exit_code == 0, result.output
+    assert "not compared" in result.output and "noisy" in result.output and "bitwise equal" in result.output
+
+
 def test_cli_bench_bad_model_is_one_line_error(tmp_path: Path) -> None:
     bad = tmp_path / "bad.onnx"
     bad.write_bytes(b"not a model")

@@ -353,3 +353,35 @@ def test_ort_gpu_provider_devices_are_read_and_refused_in_one_line_when_missing(
     assert res.exit_code != 0 and not (tmp_path / "r.json").exists()
     assert "CUDAExecutionProvider is not available" in res.output and "onnxruntime-gpu" in res.output
     assert "Traceback" not in res.output
+
+
+def _random_model() -> onnx.ModelProto:
+    """y = x @ w + RandomNormalLike(x) (unseeded) beside z = Relu(x @ w): two branches placements can split."""
+    w = np.random.default_rng(0).standard_normal((16, 16)).astype(np.float32)
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["m"], name="mm"),
+             helper.make_node("RandomNormalLike", ["m"], ["n"], name="noise"),
+             helper.make_node("Add", ["m", "n"], ["y"], name="add"),
+             helper.make_node("Relu", ["m"], ["z"], name="relu")]
+    graph = helper.make_graph(nodes, "noisy", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 16])],
+                              [helper.make_tensor_value_info(n, TensorProto.FLOAT, [4, 16]) for n in ("y", "z")],
+                              [onnx.numpy_helper.from_array(w, "w")])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=10)
+
+
+def test_outputs_an_unseeded_random_op_feeds_are_not_compared() -> None:
+    """ONNX Runtime seeds an unseeded random op per process and its draws follow the run order, so the measured
+    target refused every such model ("a placement's outputs differ from the reference"); the other outputs are
+    still compared."""
+    from onnx_sched.bench.outputs import random_outputs
+    from onnx_sched.bench.runtimes.placement_timing import interleaved_seconds
+
+    model = _random_model()
+    assert random_outputs(model) == {"y"}
+    imp = import_onnx(model)
+    rows = np.array([[0, 0, 0, 0], [0, 1, 1, 0], [0, 0, 1, 1]])
+    assert np.isfinite(interleaved_seconds(imp, rows, ["d0", "d1"], repeats=1, warmup=0)).all()
+    report = bench_ort(imp, rows[1], [DeviceSpec("d0"), DeviceSpec("d1")], warmup=0, repeats=1)
+    assert report["outputs_equal"] and report["unchecked_outputs"] == ["y"]
+    seeded = _random_model()
+    seeded.graph.node[1].attribute.append(helper.make_attribute("seed", 1.0))
+    assert random_outputs(seeded) == frozenset()  # a seeded op draws the same values in every run order

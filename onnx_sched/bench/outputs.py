@@ -10,6 +10,10 @@ Runtime's CPU kernels lack most float16 / bfloat16 ops and each session inserts
 casts around them, so where a split falls decides which intermediate values get
 rounded to the narrow type.
 
+Outputs an unseeded random op feeds (:func:`random_outputs`) are left out of every
+comparison: ONNX Runtime seeds such an op per process and its draws follow the order
+ops run in, so they differ between any two runs of a reordered or split model.
+
 Not :func:`onnx_sched.bench.measure.compare_outputs`, the bitwise check of a
 reordered model's outputs saved as ``.npz`` (:func:`npz_outputs` lays them out:
 a sequence output is one entry per element, an empty optional one marker).
@@ -17,12 +21,13 @@ a sequence output is one entry per element, an empty optional one marker).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
-__all__ = ["ATOL", "RTOL", "compare_outputs", "npz_entries", "npz_outputs", "output_tolerance", "outputs_informative"]
+__all__ = ["ATOL", "RTOL", "compare_outputs", "npz_entries", "npz_outputs", "output_tolerance", "outputs_informative",
+           "random_outputs"]
 
 RTOL = ATOL = 1e-5
 
@@ -91,10 +96,13 @@ def outputs_informative(ref: Mapping[str, np.ndarray]) -> bool:
 
 
 def compare_outputs(ref: Mapping[str, np.ndarray], got: Mapping[str, np.ndarray],
-                    tol: float = RTOL) -> tuple[bool, float]:
-    """All outputs equal within ``rtol = atol = tol`` (default 1e-5; NaN == NaN); also the max abs error."""
+                    tol: float = RTOL, unchecked: Collection[str] = ()) -> tuple[bool, float]:
+    """All outputs but ``unchecked`` equal within ``rtol = atol = tol`` (default 1e-5; NaN == NaN); also the max
+    abs error."""
     ok, worst = True, 0.0
     for name, a in ref.items():
+        if name in unchecked:
+            continue
         b = np.asarray(got[name])
         a = np.asarray(a)
         if a.shape != b.shape:
@@ -109,3 +117,46 @@ def compare_outputs(ref: Mapping[str, np.ndarray], got: Mapping[str, np.ndarray]
             ok = False
             worst = float("inf")
     return ok, worst
+
+
+def random_outputs(model: Any) -> frozenset[str]:
+    """Graph outputs of ``model`` (``ModelProto``; other models: none) that an unseeded random op feeds, directly,
+    through other ops or from inside a subgraph: their values differ between runs of the same model in two
+    processes, and between two orders of its ops in one, so no equality check applies to them.  A random op with a
+    ``seed`` draws the same values in every run order; ``Dropout`` draws only with a ``training_mode`` input.
+
+    >>> from onnx import TensorProto, helper
+    >>> nodes = [helper.make_node("RandomUniformLike", ["x"], ["u"]), helper.make_node("Add", ["x", "u"], ["y"]),
+    ...          helper.make_node("RandomNormalLike", ["x"], ["n"], seed=1.0), helper.make_node("Relu", ["x"], ["r"])]
+    >>> outs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, [2]) for n in ("y", "n", "r")]
+    >>> graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])], outs)
+    >>> sorted(random_outputs(helper.make_model(graph)))
+    ['y']
+    """
+    import onnx
+
+    from onnx_sched.importers.onnx import RANDOM_OPS
+
+    if not isinstance(model, onnx.ModelProto):
+        return frozenset()
+
+    def subgraphs(node: onnx.NodeProto) -> list[onnx.GraphProto]:
+        return [g for a in node.attribute for g in ([a.g] if a.type == onnx.AttributeProto.GRAPH else a.graphs)]
+
+    def draws(node: onnx.NodeProto) -> bool:
+        random = node.op_type in RANDOM_OPS or (node.op_type == "Dropout" and len(node.input) > 2 and node.input[2])
+        if random and node.domain in ("", "ai.onnx"):
+            return not any(a.name == "seed" for a in node.attribute)
+        return any(draws(n) for g in subgraphs(node) for n in g.node)
+
+    def reads(node: onnx.NodeProto) -> set[str]:  # its inputs and every name its subgraphs' nodes read
+        return {*node.input, *(x for g in subgraphs(node) for n in g.node for x in reads(n))}
+
+    nodes = [(n, reads(n)) for n in model.graph.node]
+    tainted = {o for n, _ in nodes if draws(n) for o in n.output if o}
+    grown = bool(tainted)
+    while grown:  # a fixed point: the nodes need not be in topological order
+        before = len(tainted)
+        tainted.update(o for n, names in nodes if names & tainted for o in n.output if o)
+        grown = len(tainted) > before
+    return frozenset(o.name for o in model.graph.output if o.name in tainted)

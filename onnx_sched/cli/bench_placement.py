@@ -130,10 +130,15 @@ def command(model: str, placement_path: str | None, method: str | None, profiles
             f"split median {split['median_s'] * 1e3:.3f} ms p90 {split['p90_s'] * 1e3:.3f} ms")
     if single:
         line += f", single device {single['median_s'] * 1e3:.3f} ms"
-    if "outputs_equal" in report:
+    unchecked = report.get("unchecked_outputs", [])
+    if unchecked and set(unchecked) >= {o.name for o in getattr(imported.model, "graph", imported.model).output}:
+        line += ", outputs not compared (an unseeded random op feeds every one)"
+    elif "outputs_equal" in report:
         line += f", outputs {'equal' if report['outputs_equal'] else 'DIFFER'} (max abs err {report['max_abs_error']:.2g}"
         tol = report.get("tolerance")
         line += f", torch tolerance rtol {tol['rtol']:g} atol {tol['atol']:g})" if tol else ")"
+        if unchecked:
+            line += f"; not compared (an unseeded random op feeds them): {', '.join(unchecked)}"
     click.echo(line + sim)
     if not report_path:
         shown = {label: name if name == label else f"{name} (as {label})" for label, name in ran_on.items()}

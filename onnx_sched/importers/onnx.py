@@ -48,7 +48,7 @@ from onnx_sched.importers.sequence_sizes import sequence_bytes
 from onnx_sched.onnx_structure import NUMPY_TYPES, structure_only
 
 __all__ = [  # the file readers are onnx_file's, kept importable from here
-    "ImportedOnnx", "check_dim_names", "check_weight_bytes", "import_onnx", "is_utf8_path", "load_model",
+    "RANDOM_OPS", "ImportedOnnx", "check_dim_names", "check_weight_bytes", "import_onnx", "is_utf8_path", "load_model",
     "load_model_by_reference",
     "load_model_without_initializers", "parse_dims", "parse_input_shapes",
     "stable_op_names", "tensor_nbytes", "weight_nbytes",
@@ -82,7 +82,8 @@ def stable_op_names(nodes: Sequence[onnx.NodeProto]) -> tuple[str, ...]:
     return tuple(n if clash[n] == 1 else f"{n}#{i}" for i, n in enumerate(names))
 
 
-_NONDETERMINISTIC = frozenset(
+#: ops that draw random values: never folded into weights (and see :func:`onnx_sched.bench.outputs.random_outputs`)
+RANDOM_OPS = frozenset(
     {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial", "Bernoulli"}
 )
 _CONTROL_FLOW = frozenset({"If", "Loop", "Scan"})
@@ -371,7 +372,8 @@ def import_onnx(
         ins = [x for x in list(node.input) + (_subgraph_reads(node) if node.op_type in _CONTROL_FLOW else []) if x]
         is_weight = node.domain in ("", "ai.onnx") and (
             node.op_type == "Constant"
-            or (ins and node.op_type not in _NONDETERMINISTIC and node.op_type not in _CONTROL_FLOW and all(x in weight_names for x in ins))
+            or (ins and node.op_type not in RANDOM_OPS and node.op_type not in _CONTROL_FLOW
+                and all(x in weight_names for x in ins))
         )
         if is_weight:
             weight_nodes.append(idx)

@@ -46,7 +46,7 @@ from typing import Any
 
 import numpy as np
 
-from onnx_sched.bench.outputs import compare_outputs, output_tolerance
+from onnx_sched.bench.outputs import compare_outputs, output_tolerance, random_outputs
 from onnx_sched.bench.runtimes.device_ops import device_ops
 from onnx_sched.bench.runtimes.device_plan import (
     DevicePlan,
@@ -330,7 +330,7 @@ def measure_schedule(sched: PlacedSchedule, feed: Mapping[str, np.ndarray],
     outputs = {**weight_outputs(sched.imported), **outputs}  # graph outputs no device computes: weights
     model = with_weights(sched.imported)
     tol = max(output_tolerance(model), *tolerance([r for r in runners if r]))
-    equal, worst = compare_outputs(reference_outputs(model, feed), outputs, tol)
+    equal, worst = compare_outputs(reference_outputs(model, feed), outputs, tol, random_outputs(model))
     devices = tuple(
         DeviceMeasurement(device=p.name, predicted_peak_bytes=p.predicted_peak_bytes,
                           heap_peak_bytes=h["heap_peak_bytes"], heap_end_bytes=h["heap_end_bytes"],
