@@ -117,6 +117,17 @@ def openvino_core() -> Any:
     return _CORE
 
 
+def exact_f32(core: Any, device: str) -> dict[str, Any]:
+    """OpenVINO properties under which every compile of a model on ``device`` computes in f32: the f32 inference
+    precision, and no dynamic quantization where the device has it (the CPU plugin quantizes the activations of a
+    MatMul with compressed weights, e.g. 4-bit ones, to int8 per group by default, so one model split two ways
+    computed two results)."""
+    props: dict[str, Any] = {"INFERENCE_PRECISION_HINT": "f32"}
+    if "DYNAMIC_QUANTIZATION_GROUP_SIZE" in core.get_property(device, "SUPPORTED_PROPERTIES"):
+        props["DYNAMIC_QUANTIZATION_GROUP_SIZE"] = 0
+    return props
+
+
 def is_cpu_alias(name: str) -> bool:
     """Whether ``name`` is one of the names the CPU plugin is registered under for splits on a CPU-only
     machine: ``CPUB``, ``CPU2``, ``CPU3``, ...

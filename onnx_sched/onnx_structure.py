@@ -64,9 +64,10 @@ def _repeated(field: Any) -> bool:
 
 
 def structure_only(model: onnx.ModelProto, max_elements: int | None = LARGE_ELEMENTS) -> onnx.ModelProto:
-    """``model`` with its large initializers (:func:`is_large`) as typed graph inputs of the same name, type and
-    shape; the other initializers, nodes, value infos, opsets and functions as they are.  ``model`` itself when
-    it has no large initializer.
+    """``model`` with its large initializers (:func:`is_large`) and its sparse ones as typed graph inputs of the
+    same name, type and shape (onnx's shape inference types a sparse initializer as no op's input accepts); the
+    other initializers, nodes, value infos, opsets and functions as they are.  ``model`` itself when it has no
+    large or sparse initializer.
 
     >>> import numpy as np
     >>> from onnx import numpy_helper
@@ -81,17 +82,19 @@ def structure_only(model: onnx.ModelProto, max_elements: int | None = LARGE_ELEM
     (['s'], ['x', 'w'])
     """
     graph = model.graph
-    if not any(is_large(t, max_elements) for t in graph.initializer):
+    if not any(is_large(t, max_elements) for t in graph.initializer) and not graph.sparse_initializer:
         return model
     light = onnx.ModelProto()
     copy_except(model, light, "graph")
-    copy_except(graph, light.graph, "initializer")
+    copy_except(graph, light.graph, "initializer", "sparse_initializer")
     declared = {i.name for i in graph.input}  # IR < 4 lists initializers as inputs too
     for tensor in graph.initializer:
         if not is_large(tensor, max_elements):
             light.graph.initializer.append(tensor)
         elif tensor.name not in declared:
             light.graph.input.append(helper.make_tensor_value_info(tensor.name, tensor.data_type, list(tensor.dims)))
+    light.graph.input.extend(helper.make_tensor_value_info(t.values.name, t.values.data_type, list(t.dims))
+                             for t in graph.sparse_initializer)
     return light
 
 

@@ -147,4 +147,5 @@ def command(model: str, placement_path: str | None, method: str | None, profiles
                 "run)" if runtime == "openvino" else "busy per device (median run)")
         click.echo(f"{what}: {busy}")
     if report.get("outputs_equal") is False:
-        raise SystemExit(1)
+        raise click.ClickException(f"the split's outputs differ from the whole model's (max abs error "
+                                   f"{report['max_abs_error']:.3g})")

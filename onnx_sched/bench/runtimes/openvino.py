@@ -71,7 +71,7 @@ def _by_name(results: Any, names: Sequence[str], compiled: Any) -> dict[str, np.
 def _prepare_core(devices: Sequence[str], precision: str) -> Any:
     """The process-wide Core with the CPU plugin's extra names registered when named (``CPUB``, and ``CPU2``,
     ``CPU3``, ... for splits over more CPU "devices") and ``precision`` pinned on every device."""
-    from onnx_sched.devices import is_cpu_alias, openvino_core, register_cpu_alias
+    from onnx_sched.devices import exact_f32, is_cpu_alias, openvino_core, register_cpu_alias
 
     core = openvino_core()
     for d in sorted(set(devices)):
@@ -81,7 +81,7 @@ def _prepare_core(devices: Sequence[str], precision: str) -> Any:
         if d not in core.available_devices:
             raise DeviceError(f"OpenVINO device {d!r} not available; this machine has {core.available_devices}")
         if precision:
-            core.set_property(d, {"INFERENCE_PRECISION_HINT": precision})
+            core.set_property(d, exact_f32(core, d) if precision == "f32" else {"INFERENCE_PRECISION_HINT": precision})
     return core
 
 

@@ -74,13 +74,13 @@ def run_measurement(
 
     from onnx_sched.bench.runtimes.openvino import ov_inputs
     from onnx_sched.bench.runtimes.openvino_model import read_model
-    from onnx_sched.devices import openvino_core
+    from onnx_sched.devices import exact_f32, openvino_core
 
     if repeats < 1 or warmup < 0 or threads < 1:
         raise ValueError(f"repeats and threads must be >= 1 and warmup >= 0, got {repeats}, {threads}, {warmup}")
     model, onnx_names = read_model(model_path)
     core = openvino_core()
-    config = {"INFERENCE_PRECISION_HINT": PRECISION, "INFERENCE_NUM_THREADS": threads}
+    config = {**exact_f32(core, DEVICE), "INFERENCE_NUM_THREADS": threads}  # PRECISION, and no int8 activations
     device_name = str(core.get_property(DEVICE, "FULL_DEVICE_NAME"))  # loads the plugin outside the window
     with PeakRssWindow() as mem:
         t0 = time.perf_counter()
