@@ -98,12 +98,29 @@ def outputs_informative(ref: Mapping[str, np.ndarray]) -> bool:
 def compare_outputs(ref: Mapping[str, np.ndarray], got: Mapping[str, np.ndarray],
                     tol: float = RTOL, unchecked: Collection[str] = ()) -> tuple[bool, float]:
     """All outputs but ``unchecked`` equal within ``rtol = atol = tol`` (default 1e-5; NaN == NaN); also the max
-    abs error."""
+    abs error.  A sequence output (a list) is compared element by element, an empty optional (``None``) equals only
+    another.
+
+    >>> compare_outputs({"s": [np.ones(2), np.zeros(3)], "o": None}, {"s": [np.ones(2), np.zeros(3)], "o": None})
+    (True, 0.0)
+    >>> compare_outputs({"s": [np.ones(2)]}, {"s": [np.ones(2), np.ones(2)]})
+    (False, inf)
+    """
     ok, worst = True, 0.0
+    pairs = []
     for name, a in ref.items():
         if name in unchecked:
             continue
-        b = np.asarray(got[name])
+        b = got[name]
+        if isinstance(a, list) or isinstance(b, list) or a is None or b is None:
+            xs, ys = _elements(a), _elements(b)
+            if len(xs) != len(ys) or any(x is None for x in xs) != any(y is None for y in ys):
+                return False, float("inf")
+            pairs += [(x, y) for x, y in zip(xs, ys) if x is not None]
+        else:
+            pairs.append((a, b))
+    for a, b in pairs:
+        b = np.asarray(b)
         a = np.asarray(a)
         if a.shape != b.shape:
             return False, float("inf")
@@ -117,6 +134,11 @@ def compare_outputs(ref: Mapping[str, np.ndarray], got: Mapping[str, np.ndarray]
             ok = False
             worst = float("inf")
     return ok, worst
+
+
+def _elements(value: Any) -> list[Any]:
+    """A sequence output's elements; ``[None]`` for an empty optional; ``[value]`` for a tensor."""
+    return list(value) if isinstance(value, list) else [value]
 
 
 def random_outputs(model: Any) -> frozenset[str]:
