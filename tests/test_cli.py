@@ -154,6 +154,20 @@ def test_pass_options_reach_the_pass_and_bad_ones_fail_cleanly(tmp_path):
     assert "KEY=VALUE" in bad.stderr and not (tmp_path / "x.onnx").exists()
 
 
+@pytest.mark.parametrize("mode", ["sequential", "concurrent"])
+def test_latency_plot_draws_the_placement_as_its_mode_runs_it(tmp_path, mode):
+    """``--plot`` with the latency objective was refused ("has no plot"); it draws the placement's timeline."""
+    from conftest import CORPUS
+
+    profiles = Path(__file__).resolve().parents[1] / "examples" / "profiles_cpu_igpu_dgpu.json"
+    out, plot = tmp_path / "o.onnx", tmp_path / "timeline.png"
+    res = run_cli("optimize", str(CORPUS / "onnx" / "light_squeezenet.onnx"), "-o", str(out), "--objective",
+                  "latency", "--profiles", str(profiles), "--latency-mode", mode, "--time-limit", "2",
+                  "--plot", str(plot))
+    assert res.returncode == 0, res.stderr
+    assert plot.stat().st_size > 5000
+
+
 def test_makespan_on_a_corpus_model_writes_model_report_and_gantt(tmp_path):
     from conftest import CORPUS
 

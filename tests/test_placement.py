@@ -342,6 +342,20 @@ def test_bench_openvino_splits_a_model_with_4_bit_weights_exactly() -> None:
     assert report["sub_models"] >= 2 and report["outputs_equal"] and report["max_abs_error"] == 0
 
 
+def test_the_sequential_timeline_ends_at_the_sequential_latency() -> None:
+    """Every op after the transfers it needs, the outputs' moves to the host last: the sum the model charges, each
+    tensor moved once per device."""
+    imp = import_onnx(CORPUS / "onnx" / "light_squeezenet.onnx")
+    problem = lat.placement_problem(imp.graph, load_profiles(EXAMPLE_PROFILES), mode="sequential")
+    rng = np.random.default_rng(0)
+    for placement in (np.zeros(imp.graph.n_ops, np.int64), rng.integers(0, problem.n_devices, imp.graph.n_ops)):
+        start, moves = lat.sequential_timeline(problem, placement)
+        ops_end = start + problem.op_time[np.arange(imp.graph.n_ops), placement]
+        end = max(ops_end.max(), max((t + d for t, d, *_ in moves), default=0.0))
+        assert end == pytest.approx(lat.sequential_latency(problem, placement), rel=1e-9)
+        assert len(moves) == len({(tensor, dst) for _, _, tensor, _, dst in moves})  # each tensor moves once
+
+
 # ---------------------------------------------------------------------- CLI
 def test_cli_devices_profile_and_bench_placement(tmp_path) -> None:
     from onnx_sched.cli import main

@@ -72,7 +72,8 @@ def render(table: ReportTable) -> Table:
 @click.option("--temperature", type=float, default=None, help="gflownet: sampling temperature sigma (default 0.005).")
 @report_option()
 @click.option("--plot", "plot_path", type=OutputFile(), default=None,
-              help="Draw memory over steps (peak-mem) or a Gantt chart (makespan) to a PNG.")
+              help="Draw memory over steps (peak-mem; per device with --devices), a Gantt chart (makespan) or the "
+                   "placement's timeline (latency) to a PNG.")
 @import_options
 def command(model: Path, output: Path, objective: str, method: str, time_limit: float, inplace: bool, seed: int,
             beam: int | None, samples: int | None, machines: Path | None, profiles: tuple[Path, ...], devices: str | None,
@@ -107,7 +108,7 @@ def command(model: Path, output: Path, objective: str, method: str, time_limit: 
     if time_limit <= 0:
         raise ValueError(f"--time-limit must be positive, got {time_limit}")
     if plot_path is not None and not get_objective(objective).plots:
-        raise ValueError(f"--plot: objective {objective!r} has no plot (peak-mem: memory over steps; makespan: Gantt)")
+        raise ValueError(f"--plot: objective {objective!r} has no plot")
     if plot_path is not None:
         from onnx_sched.plot import check_plot_path
 

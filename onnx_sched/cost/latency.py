@@ -45,11 +45,13 @@ __all__ = [
     "MODES",
     "PlacementProblem",
     "concurrent_latency",
+    "concurrent_schedule",
     "evaluate",
     "placement_problem",
     "receive_seconds",
     "sequential_latency",
     "sequential_latency_batch",
+    "sequential_timeline",
 ]
 
 MODES = ("sequential", "concurrent")
@@ -276,10 +278,12 @@ def receive_seconds(problem: PlacementProblem, placement: np.ndarray) -> np.ndar
     return out
 
 
-def concurrent_latency(problem: PlacementProblem, placement: np.ndarray, priority: np.ndarray | None = None) -> float:
-    """Makespan of the placement with independent ops on different devices overlapping
-    (list scheduling by HEFT upward rank unless ``priority`` is given); a transfer's fixed latency occupies the
-    receiving device (:func:`receive_seconds`), its bytes delay the consumer."""
+def concurrent_schedule(problem: PlacementProblem, placement: np.ndarray,
+                        priority: np.ndarray | None = None) -> tuple[Any, np.ndarray, float]:
+    """The concurrent model's timeline of ``placement``: ``(makespan problem, start seconds per op, makespan)``.
+    Independent ops on different devices overlap (list scheduling by HEFT upward rank unless ``priority`` is
+    given); in the makespan problem, each op may run only on its device and its seconds include the fixed latency
+    of the transfers it receives (:func:`receive_seconds`), while their bytes delay it as a link would."""
     from dataclasses import replace
 
     from onnx_sched.cost import makespan as ms
@@ -290,9 +294,65 @@ def concurrent_latency(problem: PlacementProblem, placement: np.ndarray, priorit
                    latency=np.zeros_like(problem.latency), info={})
     mp = busy.makespan_problem(p)
     prio = upward_rank(mp) if priority is None else priority
-    _, place, makespan = ms.run_list(mp, prio)
+    start, place, makespan = ms.run_list(mp, prio)
     assert (place == p).all()
-    return float(makespan)
+    return mp, start, float(makespan)
+
+
+def concurrent_latency(problem: PlacementProblem, placement: np.ndarray, priority: np.ndarray | None = None) -> float:
+    """Makespan of the placement with independent ops on different devices overlapping
+    (:func:`concurrent_schedule`)."""
+    return concurrent_schedule(problem, placement, priority)[2]
+
+
+def sequential_timeline(problem: PlacementProblem, placement: np.ndarray,
+                        order: np.ndarray | None = None) -> tuple[np.ndarray, list[tuple[float, float, int, int, int]]]:
+    """The sequential model's timeline of ``placement``: ops one after another in ``order`` (default: a
+    topological order), each after the transfers it needs; ``(start seconds per op, transfers)``, a transfer
+    ``(start, seconds, tensor id, from device, to device)``, the graph outputs' moves to the host last.  It ends at
+    :func:`sequential_latency`.
+
+    >>> from onnx_sched.graph import Graph
+    >>> g = Graph.from_edges(2, [(0, 1)], output_bytes=[4, 4])
+    >>> problem = PlacementProblem(g, ("d0", "d1"), np.ones((2, 2)), np.full((2, 2), 0.5), np.zeros((2, 2)))
+    >>> start, moves = sequential_timeline(problem, np.array([0, 1]))
+    >>> start.tolist(), [(t, s, src, dst) for t, s, _, src, dst in moves]
+    ([0.0, 1.5], [(1.0, 0.5, 0, 1)])
+    >>> sequential_latency(problem, np.array([0, 1]))
+    2.5
+    """
+    from onnx_sched.dag import kahn_order
+
+    p = _check_placement(problem, placement)
+    g, tt = problem.graph, problem.transfers
+    order = kahn_order(g) if order is None else np.asarray(order, np.int64)
+    reads: dict[int, list[int]] = {}  # op -> the movable tensors (table rows) it reads
+    for j in range(len(tt.tensor)):
+        for v in tt.cons_idx[tt.cons_ptr[j]:tt.cons_ptr[j + 1]]:
+            reads.setdefault(int(v), []).append(j)
+    home = np.where(tt.src_op < 0, problem.host, p[np.maximum(tt.src_op, 0)])
+    arrived: set[tuple[int, int]] = set()
+    start = np.zeros(g.n_ops)
+    moves: list[tuple[float, float, int, int, int]] = []
+    now = 0.0
+
+    def move(j: int, dst: int) -> None:
+        nonlocal now
+        src = int(home[j])
+        if src != dst and (j, dst) not in arrived:
+            arrived.add((j, dst))
+            seconds = float(problem.latency[src, dst] + tt.nbytes[j] * problem.inv_bandwidth[src, dst])
+            moves.append((now, seconds, int(tt.tensor[j]), src, dst))
+            now += seconds
+
+    for v in order:
+        for j in reads.get(int(v), ()):
+            move(j, int(p[v]))
+        start[v] = now
+        now += float(problem.op_time[v, p[v]])
+    for j in np.flatnonzero(tt.to_host):
+        move(int(j), problem.host)
+    return start, moves
 
 
 def evaluate(problem: PlacementProblem, placement: np.ndarray, mode: str | None = None) -> float:

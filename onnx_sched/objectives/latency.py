@@ -34,7 +34,7 @@ class Latency:
 
     name: str = "latency"
     pass_folder: str = "placement"
-    plots: bool = False
+    plots: bool = True
     reads: frozenset[str] = frozenset({"profiles", "devices", "latency_mode"})
     needs: frozenset[str] = frozenset({"profiles"})
 
@@ -148,7 +148,11 @@ class Latency:
         )
 
     def plot(self, graph: Graph, ctx: PassContext, schedule: Schedule, path: str | os.PathLike) -> None:
-        raise ValueError(f"objective {self.name!r} has no plot (--plot draws peak-mem memory or a makespan Gantt chart)")
+        """The placement's timeline as the latency model runs it (concurrent: Gantt chart; sequential: one op at a
+        time, transfers on their own row)."""
+        from onnx_sched.cost.gantt import plot_latency
+
+        plot_latency(ctx.problem, schedule.placement, path)
 
 
 def _target(ctx: PassContext) -> str:
