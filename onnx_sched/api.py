@@ -67,6 +67,16 @@ class OptimizeResult:
     input_schedule: Schedule = field(repr=False, default=None)  # type: ignore[assignment]
     problem: Any = field(repr=False, default=None)
     metadata: Mapping[str, str] = field(repr=False, default_factory=dict)
+    context: PassContext | None = field(repr=False, default=None)  # the pass's context (its problem and options)
+
+    def plot(self, path: str | os.PathLike) -> None:
+        """Draw the result to a PNG, as ``optimize --plot`` does: live memory over steps (peak-mem, per device when
+        split), a Gantt chart (makespan), the placement's timeline (latency)."""
+        from onnx_sched.plot import check_plot_path
+
+        check_plot_path(path)
+        context = self.context if self.context is not None else PassContext(problem=self.problem)
+        get_objective(self.report["objective"]).plot(self.imported.graph, context, self.schedule, path)
 
 
 def schedule_graph(
@@ -283,7 +293,7 @@ def optimize_model(
                                "string (separate heap blocks)")
     report["total_seconds"] = clock.elapsed()
     return OptimizeResult(model=exported.model, schedule=schedule, report=report, imported=imported, problem=problem,
-                          metadata=meta)
+                          metadata=meta, context=ctx)
 
 
 def checked_arguments(what: str, objective: str, method: str, **kwargs: Any) -> dict[str, Any]:

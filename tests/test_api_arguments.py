@@ -97,3 +97,17 @@ def test_a_warm_up_out_of_time_does_not_stop_the_run(monkeypatch) -> None:
     monkeypatch.setattr(api, "WARM_UP_SECONDS", 1e-6)
     result = optimize_model(branchy_model(), "peak-mem", "learned", time_limit=5)
     assert result.report["method_used"] == "learned"
+
+
+@pytest.mark.parametrize("objective, kwargs", [
+    ("peak-mem", {}),
+    ("peak-mem-devices", {"devices": "CPU,GPU"}),
+    ("latency", {"profiles": Path(__file__).resolve().parents[1] / "examples" / "profiles_cpu_igpu_dgpu.json"}),
+])
+def test_a_result_plots_itself_as_the_command_does(tmp_path, objective, kwargs) -> None:
+    """``OptimizeResult.plot``: what ``optimize --plot`` draws, for a Python caller (it had no way but the CLI's)."""
+    result = optimize_model(branchy_model(), objective, time_limit=2, **kwargs)
+    result.plot(tmp_path / "result.png")
+    assert (tmp_path / "result.png").stat().st_size > 5000
+    with pytest.raises(ValueError, match="must end in"):
+        result.plot(tmp_path / "result.nope")

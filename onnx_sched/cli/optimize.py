@@ -297,8 +297,5 @@ def _optimize(source: Path, model: Path, output: Path, objective: str, method: s
     if report_path is not None:
         write_json_atomic(report, report_path)
     if plot_path is not None:
-        from onnx_sched.passes import PassContext
-
-        ctx = PassContext(seed=seed, inplace=inplace, problem=result.problem)
-        obj.plot(result.imported.graph, ctx, result.schedule, plot_path)
+        result.plot(plot_path)
     console.print("wrote " + ", ".join(str(p) for p in written), markup=False)
