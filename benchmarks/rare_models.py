@@ -1,14 +1,13 @@
 """Valid ONNX models built from the format's rarer parts, for ``unseen_models.py`` / ``unseen_commands.py
 --source rare``.
 
-The corpus and onnx's backend test models are mostly plain tensor graphs.  Each model here is small and
-passes ``onnx.checker`` (full check where onnx's shape inference allows), runs in ONNX Runtime, and uses one
-part of the format a real model may carry:
+The corpus and onnx's backend test models are mostly plain tensor graphs.  Each model here is small, passes
+``onnx.checker``, runs in ONNX Runtime, and uses one part of the format a real model may carry:
 
 * ``sparse_weight``: a sparse initializer (``graph.sparse_initializer``);
 * ``local_function``: model-local functions (``model.functions``) called twice;
 * ``ir3_weight_inputs``: IR 3, every initializer also listed as a graph input (overridable);
-* ``sequence_optional``: a sequence and optionals among the graph outputs;
+* ``sequence_optional``: a sequence (of unequal elements) and optionals among the graph outputs;
 * ``unseeded_random``: ``RandomNormalLike`` / ``RandomUniform`` without a seed;
 * ``contrib_ops``: ``com.microsoft`` ops (``FusedMatMul``, ``Gelu``);
 * ``ml_tree``: an ``ai.onnx.ml`` ``TreeEnsembleRegressor``;
@@ -92,7 +91,7 @@ def ir3_weight_inputs() -> Built:
 def sequence_optional() -> Built:
     optional = h.make_optional_type_proto(h.make_tensor_type_proto(T.FLOAT, [4, 3]))
     nodes = [h.make_node("Mul", ["x", "x"], ["xx"], name="square"),
-             h.make_node("SplitToSequence", ["xx"], ["rows"], axis=0, name="split"),
+             h.make_node("SplitToSequence", ["xx", "sizes"], ["rows"], axis=0, name="split"),  # rows of 1 and 3
              h.make_node("SequenceLength", ["rows"], ["n"], name="length"),
              h.make_node("Optional", ["x"], ["some"], name="wrap"),
              h.make_node("OptionalGetElement", ["some"], ["got"], name="unwrap"),
@@ -100,7 +99,8 @@ def sequence_optional() -> Built:
              h.make_node("Relu", ["got"], ["y"], name="relu")]
     outputs = [_f32("y", [4, 3]), h.make_tensor_sequence_value_info("rows", T.FLOAT, None),
                h.make_tensor_value_info("n", T.INT64, []), h.make_value_info("none", optional)]
-    return _model(nodes, [_f32("x", [4, 3])], outputs, opsets=(("", 18),)), {"x": _x((4, 3))}, []
+    sizes = nh.from_array(np.array([1, 3], np.int64), "sizes")
+    return _model(nodes, [_f32("x", [4, 3])], outputs, [sizes], opsets=(("", 18),)), {"x": _x((4, 3))}, []
 
 
 def unseeded_random() -> Built:

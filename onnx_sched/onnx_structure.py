@@ -13,13 +13,14 @@ executor, ONNX Runtime's optimized graph and the torch part-runner.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import onnx
 from onnx import helper
 
 __all__ = ["LARGE_ELEMENTS", "NUMPY_TYPES", "annotate_shapes", "copy_except", "infer_shapes", "is_large",
-           "structure_only"]
+           "structure_only", "weights_as_inputs"]
 
 #: Initializers with more elements than this are weights to every shape rule: no op reads a shape, an axis
 #: list or an index vector this long.
@@ -81,20 +82,27 @@ def structure_only(model: onnx.ModelProto, max_elements: int | None = LARGE_ELEM
     >>> [t.name for t in light.graph.initializer], [i.name for i in light.graph.input]
     (['s'], ['x', 'w'])
     """
+    return weights_as_inputs(model, lambda t: is_large(t, max_elements))
+
+
+def weights_as_inputs(model: onnx.ModelProto, chosen: Callable[[onnx.TensorProto], bool]) -> onnx.ModelProto:
+    """``model`` with the initializers ``chosen`` picks, and its sparse ones, as typed graph inputs of the same name,
+    type and shape (once: IR < 4 lists initializers as inputs already); the rest as it is, without copying the
+    initializers kept.  ``model`` itself when nothing is picked and no initializer is sparse."""
     graph = model.graph
-    if not any(is_large(t, max_elements) for t in graph.initializer) and not graph.sparse_initializer:
+    if not any(chosen(t) for t in graph.initializer) and not graph.sparse_initializer:
         return model
     light = onnx.ModelProto()
     copy_except(model, light, "graph")
     copy_except(graph, light.graph, "initializer", "sparse_initializer")
-    declared = {i.name for i in graph.input}  # IR < 4 lists initializers as inputs too
+    declared = {i.name for i in graph.input}
     for tensor in graph.initializer:
-        if not is_large(tensor, max_elements):
+        if not chosen(tensor):
             light.graph.initializer.append(tensor)
         elif tensor.name not in declared:
             light.graph.input.append(helper.make_tensor_value_info(tensor.name, tensor.data_type, list(tensor.dims)))
     light.graph.input.extend(helper.make_tensor_value_info(t.values.name, t.values.data_type, list(t.dims))
-                             for t in graph.sparse_initializer)
+                             for t in graph.sparse_initializer if t.values.name not in declared)
     return light
 
 

@@ -364,10 +364,20 @@ def test_sparse_initializers_are_weights_and_the_parts_get_them_dense(tmp_path) 
     x = np.random.default_rng(0).standard_normal((2, 4)).astype(np.float32)
     whole = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(["y"], {"x": x})[0]
     with SplitExecutor(iter_parts(imported, np.array([0, 1, 0])), [DeviceSpec("d0"), DeviceSpec("d1")], ["y"]) as ex:
-        assert all(not p.model.graph.sparse_initializer for p in ex.parts)
+        assert any(t.name == "w" for p in ex.parts for t in p.model.graph.initializer)  # dense in the parts
         assert np.array_equal(ex.run({"x": x})["y"], whole)
     out = optimize_model(model, method="dfs", time_limit=1).model
     assert len(out.graph.sparse_initializer) == 1 and not out.graph.initializer  # the model's own weights as given
+    # a sparse initializer may also be a graph input (a default the caller can override): declared once
+    listed = _sparse_weight_model()
+    listed.graph.input.append(helper.make_tensor_value_info("w", TensorProto.FLOAT, [4, 4]))
+    onnx.checker.check_model(listed)
+    onnx.save(listed, tmp_path / "listed.onnx")
+    for source in (listed, tmp_path / "listed.onnx"):
+        assert import_onnx(source, weights_in_file=isinstance(source, Path)).graph.n_ops == 3
+    from onnx_sched.bench.inputs import random_inputs
+
+    assert list(random_inputs(listed)) == ["x"]  # the caller feeds x only
     # ORT writes the indices of its own graph's sparse weights as int8, which onnx's checker refuses
     onnx.save(model, tmp_path / "sparse.onnx")
     ort_graph = onnx.load(ort_optimized_model(tmp_path / "sparse.onnx", tmp_path / "ort.onnx"))

@@ -385,3 +385,12 @@ def test_outputs_an_unseeded_random_op_feeds_are_not_compared() -> None:
     seeded = _random_model()
     seeded.graph.node[1].attribute.append(helper.make_attribute("seed", 1.0))
     assert random_outputs(seeded) == frozenset()  # a seeded op draws the same values in every run order
+    called = _random_model()  # the random op inside a model-local function
+    noisy = helper.make_function("local", "Noisy", ["a"], ["b"], [helper.make_node("RandomNormalLike", ["a"], ["n"]),
+                                 helper.make_node("Add", ["a", "n"], ["b"])], [helper.make_opsetid("", 17)])
+    called.functions.append(noisy)
+    called.opset_import.append(helper.make_opsetid("local", 1))
+    del called.graph.node[1:3]
+    called.graph.node.insert(1, helper.make_node("Noisy", ["m"], ["y"], domain="local", name="noisy"))
+    onnx.checker.check_model(called)
+    assert random_outputs(called) == {"y"}

@@ -35,6 +35,7 @@ class FileWeights:
 
 
 _CACHE: weakref.WeakKeyDictionary[Any, FileWeights | None] = weakref.WeakKeyDictionary()
+_DENSE: weakref.WeakKeyDictionary[Any, onnx.ModelProto] = weakref.WeakKeyDictionary()  # sparse weights made dense
 
 
 def file_weights(imported: Any, runtime: str = "onnxruntime") -> FileWeights | None:
@@ -93,4 +94,10 @@ def model_for_sessions(imported: Any) -> tuple[onnx.ModelProto, FileWeights | No
     from onnx_sched.importers.onnx_weights import with_dense_weights, with_weights
 
     weights = file_weights(imported)
-    return (with_dense_weights(imported.model) if weights is not None else with_weights(imported)), weights
+    if weights is None:
+        return with_weights(imported), None
+    if not imported.model.graph.sparse_initializer:
+        return imported.model, weights
+    if imported not in _DENSE:  # once per import, as with_weights
+        _DENSE[imported] = with_dense_weights(imported.model)
+    return _DENSE[imported], weights

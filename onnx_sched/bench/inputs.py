@@ -51,7 +51,9 @@ def _onnx_input_specs(model: Any) -> list[_InputSpec]:
     import onnx
     from onnx.helper import tensor_dtype_to_np_dtype
 
-    inits = {t.name for t in model.graph.initializer}
+    from onnx_sched.importers.onnx import initializer_names
+
+    inits = initializer_names(model.graph)  # sparse ones too: an input that has one is not fed
     specs: list[_InputSpec] = []
     for vi in model.graph.input:
         if vi.name in inits:

@@ -26,8 +26,8 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["ATOL", "RTOL", "compare_outputs", "npz_entries", "npz_outputs", "output_tolerance", "outputs_informative",
-           "random_outputs"]
+__all__ = ["ATOL", "RTOL", "compare_outputs", "npz_entries", "npz_outputs", "output_pairs", "output_tolerance",
+           "outputs_informative", "random_outputs"]
 
 RTOL = ATOL = 1e-5
 
@@ -85,43 +85,56 @@ def output_tolerance(model: Any) -> float:
     return max([RTOL, *(narrow[t] for t in types if t in narrow)])
 
 
-def outputs_informative(ref: Mapping[str, np.ndarray]) -> bool:
-    """Whether some float output holds a finite non-zero value (the corpus's zero
-    weights make many outputs all-zero or NaN, where equality proves little)."""
-    for a in ref.values():
-        a = np.asarray(a)
-        if a.dtype.kind in "fc" and np.any(np.isfinite(a) & (a != 0)):
-            return True
+def outputs_informative(ref: Mapping[str, Any]) -> bool:
+    """Whether some float output (or sequence element) holds a finite non-zero value (the corpus's zero weights
+    make many outputs all-zero or NaN, where equality proves little)."""
+    for value in ref.values():
+        for a in _elements(value):
+            a = np.asarray(a) if a is not None else np.zeros(0)
+            if a.dtype.kind in "fc" and np.any(np.isfinite(a) & (a != 0)):
+                return True
     return False
 
 
-def compare_outputs(ref: Mapping[str, np.ndarray], got: Mapping[str, np.ndarray],
+def output_pairs(ref: Mapping[str, Any], got: Mapping[str, Any],
+                 unchecked: Collection[str] = ()) -> list[tuple[np.ndarray, np.ndarray]] | None:
+    """The tensors to compare, output by output but ``unchecked``: a tensor with its counterpart, a sequence (a list)
+    element by element; ``None`` when the two differ in kind (tensor, sequence, empty optional) or length.
+
+    >>> len(output_pairs({"s": [np.ones(2), np.zeros(3)], "o": None}, {"s": [np.ones(2), np.zeros(3)], "o": None}))
+    2
+    >>> output_pairs({"s": [np.ones(2)]}, {"s": np.ones(2)}) is None
+    True
+    """
+    pairs = []
+    for name, a in ref.items():
+        if name in unchecked:
+            continue
+        b = got[name]
+        if isinstance(a, list) != isinstance(b, list) or (a is None) != (b is None):
+            return None
+        xs, ys = _elements(a), _elements(b)
+        if len(xs) != len(ys):
+            return None
+        pairs += [(np.asarray(x), np.asarray(y)) for x, y in zip(xs, ys) if x is not None]
+    return pairs
+
+
+def compare_outputs(ref: Mapping[str, Any], got: Mapping[str, Any],
                     tol: float = RTOL, unchecked: Collection[str] = ()) -> tuple[bool, float]:
     """All outputs but ``unchecked`` equal within ``rtol = atol = tol`` (default 1e-5; NaN == NaN); also the max
-    abs error.  A sequence output (a list) is compared element by element, an empty optional (``None``) equals only
-    another.
+    abs error.  Sequences and empty optionals as :func:`output_pairs` pairs them.
 
     >>> compare_outputs({"s": [np.ones(2), np.zeros(3)], "o": None}, {"s": [np.ones(2), np.zeros(3)], "o": None})
     (True, 0.0)
     >>> compare_outputs({"s": [np.ones(2)]}, {"s": [np.ones(2), np.ones(2)]})
     (False, inf)
     """
+    pairs = output_pairs(ref, got, unchecked)
+    if pairs is None:
+        return False, float("inf")
     ok, worst = True, 0.0
-    pairs = []
-    for name, a in ref.items():
-        if name in unchecked:
-            continue
-        b = got[name]
-        if isinstance(a, list) or isinstance(b, list) or a is None or b is None:
-            xs, ys = _elements(a), _elements(b)
-            if len(xs) != len(ys) or any(x is None for x in xs) != any(y is None for y in ys):
-                return False, float("inf")
-            pairs += [(x, y) for x, y in zip(xs, ys) if x is not None]
-        else:
-            pairs.append((a, b))
     for a, b in pairs:
-        b = np.asarray(b)
-        a = np.asarray(a)
         if a.shape != b.shape:
             return False, float("inf")
         if a.dtype.kind in "fc":
@@ -142,10 +155,11 @@ def _elements(value: Any) -> list[Any]:
 
 
 def random_outputs(model: Any) -> frozenset[str]:
-    """Graph outputs of ``model`` (``ModelProto``; other models: none) that an unseeded random op feeds, directly,
-    through other ops or from inside a subgraph: their values differ between runs of the same model in two
-    processes, and between two orders of its ops in one, so no equality check applies to them.  A random op with a
-    ``seed`` draws the same values in every run order; ``Dropout`` draws only with a ``training_mode`` input.
+    """Graph outputs of ``model`` (an ONNX ``ModelProto``; an OpenVINO model's random ops are not looked for: none)
+    that an unseeded random op feeds, directly, through other ops or from inside a subgraph or a model-local
+    function: their values differ between runs of the same model in two processes, and between two orders of its
+    ops in one, so no equality check applies to them.  A random op with a ``seed`` draws the same values in every
+    run order; ``Dropout`` draws only with a ``training_mode`` input.
 
     >>> from onnx import TensorProto, helper
     >>> nodes = [helper.make_node("RandomUniformLike", ["x"], ["u"]), helper.make_node("Add", ["x", "u"], ["y"]),
@@ -165,11 +179,15 @@ def random_outputs(model: Any) -> frozenset[str]:
     def subgraphs(node: onnx.NodeProto) -> list[onnx.GraphProto]:
         return [g for a in node.attribute for g in ([a.g] if a.type == onnx.AttributeProto.GRAPH else a.graphs)]
 
+    functions = {(f.domain, f.name): f for f in model.functions}
+
     def draws(node: onnx.NodeProto) -> bool:
         random = node.op_type in RANDOM_OPS or (node.op_type == "Dropout" and len(node.input) > 2 and node.input[2])
         if random and node.domain in ("", "ai.onnx"):
             return not any(a.name == "seed" for a in node.attribute)
-        return any(draws(n) for g in subgraphs(node) for n in g.node)
+        body = functions.get((node.domain, node.op_type))  # a call of a model-local function
+        inner = [*(n for g in subgraphs(node) for n in g.node), *(body.node if body is not None else ())]
+        return any(draws(n) for n in inner)
 
     def reads(node: onnx.NodeProto) -> set[str]:  # its inputs and every name its subgraphs' nodes read
         return {*node.input, *(x for g in subgraphs(node) for n in g.node for x in reads(n))}

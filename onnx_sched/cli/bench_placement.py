@@ -60,6 +60,7 @@ def command(model: str, placement_path: str | None, method: str | None, profiles
     from onnx_sched.bench.placement_file import load_placement, placement_of_ir
     from onnx_sched.bench.placement_file import save_placement as write_placement
     from onnx_sched.bench.runtimes.openvino import bench_openvino
+    from onnx_sched.bench.runtimes.openvino_inputs import output_names
     from onnx_sched.bench.runtimes.ort import bench_ort
     from onnx_sched.devices import cpu_devices, device_names
     from onnx_sched.exporters.paths import check_output_paths, model_files
@@ -131,7 +132,7 @@ def command(model: str, placement_path: str | None, method: str | None, profiles
     if single:
         line += f", single device {single['median_s'] * 1e3:.3f} ms"
     unchecked = report.get("unchecked_outputs", [])
-    if unchecked and set(unchecked) >= {o.name for o in getattr(imported.model, "graph", imported.model).output}:
+    if unchecked and set(unchecked) >= set(output_names(imported)):
         line += ", outputs not compared (an unseeded random op feeds every one)"
     elif "outputs_equal" in report:
         line += f", outputs {'equal' if report['outputs_equal'] else 'DIFFER'} (max abs err {report['max_abs_error']:.2g}"

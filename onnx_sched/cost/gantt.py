@@ -87,11 +87,12 @@ def plot_gantt(problem: MakespanProblem, schedule: Schedule, path: str | os.Path
     save_figure(fig, path)
 
 
-def plot_latency(problem: Any, placement: np.ndarray, path: str | os.PathLike, title: str = "") -> None:
+def plot_latency(problem: Any, placement: np.ndarray, path: str | os.PathLike, title: str = "",
+                 order: np.ndarray | None = None) -> None:
     """Draw a latency placement (:class:`~onnx_sched.cost.latency.PlacementProblem`) as its mode runs it, a PNG at
     ``path``: concurrent, the Gantt chart of :func:`~onnx_sched.cost.latency.concurrent_schedule`; sequential, the
-    ops one after another on their devices' rows and the transfers on a row of their own
-    (:func:`~onnx_sched.cost.latency.sequential_timeline`)."""
+    ops one after another in ``order`` (default: a topological order) on their devices' rows and the transfers on
+    a row of their own (:func:`~onnx_sched.cost.latency.sequential_timeline`)."""
     from onnx_sched.cost.latency import concurrent_schedule, sequential_timeline
     from onnx_sched.plot import pyplot, save_figure
 
@@ -104,7 +105,7 @@ def plot_latency(problem: Any, placement: np.ndarray, path: str | os.PathLike, t
         plot_gantt(mp, schedule, path, title or f"{name}: concurrent latency {makespan * 1e3:.4g} ms")
         return
     plt = pyplot()
-    start, moves = sequential_timeline(problem, p)
+    start, moves = sequential_timeline(problem, p, order)
     seconds = problem.op_time[np.arange(len(p)), p]
     end = max(float((start + seconds).max(initial=0.0)), max((t + d for t, d, *_ in moves), default=0.0))
     names = list(problem.device_names)

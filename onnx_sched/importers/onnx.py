@@ -48,9 +48,9 @@ from onnx_sched.importers.sequence_sizes import sequence_bytes
 from onnx_sched.onnx_structure import NUMPY_TYPES, structure_only
 
 __all__ = [  # the file readers are onnx_file's, kept importable from here
-    "RANDOM_OPS", "ImportedOnnx", "check_dim_names", "check_weight_bytes", "import_onnx", "is_utf8_path", "load_model",
-    "load_model_by_reference",
-    "load_model_without_initializers", "parse_dims", "parse_input_shapes",
+    "RANDOM_OPS", "ImportedOnnx", "check_dim_names", "check_weight_bytes", "import_onnx", "initializer_names",
+    "is_utf8_path", "load_model", "load_model_by_reference", "load_model_without_initializers", "parse_dims",
+    "parse_input_shapes",
     "stable_op_names", "tensor_nbytes", "weight_nbytes",
 ]
 
@@ -289,7 +289,7 @@ def _param_bytes(model: onnx.ModelProto, op_names: tuple[str, ...]) -> np.ndarra
 
 
 # ------------------------------------------------------------------ structure
-def _initializer_names(graph: onnx.GraphProto) -> set[str]:
+def initializer_names(graph: onnx.GraphProto) -> set[str]:
     """Names of a graph's initializers, dense and sparse."""
     return {t.name for t in graph.initializer} | {t.values.name for t in graph.sparse_initializer}
 
@@ -300,7 +300,7 @@ def _subgraph_reads(node: onnx.NodeProto) -> list[str]:
     for attr in node.attribute:
         graphs = [attr.g] if attr.type == onnx.AttributeProto.GRAPH else list(attr.graphs)
         for sub in graphs:
-            defined = {i.name for i in sub.input} | _initializer_names(sub)
+            defined = {i.name for i in sub.input} | initializer_names(sub)
             for n in sub.node:
                 for name in list(n.input) + _subgraph_reads(n):
                     if name and name not in defined and name not in reads:
@@ -360,7 +360,7 @@ def import_onnx(
 
     types, sources = infer_types(pinned, path, changed=bool(input_shapes or dims))
 
-    initializers = _initializer_names(g)
+    initializers = initializer_names(g)
     graph_inputs = [i.name for i in g.input if i.name not in initializers]
     graph_outputs = [o.name for o in g.output]
 

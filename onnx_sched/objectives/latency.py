@@ -152,7 +152,7 @@ class Latency:
         time, transfers on their own row)."""
         from onnx_sched.cost.gantt import plot_latency
 
-        plot_latency(ctx.problem, schedule.placement, path)
+        plot_latency(ctx.problem, schedule.placement, path, order=schedule.order)
 
 
 def _target(ctx: PassContext) -> str:

@@ -73,7 +73,11 @@ def _read_onnx_import(imported: Any) -> Any:
 
     found = weights_in_files(imported)
     if found:
-        structure = _with_weights_as_inputs(imported.model, found)
+        from onnx_sched.importers.onnx_weights import with_dense_weights
+        from onnx_sched.onnx_structure import weights_as_inputs
+
+        # OpenVINO reads no sparse initializer: dense ones, and the weights in files as inputs bound to them below
+        structure = weights_as_inputs(with_dense_weights(imported.model), lambda t: t.name in found)
         try:
             return _constants_from_files(read_onnx_into_openvino(structure), found)
         except (ModelLoadError, RuntimeError):  # a converter that needs one of them as a constant: hand them over
@@ -133,24 +137,6 @@ def weights_in_files(imported: Any) -> dict[str, FileTensor]:
         elif t.name in weights.spans and weights.spans[t.name][1] == nbytes:
             found[t.name] = FileTensor(weights.path, weights.spans[t.name][0], dtype, shape)
     return found
-
-
-def _with_weights_as_inputs(model: onnx.ModelProto, names: Mapping[str, Any]) -> onnx.ModelProto:
-    """``model`` with the initializers ``names`` as typed graph inputs; the others as they are."""
-    from onnx import helper
-
-    from onnx_sched.onnx_structure import copy_except
-
-    light = onnx.ModelProto()
-    copy_except(model, light, "graph")
-    copy_except(model.graph, light.graph, "initializer")
-    declared = {i.name for i in model.graph.input}  # IR < 4 lists initializers as inputs too
-    for t in model.graph.initializer:
-        if t.name not in names:
-            light.graph.initializer.append(t)
-        elif t.name not in declared:
-            light.graph.input.append(helper.make_tensor_value_info(t.name, t.data_type, list(t.dims)))
-    return light
 
 
 def _constants_from_files(ov_model: Any, found: Mapping[str, FileTensor]) -> Any:

@@ -14,7 +14,8 @@ The model is an ONNX file, read with
 one-line errors), or an OpenVINO IR ``.xml``
 (:mod:`~onnx_sched.bench.runtimes.openvino_model`).  It is compiled on ``CPU`` with
 ``INFERENCE_PRECISION_HINT=f32`` (the plugin would otherwise pick bf16 on AMX
-hardware) and ``INFERENCE_NUM_THREADS`` = ``--threads``.  Measured:
+hardware), no dynamic quantization (:func:`~onnx_sched.devices.exact_f32`) and
+``INFERENCE_NUM_THREADS`` = ``--threads``.  Measured:
 
 * ``compile_s``: ``compile_model`` + ``create_infer_request`` (also stored as
   ``session_create_s``, the slot of ORT's session creation);
@@ -80,7 +81,7 @@ def run_measurement(
         raise ValueError(f"repeats and threads must be >= 1 and warmup >= 0, got {repeats}, {threads}, {warmup}")
     model, onnx_names = read_model(model_path)
     core = openvino_core()
-    config = {**exact_f32(core, DEVICE), "INFERENCE_NUM_THREADS": threads}  # PRECISION, and no int8 activations
+    config = {**exact_f32(core, DEVICE), "INFERENCE_NUM_THREADS": threads}  # PRECISION and no dynamic quantization
     device_name = str(core.get_property(DEVICE, "FULL_DEVICE_NAME"))  # loads the plugin outside the window
     with PeakRssWindow() as mem:
         t0 = time.perf_counter()

@@ -68,7 +68,7 @@ def bench_ort(imported: Any, placement: np.ndarray, devices: Sequence[Any], *, w
         unchecked = random_outputs(imported.model)
         if unchecked:
             report["unchecked_outputs"] = sorted(unchecked)
-            ref_out = {k: v for k, v in ref_out.items() if k not in unchecked}
+            ref_out = {k: v for k, v in ref_out.items() if k not in unchecked}  # for outputs_close and the check below
         ok, err = compare_outputs(ref_out, out, output_tolerance(imported.model))
         if gpu_kinds:  # other kernels than ORT's CPU ones: the torch / CUDA tolerance
             from onnx_sched.bench.runtimes.torch_parts import outputs_close, tolerance

@@ -59,6 +59,7 @@ def ort_optimized_model(
     import onnxruntime as ort
 
     from onnx_sched.bench.ort_load import ort_loads
+    from onnx_sched.importers.onnx import initializer_names
 
     levels = {
         "basic": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
@@ -94,7 +95,7 @@ def ort_optimized_model(
         weights_from = tmp_path if weights_file else src
         # an input that had an initializer (IR < 4 lists every initializer as an input) and lost it to ORT's
         # constant folding would become one the caller must feed: drop it (nothing reads it any more)
-        inits = {t.name for t in model.graph.initializer}
+        inits = initializer_names(model.graph)
         kept_inputs = [i for i in model.graph.input if i.name in fed or i.name in inits]
         del model.graph.input[:]
         model.graph.input.extend(kept_inputs)
