@@ -209,8 +209,6 @@ def _compare_npz(
     bad: list[str] = []
     worst = 0.0
     with np.load(a_npz) as a, np.load(b_npz) as b:
-        if not names and len(a.files) != len(b.files):
-            return ["<output count>"], float("inf")
         for i, name in enumerate(names):
             if name in unchecked:
                 continue

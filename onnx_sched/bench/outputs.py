@@ -120,10 +120,11 @@ def output_pairs(ref: Mapping[str, Any], got: Mapping[str, Any],
     return pairs
 
 
-def compare_outputs(ref: Mapping[str, Any], got: Mapping[str, Any],
-                    tol: float = RTOL, unchecked: Collection[str] = ()) -> tuple[bool, float]:
-    """All outputs but ``unchecked`` equal within ``rtol = atol = tol`` (default 1e-5; NaN == NaN); also the max
-    abs error.  Sequences and empty optionals as :func:`output_pairs` pairs them.
+def compare_outputs(ref: Mapping[str, Any], got: Mapping[str, Any], tol: float = RTOL,
+                    unchecked: Collection[str] = (), atol: float | None = None) -> tuple[bool, float]:
+    """All outputs but ``unchecked`` equal within ``rtol = tol`` and ``atol`` (default: ``tol``; 1e-5 both by
+    default; NaN == NaN; exact for non-floats); also the max abs error.  Sequences and empty optionals as
+    :func:`output_pairs` pairs them.
 
     >>> compare_outputs({"s": [np.ones(2), np.zeros(3)], "o": None}, {"s": [np.ones(2), np.zeros(3)], "o": None})
     (True, 0.0)
@@ -138,7 +139,7 @@ def compare_outputs(ref: Mapping[str, Any], got: Mapping[str, Any],
         if a.shape != b.shape:
             return False, float("inf")
         if a.dtype.kind in "fc":
-            if not np.allclose(a, b, rtol=tol, atol=tol, equal_nan=True):
+            if not np.allclose(a, b, rtol=tol, atol=tol if atol is None else atol, equal_nan=True):
                 ok = False
             diff = np.abs(a.astype(np.float64) - b.astype(np.float64))
             finite = diff[np.isfinite(diff)]

@@ -52,9 +52,6 @@ def lanes(problem: MakespanProblem, start: np.ndarray, placement: np.ndarray) ->
 
 def plot_gantt(problem: MakespanProblem, schedule: Schedule, path: str | os.PathLike, title: str = "") -> None:
     """Draw ``schedule`` as a Gantt chart PNG at ``path`` (one row per resource lane)."""
-    from onnx_sched.plot import pyplot, save_figure
-
-    plt = pyplot()
     res = evaluate(problem, schedule)
     start, place = res.start, res.placement
     n = problem.n_ops
@@ -65,26 +62,13 @@ def plot_gantt(problem: MakespanProblem, schedule: Schedule, path: str | os.Path
         used = int(lane[place == p].max()) + 1 if (place == p).any() else 0
         rows.extend((p, k) for k in range(max(int(problem.capacity[p]), used)))
     row_of = {r: i for i, r in enumerate(rows)}
-    fig, ax = plt.subplots(figsize=(11, 1.2 + 0.35 * len(rows)))
-    cmap = plt.get_cmap("tab10")
-    for v in range(n):
-        y = row_of[(int(place[v]), int(lane[v]))]
-        ax.barh(y, dur[v], left=start[v], height=0.8, color=cmap(int(place[v]) % 10), edgecolor="black",
-                linewidth=0.3)
-        if n <= 80 and dur[v] > 0.03 * res.makespan:
-            label = problem.graph.op_names[v] + (f" x{problem.demand[v]}" if problem.demand[v] > 1 else "")
-            ax.text(start[v] + dur[v] / 2, y, label, ha="center", va="center", fontsize=6, clip_on=True)
+    labels = [problem.graph.op_names[v] + (f" x{problem.demand[v]}" if problem.demand[v] > 1 else "") for v in range(n)]
+    bars = [_Bar(row_of[(int(place[v]), int(lane[v]))], start[v], dur[v], int(place[v]), labels[v]) for v in range(n)]
     names = problem.device_names
-    ax.set_yticks(range(len(rows)))
-    ax.set_yticklabels([f"{names[p]}[{k}]" for p, k in rows], fontsize=7)
-    ax.invert_yaxis()
-    ax.axvline(res.makespan, color="red", linewidth=0.8)
-    ax.axvline(res.lower_bound, color="gray", linestyle="--", linewidth=0.8)
-    ax.set_xlabel("time (s)" if problem.source in ("roofline", "profile") else "time")
-    ax.set_title(title or (f"{problem.graph.name}: {schedule.method}, makespan {res.makespan:.4g} "
-                           f"(lower bound {res.lower_bound:.4g}, speedup {res.speedup:.2f})"))
-    fig.tight_layout()
-    save_figure(fig, path)
+    _draw(path, [f"{names[p]}[{k}]" for p, k in rows], bars, res.makespan, lower_bound=res.lower_bound,
+          seconds=problem.source in ("roofline", "profile"),
+          title=title or (f"{problem.graph.name}: {schedule.method}, makespan {res.makespan:.4g} "
+                          f"(lower bound {res.lower_bound:.4g}, speedup {res.speedup:.2f})"))
 
 
 def plot_latency(problem: Any, placement: np.ndarray, path: str | os.PathLike, title: str = "",
@@ -94,7 +78,6 @@ def plot_latency(problem: Any, placement: np.ndarray, path: str | os.PathLike, t
     ops one after another in ``order`` (default: a topological order) on their devices' rows and the transfers on
     a row of their own (:func:`~onnx_sched.cost.latency.sequential_timeline`)."""
     from onnx_sched.cost.latency import concurrent_schedule, sequential_timeline
-    from onnx_sched.plot import pyplot, save_figure
 
     p = np.asarray(placement, np.int64)
     name = problem.graph.name
@@ -104,26 +87,50 @@ def plot_latency(problem: Any, placement: np.ndarray, path: str | os.PathLike, t
         schedule = Schedule(order=np.argsort(start, kind="stable"), method="placement", placement=p, start=start)
         plot_gantt(mp, schedule, path, title or f"{name}: concurrent latency {makespan * 1e3:.4g} ms")
         return
-    plt = pyplot()
     start, moves = sequential_timeline(problem, p, order)
     seconds = problem.op_time[np.arange(len(p)), p]
     end = max(float((start + seconds).max(initial=0.0)), max((t + d for t, d, *_ in moves), default=0.0))
     names = list(problem.device_names)
-    fig, ax = plt.subplots(figsize=(11, 1.2 + 0.35 * (len(names) + 1)))
+    bars = [_Bar(int(p[v]), start[v], seconds[v], int(p[v]), problem.graph.op_names[v]) for v in range(len(p))]
+    bars += [_Bar(len(names), t, d, src, "", alpha=0.5) for t, d, _, src, _ in moves]  # on the transfers row
+    _draw(path, [*names, "transfers"], bars, end, seconds=True,
+          title=title or f"{name}: sequential latency {end * 1e3:.4g} ms ({len(moves)} transfers)")
+
+
+@dataclasses.dataclass(frozen=True)
+class _Bar:
+    """One bar of a timeline: its row, start, length, colour (a device index) and label."""
+
+    row: int
+    start: float
+    length: float
+    colour: int
+    label: str
+    alpha: float = 1.0
+
+
+def _draw(path: str | os.PathLike, rows: list[str], bars: list[_Bar], end: float, *, title: str, seconds: bool,
+          lower_bound: float | None = None) -> None:
+    """A timeline PNG: ``bars`` on ``rows`` (top to bottom), a red line at ``end`` (and a dashed one at
+    ``lower_bound``); labels on bars of at least 3 % of ``end`` when there are at most 80 bars with labels."""
+    from onnx_sched.plot import pyplot, save_figure
+
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(11, 1.2 + 0.35 * len(rows)))
     cmap = plt.get_cmap("tab10")
-    for v in range(len(p)):
-        ax.barh(int(p[v]), seconds[v], left=start[v], height=0.8, color=cmap(int(p[v]) % 10), edgecolor="black",
-                linewidth=0.3)
-        if len(p) <= 80 and seconds[v] > 0.03 * end:
-            ax.text(start[v] + seconds[v] / 2, int(p[v]), problem.graph.op_names[v], ha="center", va="center",
-                    fontsize=6, clip_on=True)
-    for t, d, _, src, _ in moves:
-        ax.barh(len(names), d, left=t, height=0.8, color=cmap(src % 10), alpha=0.5, edgecolor="black", linewidth=0.3)
-    ax.set_yticks(range(len(names) + 1))
-    ax.set_yticklabels([*names, "transfers"], fontsize=7)
+    labelled = sum(1 for b in bars if b.label) <= 80
+    for b in bars:
+        ax.barh(b.row, b.length, left=b.start, height=0.8, color=cmap(b.colour % 10), alpha=b.alpha,
+                edgecolor="black", linewidth=0.3)
+        if labelled and b.label and b.length > 0.03 * end:
+            ax.text(b.start + b.length / 2, b.row, b.label, ha="center", va="center", fontsize=6, clip_on=True)
+    ax.set_yticks(range(len(rows)))
+    ax.set_yticklabels(rows, fontsize=7)
     ax.invert_yaxis()
     ax.axvline(end, color="red", linewidth=0.8)
-    ax.set_xlabel("time (s)")
-    ax.set_title(title or f"{name}: sequential latency {end * 1e3:.4g} ms ({len(moves)} transfers)")
+    if lower_bound is not None:
+        ax.axvline(lower_bound, color="gray", linestyle="--", linewidth=0.8)
+    ax.set_xlabel("time (s)" if seconds else "time")
+    ax.set_title(title)
     fig.tight_layout()
     save_figure(fig, path)

@@ -440,10 +440,10 @@ def import_onnx(
     strings = sum(1 for i, name in enumerate(names)
                   if kinds[i] != TensorKind.WEIGHT and types.get(name, (0, None))[0] == onnx.TensorProto.STRING)
     bounded_sequences = 0
+    made_by = {o: n.op_type for n in g.node for o in n.output} if unknown else {}
     if unknown and any(n.op_type in _SEQUENCE_OPS | _OPTIONAL_OPS for n in g.node):
         known = {name: int(sizes[i]) for i, name in enumerate(names) if sizes[i] >= 0}
         seq_sizes, seq_bounded = sequence_bytes(g, known)
-        made_by = {o: n.op_type for n in g.node for o in n.output}
         for name in [u for u in unknown if u in seq_sizes]:
             sizes[tensor_id[name]] = seq_sizes[name]
             if name not in types:  # a sequence or optional value, not a tensor read out of one
@@ -459,7 +459,6 @@ def import_onnx(
             hint = (f"; the model uses sequence ops ({sequences[0].op_type} ...): onnx-sched sizes a sequence "
                     "only where the op that builds it fixes its elements (SplitToSequence, SequenceConstruct, "
                     "SequenceInsert, SequenceEmpty)")
-        made_by = {o: n.op_type for n in g.node for o in n.output}
         custom = [n for n in g.node if n.domain not in ("", "ai.onnx", "ai.onnx.ml") and set(n.output) & set(unknown)]
         if custom and not dyn:
             hint = (f"; {custom[0].domain}.{custom[0].op_type} is an op no shape inference knows and ONNX Runtime "

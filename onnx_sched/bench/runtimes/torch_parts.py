@@ -102,21 +102,10 @@ def tolerance(devices: Sequence[str]) -> tuple[float, float]:
 
 def outputs_close(ref: Mapping[str, np.ndarray], got: Mapping[str, np.ndarray], rtol: float, atol: float) -> bool:
     """Every output of ``got`` equals ``ref``'s within ``rtol``/``atol`` (NaN == NaN; exact for non-floats;
-    sequences element by element, :func:`~onnx_sched.bench.outputs.output_pairs`)."""
-    from onnx_sched.bench.outputs import output_pairs
+    sequences element by element): :func:`~onnx_sched.bench.outputs.compare_outputs` with the torch tolerance."""
+    from onnx_sched.bench.outputs import compare_outputs
 
-    pairs = output_pairs(ref, got)
-    if pairs is None:
-        return False
-    for a, b in pairs:
-        if a.shape != b.shape:
-            return False
-        if a.dtype.kind in "fc":
-            if not np.allclose(a, b, rtol=rtol, atol=atol, equal_nan=True):
-                return False
-        elif not np.array_equal(a, b):
-            return False
-    return True
+    return compare_outputs(ref, got, rtol, atol=atol)[0]
 
 
 def _stub_torchvision(exc: BaseException) -> None:
