@@ -402,7 +402,7 @@ def test_ort_graph_drops_inputs_whose_initializers_ort_folded(tmp_path):
     (["--machines", "examples/machines_3types.json"], "machines (--machines) does not apply to objective 'peak-mem'"),
     (["--latency-mode", "concurrent"], "latency_mode (--latency-mode) does not apply to objective 'peak-mem'"),
     (["--devices", ","], "--devices ',': no device names"),
-    (["--dim", "batch=3"], "--dim batch: no input of the model has a dimension named 'batch'"),
+    (["--dim", "batch=3"], "--dim batch (dims= in Python): no input of the model has a dimension named 'batch'"),
 ])
 def test_an_option_the_objective_does_not_read_is_refused(tmp_path, args, expected):
     src = _save(branchy_model(), tmp_path / "m.onnx")

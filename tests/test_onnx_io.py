@@ -206,6 +206,21 @@ def test_pinned_dims_infer_shapes_on_the_structure_not_a_copy_of_the_weights(mon
         import_onnx(m, input_shapes=parse_input_shapes(["w=16x4096"]))
 
 
+def test_a_wrong_input_or_dim_name_is_named_for_the_api_too_and_lists_only_fed_inputs():
+    """An IR 3 model lists its weights among its inputs: the message lists the inputs a caller feeds, not those."""
+    weights = [numpy_helper.from_array(np.ones((4, 4), np.float32), f"w{i}") for i in range(12)]
+    nodes = [helper.make_node("MatMul", ["x" if i == 0 else f"h{i}", f"w{i}"], [f"h{i + 1}"]) for i in range(12)]
+    m = _model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 4])],
+               [helper.make_tensor_value_info("h12", TensorProto.FLOAT, ["batch", 4])], weights)
+    m.graph.input.extend(helper.make_tensor_value_info(w.name, TensorProto.FLOAT, [4, 4]) for w in weights)
+    with pytest.raises(ValueError) as err:
+        import_onnx(m, input_shapes={"y": (1, 4)})
+    assert str(err.value) == ("--input-shape y (input_shapes= in Python): the model has no input 'y' "
+                              "(its inputs: 'x')")
+    with pytest.raises(ValueError, match=r"^--dim N \(dims= in Python\): .*\(its symbolic dims are batch\)$"):
+        import_onnx(m, dims={"N": 2})
+
+
 def test_a_saved_model_written_one_initializer_at_a_time_reads_back_as_the_model(tmp_path):
     rng = np.random.default_rng(0)
     weights = [numpy_helper.from_array(rng.standard_normal((8, 8)).astype(np.float32), f"w{i}") for i in range(3)]

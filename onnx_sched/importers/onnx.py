@@ -154,7 +154,8 @@ def check_dim_names(model: onnx.ModelProto, dims: Mapping[str, int]) -> None:
     for name in dims:
         if name not in named:
             have = f"its symbolic dims are {', '.join(sorted(named))}" if named else "it has no symbolic dims"
-            raise ValueError(f"--dim {name}: no input of the model has a dimension named {name!r} ({have})")
+            raise ValueError(f"--dim {name} (dims= in Python): no input of the model has a dimension named {name!r} "
+                             f"({have})")
 
 
 def _pin_inputs(model: onnx.ModelProto, input_shapes: Mapping[str, tuple[int, ...]], dims: Mapping[str, int]) -> onnx.ModelProto:
@@ -167,7 +168,10 @@ def _pin_inputs(model: onnx.ModelProto, input_shapes: Mapping[str, tuple[int, ..
     names = {i.name for i in model.graph.input}  # not the weights the structure declares as inputs
     for name in input_shapes:
         if name not in names:
-            raise ValueError(f"--input-shape {name}: the model has no input {name!r} (inputs: {sorted(names)})")
+            fed = sorted(names - initializer_names(model.graph))  # an IR 3 model also lists its weights
+            shown = ", ".join(repr(n) for n in fed[:10]) + (f" and {len(fed) - 10} more" if len(fed) > 10 else "")
+            raise ValueError(f"--input-shape {name} (input_shapes= in Python): the model has no input {name!r} "
+                             f"(its inputs: {shown or 'none'})")
     check_dim_names(m, dims)
     for inp in m.graph.input:
         tt = inp.type.tensor_type
