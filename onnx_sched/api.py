@@ -251,7 +251,13 @@ def optimize_model(
     obj.check(imported.graph, ctx)
     compiled_before = jit.compile_seconds()
     measure = 0.0
+    body_rows: list[dict[str, Any]] = []
     try:
+        prepared = obj.prepare(imported, ctx, method,
+                               clock.left() - export_seconds(imported.graph, source_bytes(imported)), schedule_graph)
+        if prepared is not None:  # e.g. peak-mem ordered the bodies of control-flow ops
+            imported, problem, body_rows = prepared
+            ctx = replace(ctx, source=imported, problem=problem)
         measure = obj.target_seconds(imported.graph, ctx)  # runs on a measured target, timed once on this model
         left = clock.left() - export_seconds(imported.graph, source_bytes(imported))
         budget = max(left - measure, MIN_PASS_SECONDS)
@@ -263,6 +269,10 @@ def optimize_model(
 
             release()
     compile_s += jit.compile_seconds() - compiled_before  # kernels the warm-up did not reach (off the clock too)
+    if any(row["reordered"] for row in body_rows):
+        report["kept_input_order"] = False  # the bodies' order is not the input's
+    if body_rows:
+        report["bodies"] = body_rows
     report = {"model": imported.graph.name, "ops": imported.graph.n_ops, **report, "time_limit": clock.seconds,
               **({"measure_seconds": measure} if measure else {}), "compile_seconds": compile_s,
               "details": _scalars(schedule.info)}
@@ -285,6 +295,11 @@ def optimize_model(
         report["notes"].append(f"{bounded} tensors have data-dependent shapes (e.g. NonZero, NonMaxSuppression, an element "
                                "read out of a sequence): "
                                "sized at their upper bound, so the memory figures are worst-case bounds")
+    unsized = int(imported.graph.metadata.get("unsized_bodies", 0))
+    if unsized:
+        report["notes"].append(f"{unsized} control-flow bod{'ies' if unsized > 1 else 'y'} (If / Loop / Scan "
+                               "subgraphs) could not be sized (sizes fixed only at run time): not counted in the "
+                               "memory figures, and kept in their order")
     strings = int(imported.graph.metadata.get("string_tensors", 0))
     if strings:
         report["notes"].append(f"{strings} string tensor{'s are' if strings > 1 else ' is'} sized at "

@@ -64,6 +64,37 @@ def branchy_model(branches: int = 3, n: int = 256, ir_version: int = 10) -> onnx
     return model
 
 
+def as_branch(model: onnx.ModelProto, prefix: str) -> onnx.GraphProto:
+    """``model``'s graph as an ``If`` branch: no inputs (it reads the outer values by name), every tensor it makes
+    and every node renamed with ``prefix``."""
+    made = {o for n in model.graph.node for o in n.output if o}
+    rename = {name: prefix + name for name in made}
+    nodes = []
+    for n in model.graph.node:
+        node = onnx.NodeProto()
+        node.CopyFrom(n)
+        node.name = prefix + (n.name or n.op_type)
+        node.input[:] = [rename.get(x, x) for x in n.input]
+        node.output[:] = [rename.get(x, x) for x in n.output]
+        nodes.append(node)
+    outputs = [helper.make_tensor_value_info(rename.get(o.name, o.name), o.type.tensor_type.elem_type, None)
+               for o in model.graph.output]
+    return helper.make_graph(nodes, prefix + "branch", [], outputs, list(model.graph.initializer))
+
+
+def merged_if_model(then_model: onnx.ModelProto, else_model: onnx.ModelProto) -> onnx.ModelProto:
+    """One ``If`` on a bool input ``use_cache`` whose branches are two models over the same inputs, as Hugging Face
+    Optimum's merged decoders hold the whole decoder in each branch."""
+    cond = helper.make_tensor_value_info("use_cache", TensorProto.BOOL, [])
+    node = helper.make_node("If", ["use_cache"], [o.name for o in then_model.graph.output], name="merged",
+                            then_branch=as_branch(then_model, "t_"), else_branch=as_branch(else_model, "e_"))
+    inputs = [*then_model.graph.input, *([cond] if "use_cache" not in {i.name for i in then_model.graph.input} else [])]
+    graph = helper.make_graph([node], "merged", inputs, list(then_model.graph.output))
+    model = helper.make_model(graph, opset_imports=list(then_model.opset_import))
+    model.ir_version = then_model.ir_version
+    return model
+
+
 def random_feeds(session: ort.InferenceSession, seed: int = 0) -> dict[str, np.ndarray]:
     """Seeded inputs: floats ~N(0,1), integers in {0, 1} (valid ids and masks), bools."""
     rng = np.random.default_rng(seed)

@@ -81,6 +81,19 @@ def _node_order(imported: ImportedOnnx, order: np.ndarray) -> list[int]:
     return out
 
 
+def _write_bodies(graph: onnx.GraphProto, imported: ImportedOnnx, node_order: list[int]) -> None:
+    """Write each ordered body of ``imported`` (``Body.schedule``) into its node of ``graph``, whose nodes are
+    ``imported``'s in ``node_order``: the body's nodes in its schedule's order, its own bodies ordered likewise."""
+    position = {idx: pos for pos, idx in enumerate(node_order)}
+    for body in imported.bodies:
+        if body.schedule is None:
+            continue
+        ordered = export_onnx(body.imported, body.schedule).graph.node
+        attr = next(a for a in graph.node[position[body.node]].attribute if a.name == body.attribute)
+        del attr.g.node[:]
+        attr.g.node.extend(ordered)
+
+
 def export_onnx(
     imported: ImportedOnnx,
     schedule: Schedule,
@@ -108,6 +121,7 @@ def export_onnx(
         nodes = src.graph.node
     del model.graph.node[:]
     model.graph.node.extend(nodes[i] for i in node_order)
+    _write_bodies(model.graph, imported, node_order)
     for node in model.graph.node:  # a placement of an earlier run is not this schedule's
         keep = [p for p in node.metadata_props if p.key != DEVICE_KEY]
         del node.metadata_props[:]

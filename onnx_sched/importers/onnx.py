@@ -35,6 +35,7 @@ from onnx_sched.cost.flops import op_flops
 from onnx_sched.errors import ModelLoadError, UnknownShapeError
 from onnx_sched.graph import Graph, TensorKind
 from onnx_sched.importers._assemble import assemble_graph
+from onnx_sched.importers.control_flow import CONTROL_FLOW_OPS, Body, import_bodies, subgraph_reads
 from onnx_sched.importers.onnx_file import (
     check_data_files,
     check_model_file,
@@ -86,7 +87,8 @@ def stable_op_names(nodes: Sequence[onnx.NodeProto]) -> tuple[str, ...]:
 RANDOM_OPS = frozenset(
     {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial", "Bernoulli"}
 )
-_CONTROL_FLOW = frozenset({"If", "Loop", "Scan"})
+_CONTROL_FLOW = CONTROL_FLOW_OPS
+_subgraph_reads = subgraph_reads  # the name the bench and exporter modules import
 _SEQUENCE_OPS = frozenset({"SequenceConstruct", "SequenceEmpty", "SequenceInsert", "SequenceErase", "SequenceAt",
                            "SequenceLength", "SplitToSequence", "ConcatFromSequence", "SequenceMap"})
 _OPTIONAL_OPS = frozenset({"Optional", "OptionalGetElement", "OptionalHasElement"})
@@ -106,6 +108,7 @@ class ImportedOnnx:
     weight_nodes: tuple[int, ...]
     path: Path | None = None
     shape_sources: Mapping[str, int] = field(default_factory=dict)
+    bodies: tuple[Body, ...] = ()  # the control-flow ops' bodies, imported (:mod:`.control_flow`)
 
 
 # ----------------------------------------------------------------- CLI parsing
@@ -298,21 +301,6 @@ def initializer_names(graph: onnx.GraphProto) -> set[str]:
     return {t.name for t in graph.initializer} | {t.values.name for t in graph.sparse_initializer}
 
 
-def _subgraph_reads(node: onnx.NodeProto) -> list[str]:
-    """Outer-scope names read by the subgraphs of a control-flow node (recursively)."""
-    reads: list[str] = []
-    for attr in node.attribute:
-        graphs = [attr.g] if attr.type == onnx.AttributeProto.GRAPH else list(attr.graphs)
-        for sub in graphs:
-            defined = {i.name for i in sub.input} | initializer_names(sub)
-            for n in sub.node:
-                for name in list(n.input) + _subgraph_reads(n):
-                    if name and name not in defined and name not in reads:
-                        reads.append(name)
-                defined.update(o for o in n.output if o)
-    return reads
-
-
 def _attrs(node: onnx.NodeProto) -> dict:
     out = {}
     for a in node.attribute:
@@ -478,14 +466,22 @@ def import_onnx(
     op_types = tuple(g.node[i].op_type for i in op_node)
     node_names = stable_op_names(g.node)
     op_names = tuple(node_names[i] for i in op_node)
+    param = _param_bytes(model, op_names)
+    flow = [i for i in op_node if g.node[i].op_type in _CONTROL_FLOW and g.node[i].domain in ("", "ai.onnx")]
+    bodies = import_bodies(model, flow, types, import_onnx) if flow else None
+    if bodies is not None and bodies.transient:
+        param = (np.zeros(len(op_node), np.int64) if param is None else param) + np.asarray(
+            [bodies.transient.get(i, 0) for i in op_node], dtype=np.int64)
     graph = assemble_graph(
         name=path.stem if path else (g.name or "model"), op_names=op_names, op_types=op_types,
         op_attrs=tuple(_attrs(g.node[i]) for i in op_node), op_in=op_in, op_out=op_out, tensor_names=names,
         tensor_bytes=sizes, tensor_kind=kinds, tensor_producer=producer, tensor_dtypes=dtypes, tensor_shapes=shapes,
         flops_of=op_flops, metadata={"source": "onnx", "ir_version": int(model.ir_version),
                                      "upper_bound_tensors": sources.get("openvino-upper-bound", 0) + bounded_sequences,
-                                     "string_tensors": strings},
-        op_param_bytes=_param_bytes(model, op_names),
+                                     "string_tensors": strings,
+                                     "control_flow_bodies": len(bodies.bodies) if bodies else 0,
+                                     "unsized_bodies": bodies.unsized if bodies else 0},
+        op_param_bytes=param,
     )
     return ImportedOnnx(
         graph=graph,
@@ -494,4 +490,5 @@ def import_onnx(
         weight_nodes=tuple(weight_nodes),
         path=path,
         shape_sources=sources,
+        bodies=bodies.bodies if bodies else (),
     )

@@ -50,6 +50,9 @@ class Latency:
         return lat.placement_problem(graph, load_profiles(list(options.profiles)), mode=options.latency_mode,
                                      devices=devices)
 
+    def prepare(self, imported: Any, ctx: PassContext, method: str, seconds: float, run: Any) -> None:
+        return None  # a control-flow op is one op here: its bodies stay as they are
+
     def warm_up_instance(self, problem: lat.PlacementProblem) -> tuple[Graph, lat.PlacementProblem]:
         """The warm-up graph on the same devices and links, op times borrowed from ``problem`` (cycled)."""
         graph = warm_up_graph(like=problem.graph)

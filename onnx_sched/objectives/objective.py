@@ -113,6 +113,13 @@ class Objective(Protocol):
     def build_problem(self, graph: Graph, options: ProblemOptions) -> Any:
         """The problem data passes get as ``ctx.problem`` (``None`` when the graph is enough)."""
 
+    def prepare(self, imported: Any, ctx: PassContext, method: str, seconds: float,
+                run: Any) -> tuple[Any, Any, list[dict[str, Any]]] | None:
+        """Work on the imported model before its graph is scheduled, in at most ``seconds``: ``(imported, problem,
+        report rows)`` to schedule instead, or ``None`` for nothing to do.  ``run`` is
+        :func:`onnx_sched.api.schedule_graph`.  Peak memory orders the bodies of control-flow ops here
+        (:mod:`onnx_sched.objectives.peak_mem_bodies`)."""
+
     def warm_up_instance(self, problem: Any) -> tuple[Graph, Any]:
         """A tiny graph and problem of the same kind as ``problem`` (same devices, machine kinds):
         running a method on it compiles every kernel the method uses (:mod:`onnx_sched.jit`)."""

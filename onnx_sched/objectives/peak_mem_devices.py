@@ -84,6 +84,9 @@ class PeakMemoryDevices:
             raise ValueError(f"--objective {self.name} needs two or more devices (--devices CPU,GPU)")
         return dm.DeviceMemoryProblem.build(graph, options.devices, options.memory_limits)
 
+    def prepare(self, imported: Any, ctx: PassContext, method: str, seconds: float, run: Any) -> None:
+        return None  # a control-flow op is one op here: its bodies stay as they are
+
     def warm_up_instance(self, problem: dm.DeviceMemoryProblem) -> tuple[Graph, dm.DeviceMemoryProblem]:
         graph = warm_up_graph()
         return graph, dm.DeviceMemoryProblem(graph=graph, devices=problem.devices, capacity=problem.capacity)

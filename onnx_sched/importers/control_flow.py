@@ -1,0 +1,206 @@
+"""Control-flow bodies (the subgraphs of ``If``, ``Loop``, ``Scan``) as models of their own: their memory.
+
+ONNX Runtime runs a body as a graph of its own while the control-flow node runs, in the
+body's node order (``PRIORITY_BASED`` orders it as it orders the main graph), and frees
+the body's tensors when the node is done.  So a control-flow op needs its body's peak
+activation memory for the one step it runs: transient bytes (``Graph.op_param_bytes``,
+paper 000 eq. 15).  Without them a model whose work lives in an ``If`` (the merged
+decoders of Hugging Face Optimum: the whole decoder in each branch) looked as small as
+its inputs and outputs.
+
+:func:`body_model` makes a body a standalone model: its formal inputs, then every outer
+value it reads, become graph inputs typed from the outer graph (the outer values stay
+live in the outer graph, so they are inputs here, outside the transient bytes);
+:func:`import_bodies` imports each body like any model and :func:`transient_bytes`
+gives its peak over the body's own inputs and outputs.  ``If`` takes the larger
+branch; ``Loop`` and ``Scan`` one iteration (the scan outputs they stack up and the
+trip count are not modelled).  A body whose sizes stay unknown (a loop-carried value
+that grows, a sequence) counts nothing, and :class:`BodyImports` says how many.
+
+Example (an ``If`` whose branches hold a 4 KB intermediate):
+    >>> import numpy as np
+    >>> from onnx import TensorProto as T, helper as h
+    >>> x = h.make_tensor_value_info("x", T.FLOAT, [1024])
+    >>> def branch(p):
+    ...     return h.make_graph([h.make_node("Relu", ["x"], [p + "a"]), h.make_node("Neg", [p + "a"], [p + "y"])],
+    ...                         p, [], [h.make_tensor_value_info(p + "y", T.FLOAT, [1024])])
+    >>> node = h.make_node("If", ["c"], ["y"], then_branch=branch("t"), else_branch=branch("e"))
+    >>> types = {"x": (T.FLOAT, (1024,)), "c": (T.BOOL, ())}
+    >>> from onnx_sched.importers.onnx import import_onnx
+    >>> bodies = import_bodies(h.make_model(h.make_graph([node], "g", [], [])), [0], types, import_onnx)
+    >>> bodies.transient, len(bodies.bodies)
+    ({0: 4096}, 2)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import numpy as np
+import onnx
+from onnx import helper
+
+from onnx_sched.cost.memory import profile
+from onnx_sched.graph import Graph, TensorKind
+from onnx_sched.schedule import Schedule
+
+if TYPE_CHECKING:
+    from onnx_sched.importers.onnx import ImportedOnnx
+
+__all__ = ["CONTROL_FLOW_OPS", "Body", "BodyImports", "body_model", "import_bodies", "subgraph_reads",
+           "transient_bytes"]
+
+CONTROL_FLOW_OPS = frozenset({"If", "Loop", "Scan"})
+TensorType = tuple[int, "tuple[int, ...] | None"]
+
+
+@dataclass(frozen=True, eq=False)
+class Body:
+    """One body of a control-flow node: ``node`` (its index in the parent graph's nodes), ``attribute``
+    (``then_branch``, ``else_branch``, ``body``), the body imported as a standalone model and, once an objective
+    ordered it (:func:`onnx_sched.objectives.peak_mem_bodies.order_bodies`), its ``schedule``, which the exporter
+    writes into the body."""
+
+    node: int
+    attribute: str
+    imported: ImportedOnnx
+    schedule: Schedule | None = None
+
+
+@dataclass(frozen=True, eq=False)
+class BodyImports:
+    """What :func:`import_bodies` found: ``transient[node index]`` (bytes), the imported ``bodies`` and how many
+    bodies could not be sized (``unsized``)."""
+
+    transient: Mapping[int, int] = field(default_factory=dict)
+    bodies: tuple[Body, ...] = ()
+    unsized: int = 0
+
+
+def subgraph_reads(node: onnx.NodeProto) -> list[str]:
+    """Outer-scope names read by the subgraphs of a node (a control-flow node's bodies; recursively), in first-read
+    order."""
+    reads: list[str] = []
+    for attr in node.attribute:
+        for sub in _graphs(attr):
+            for name in _reads(sub):
+                if name not in reads:
+                    reads.append(name)
+    return reads
+
+
+def _graphs(attr: onnx.AttributeProto) -> list[onnx.GraphProto]:
+    return [attr.g] if attr.type == onnx.AttributeProto.GRAPH else list(attr.graphs)
+
+
+def _reads(sub: onnx.GraphProto) -> list[str]:
+    """Names ``sub`` (and the bodies in it) reads that it does not define."""
+    defined = {i.name for i in sub.input} | {t.name for t in sub.initializer} | \
+        {t.values.name for t in sub.sparse_initializer}
+    reads: list[str] = []
+    for n in sub.node:
+        for name in list(n.input) + subgraph_reads(n):
+            if name and name not in defined and name not in reads:
+                reads.append(name)
+        defined.update(o for o in n.output if o)
+    return reads
+
+
+def _formal_input_types(node: onnx.NodeProto, sub: onnx.GraphProto,
+                        types: Mapping[str, TensorType]) -> list[TensorType | None]:
+    """The types of ``sub``'s formal inputs: as the body declares them when its shapes are whole; else from the
+    node's inputs (``Loop``: the trip counter, the condition, then each carried value's initial value; ``Scan``: the
+    state's initial values, then one slice of each scanned input)."""
+    declared = [(vi.type.tensor_type.elem_type, _static(vi.type)) if vi.type.HasField("tensor_type") else None
+                for vi in sub.input]
+    if all(t is not None and t[1] is not None for t in declared):
+        return declared
+    outer = [types.get(name) if name else None for name in node.input]
+    if node.op_type == "Loop":
+        derived = [(onnx.TensorProto.INT64, ()), (onnx.TensorProto.BOOL, ()), *outer[2:]]
+    elif node.op_type == "Scan":
+        n_scan = next((int(a.i) for a in node.attribute if a.name == "num_scan_inputs"), 0)
+        axes = next((list(a.ints) for a in node.attribute if a.name == "scan_input_axes"), [0] * n_scan)
+        n_state = len(outer) - n_scan
+        scanned = []
+        for t, axis in zip(outer[n_state:], axes):
+            scanned.append(None if t is None or t[1] is None
+                           else (t[0], tuple(d for i, d in enumerate(t[1]) if i != axis % len(t[1]))))
+        derived = [*outer[:n_state], *scanned]
+    else:
+        derived = []
+    return [d if d is not None and d[1] is not None else t for d, t in zip(derived + [None] * len(declared), declared)]
+
+
+def _static(t: onnx.TypeProto) -> tuple[int, ...] | None:
+    shape = t.tensor_type.shape if t.tensor_type.HasField("shape") else None
+    if shape is None or any(not d.HasField("dim_value") or d.dim_value < 0 for d in shape.dim):
+        return None
+    return tuple(int(d.dim_value) for d in shape.dim)
+
+
+def _value_info(name: str, t: TensorType | None, fallback: onnx.ValueInfoProto | None) -> onnx.ValueInfoProto:
+    if t is not None:
+        return helper.make_tensor_value_info(name, t[0], list(t[1]) if t[1] is not None else None)
+    if fallback is not None:
+        vi = onnx.ValueInfoProto()
+        vi.CopyFrom(fallback)
+        vi.name = name
+        return vi
+    return helper.make_value_info(name, onnx.TypeProto())
+
+
+def body_model(model: onnx.ModelProto, node: onnx.NodeProto, sub: onnx.GraphProto,
+               types: Mapping[str, TensorType], outer_infos: Mapping[str, onnx.ValueInfoProto]) -> onnx.ModelProto:
+    """``sub`` (a body of ``node``, a node of ``model``'s graph) as a standalone model: its formal inputs, then the
+    outer values it reads, as graph inputs typed by ``types`` (the outer graph's inferred types) or the outer
+    ``outer_infos``; its own nodes, initializers, value infos and outputs; ``model``'s opsets and functions."""
+    formal = _formal_input_types(node, sub, types)
+    inputs = [_value_info(vi.name, t, vi) for vi, t in zip(sub.input, formal)]
+    inputs += [_value_info(name, types.get(name), outer_infos.get(name)) for name in _reads(sub)]
+    graph = helper.make_graph(list(sub.node), f"{node.name or node.op_type}.{sub.name or 'body'}", inputs,
+                              list(sub.output), list(sub.initializer), value_info=list(sub.value_info),
+                              sparse_initializer=list(sub.sparse_initializer))
+    wrapped = helper.make_model(graph, opset_imports=list(model.opset_import), functions=list(model.functions))
+    wrapped.ir_version = model.ir_version
+    return wrapped
+
+
+def transient_bytes(graph: Graph, order: Sequence[int] | np.ndarray) -> int:
+    """A body's memory beyond its inputs (outer values, live outside it) and its outputs (the control-flow op's
+    outputs, which the outer graph counts): the most, over the body's steps in ``order``, of the live bytes less
+    its graph inputs and the graph outputs produced so far."""
+    if graph.n_ops == 0:
+        return 0
+    order = np.asarray(order, dtype=np.int64)
+    prof = profile(graph, order)
+    kept = np.where(graph.tensor_kind == TensorKind.OUTPUT, graph.tensor_bytes, 0).astype(np.int64)
+    made = np.array([kept[graph.op_outputs.row(int(op))].sum() for op in order], dtype=np.int64)
+    return max(0, int((prof.step - prof.base - np.cumsum(made)).max()))
+
+
+def import_bodies(model: onnx.ModelProto, nodes: Sequence[int], types: Mapping[str, TensorType],
+                  import_onnx: Callable[..., ImportedOnnx]) -> BodyImports:
+    """Import the bodies of the control-flow nodes ``nodes`` (indices into ``model.graph.node``) with
+    ``import_onnx`` (the ONNX importer, which imports this module) and give each node the transient bytes of its
+    bodies in their file order (the largest body's)."""
+    g = model.graph
+    outer_infos = {vi.name: vi for vi in [*g.input, *g.value_info, *g.output]}
+    transient: dict[int, int] = {}
+    bodies: list[Body] = []
+    unsized = 0
+    for idx in nodes:
+        node = g.node[idx]
+        for attr in node.attribute:
+            for sub in _graphs(attr):
+                try:
+                    imported = import_onnx(body_model(model, node, sub, types, outer_infos), check=False)
+                except Exception:  # noqa: BLE001 -- sizes fixed only at run time, an op no inference knows: the body
+                    unsized += 1  # counts nothing, as before bodies were imported, and the report says so
+                    continue
+                bodies.append(Body(node=idx, attribute=attr.name, imported=imported))
+                need = transient_bytes(imported.graph, np.arange(imported.graph.n_ops))
+                transient[idx] = max(transient.get(idx, 0), need)
+    return BodyImports(transient=transient, bodies=tuple(bodies), unsized=unsized)

@@ -1,0 +1,126 @@
+"""Control-flow bodies: an If / Loop op needs its body's memory while it runs, and peak-mem orders the bodies too
+(onnx_sched/importers/control_flow.py, onnx_sched/objectives/peak_mem_bodies.py).  The models are built in memory:
+a branchy graph (breadth-first file order, where a depth-first order keeps one big tensor live instead of three)
+inside If branches, a Loop body and an If nested in a branch."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import onnx
+from conftest import assert_bitwise_equal, branchy_model, merged_if_model, run_ort
+from onnx import TensorProto, helper
+
+from onnx_sched.api import optimize_model
+from onnx_sched.cost.memory import peak_memory
+from onnx_sched.importers.control_flow import body_model, transient_bytes
+from onnx_sched.importers.onnx import import_onnx
+
+N = 64  # branchy's big tensors: N x N floats, 16 KiB
+
+
+def _file_peak(model: onnx.ModelProto) -> int:
+    graph = import_onnx(model).graph
+    return peak_memory(graph, np.arange(graph.n_ops))
+
+
+def _best_peak(model: onnx.ModelProto) -> int:
+    result = optimize_model(model, method="exact", time_limit=5, warm_up=False)
+    return result.report["peak_bytes"]["output"]
+
+
+def test_an_if_op_holds_its_larger_branch_while_it_runs() -> None:
+    big, small = branchy_model(3, N), branchy_model(2, N)
+    merged = merged_if_model(big, small)
+    onnx.checker.check_model(merged, full_check=True)
+    # outer: x (an input) and use_cache (1 byte) live, y (4 bytes) made, the larger branch's peak beyond x
+    assert _file_peak(merged) == _file_peak(big) + 1 + 4
+    assert _file_peak(merged_if_model(small, big)) == _file_peak(big) + 1 + 4
+
+
+def test_peak_mem_orders_the_branches_of_a_merged_model_and_onnx_runtime_runs_them(tmp_path) -> None:
+    model = merged_if_model(branchy_model(3, N), branchy_model(3, N))
+    result = optimize_model(model, method="auto", time_limit=5, warm_up=False)
+    out, report = result.model, result.report
+    onnx.checker.check_model(out, full_check=True)
+    assert report["peak_bytes"]["input"] == _file_peak(model)
+    assert report["peak_bytes"]["output"] == _best_peak(branchy_model(3, N)) + 1 + 4 < report["peak_bytes"]["input"]
+    assert not report["kept_input_order"]
+    assert sorted((b["body"], b["reordered"]) for b in report["bodies"]) == [("merged.else_branch", True),
+                                                                             ("merged.then_branch", True)]
+    then = next(a.g for a in out.graph.node[0].attribute if a.name == "then_branch")
+    ops = [n.op_type for n in then.node]
+    assert ops[:3] != ["Relu", "Relu", "Relu"] and sorted(ops) == sorted(
+        n.op_type for n in model.graph.node[0].attribute[0].g.node)  # the same nodes, no longer breadth-first
+    assert model.graph.node[0].attribute[0].g.node[1].op_type == "Relu"  # the caller's model is untouched
+    for cond in (True, False):  # both branches, file order as run by ONNX Runtime
+        feeds_out = _run(out, cond)
+        assert_bitwise_equal(_run(model, cond), feeds_out)
+    assert json.dumps(report["bodies"])  # the report's rows are JSON
+
+
+def _run(model: onnx.ModelProto, cond: bool) -> list[np.ndarray]:
+    import onnxruntime as ort
+
+    so = ort.SessionOptions()
+    so.execution_order = ort.ExecutionOrder.PRIORITY_BASED
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    session = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    x = np.random.default_rng(0).standard_normal((N, N)).astype(np.float32)
+    return session.run(None, {"x": x, "use_cache": np.array(cond)})
+
+
+def test_a_body_nested_in_a_branch_is_ordered_first() -> None:
+    inner = merged_if_model(branchy_model(3, N), branchy_model(3, N))
+    outer = merged_if_model(inner, branchy_model(2, N))
+    onnx.checker.check_model(outer, full_check=True)
+    assert _file_peak(outer) == _file_peak(inner)  # the inner If's output is the branch's: y is counted once
+    result = optimize_model(outer, method="auto", time_limit=5, warm_up=False)
+    names = [(b["body"], b["reordered"]) for b in result.report["bodies"]]
+    assert ("merged.then_branch/t_merged.then_branch", True) in names
+    assert result.report["peak_bytes"]["output"] == _best_peak(branchy_model(3, N)) + 1 + 4
+    assert_bitwise_equal(run_ort(outer), run_ort(result.model))
+
+
+def test_a_loop_body_counts_one_iteration() -> None:
+    body_nodes = [helper.make_node("Relu", ["v"], ["a"]), helper.make_node("Sigmoid", ["v"], ["b"]),
+                  helper.make_node("Mul", ["a", "b"], ["v_next"]), helper.make_node("Identity", ["c"], ["c_next"])]
+    body = helper.make_graph(body_nodes, "body", [helper.make_tensor_value_info("i", TensorProto.INT64, []),
+                                                  helper.make_tensor_value_info("c", TensorProto.BOOL, []),
+                                                  helper.make_tensor_value_info("v", TensorProto.FLOAT, None)],
+                             [helper.make_tensor_value_info("c_next", TensorProto.BOOL, []),
+                              helper.make_tensor_value_info("v_next", TensorProto.FLOAT, None)])
+    loop = helper.make_node("Loop", ["trips", "", "x"], ["y"], body=body, name="loop")
+    graph = helper.make_graph([loop], "g", [helper.make_tensor_value_info("trips", TensorProto.INT64, []),
+                                            helper.make_tensor_value_info("x", TensorProto.FLOAT, [N, N])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [N, N])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 10
+    onnx.checker.check_model(model, full_check=True)
+    imported = import_onnx(model)
+    assert [(b.attribute, b.imported.graph.n_ops) for b in imported.bodies] == [("body", 4)]
+    # the carried value's type comes from the loop's initial value: one iteration holds a and b beside v_next
+    alone = import_onnx(body_model(model, loop, body, {"x": (TensorProto.FLOAT, (N, N)), "trips": (7, ())}, {}),
+                        check=False)
+    assert transient_bytes(alone.graph, np.arange(4)) == 2 * N * N * 4
+    assert imported.graph.op_param_bytes.tolist() == [2 * N * N * 4]
+
+
+def test_a_body_whose_sizes_are_unknown_counts_nothing_and_is_named(tmp_path) -> None:
+    custom = helper.make_node("Mystery", ["x"], ["t_m"], domain="example.custom")
+    branch = helper.make_graph([custom, helper.make_node("Relu", ["t_m"], ["t_y"])], "b", [],
+                               [helper.make_tensor_value_info("t_y", TensorProto.FLOAT, None)])
+    plain = helper.make_graph([helper.make_node("Neg", ["x"], ["e_y"])], "e", [],
+                              [helper.make_tensor_value_info("e_y", TensorProto.FLOAT, None)])
+    node = helper.make_node("If", ["use_cache"], ["y"], then_branch=branch, else_branch=plain)
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [N, N]),
+                                            helper.make_tensor_value_info("use_cache", TensorProto.BOOL, [])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [N, N])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17),
+                                                    helper.make_opsetid("example.custom", 1)])
+    model.ir_version = 10
+    imported = import_onnx(model, check=False)
+    assert imported.graph.metadata["unsized_bodies"] == 1 and len(imported.bodies) == 1
+    result = optimize_model(model, method="auto", time_limit=2, warm_up=False)
+    assert any("1 control-flow body" in note and "could not be sized" in note for note in result.report["notes"])
