@@ -22,7 +22,9 @@ random inputs (the checker does not apply).  ``--source kinds`` runs the model k
 ``benchmarks/model_kinds.py`` instead (quantized, ONNX Runtime-fused, recurrent, control flow, float16,
 external data, dynamic dims; built with torch, compared on their seeded inputs); ``--source rare`` the models of
 ``benchmarks/rare_models.py`` (the format's rarer parts: sparse initializers, local functions, sequence and
-optional outputs, unseeded random ops, contrib and ``ai.onnx.ml`` ops, 4-bit weights, ...).  Outputs an
+optional outputs, unseeded random ops, contrib and ``ai.onnx.ml`` ops, 4-bit weights, ...); ``--source control-flow``
+the node test cases of the onnx package (``onnx.backend.test.case.node``) whose graphs hold ``If``, ``Loop``,
+``Scan`` or ``SequenceMap``, written out with their first data set.  Outputs an
 unseeded random op feeds are not compared (``onnx_sched.bench.outputs.random_outputs``).
 
 ``--methods`` runs named methods instead of each objective's default (``auto``): a comma list of
@@ -77,6 +79,29 @@ DATA = Path(onnx.__file__).parent / "backend" / "test" / "data"
 def backend_models() -> list[Path]:
     """Every ``model.onnx`` of the backend test data, then the ``light_*`` models."""
     return sorted(Path(p) for p in glob.glob(str(DATA / "*" / "*" / "model.onnx"))) + sorted(DATA.glob("light/*.onnx"))
+
+
+def control_flow_models(folder: Path) -> list[tuple[Path, dict[str, np.ndarray], list[str]]]:
+    """onnx's node test cases with control flow (``If`` / ``Loop`` / ``Scan`` / ``SequenceMap`` in the main graph),
+    each written as ``folder/NAME/model.onnx`` with its first data set's inputs."""
+    import warnings
+
+    with warnings.catch_warnings():  # the case generators compute their expected outputs with numpy
+        warnings.simplefilter("ignore")
+        from onnx.backend.test.case.node import collect_testcases
+
+        cases = collect_testcases(None)
+    out = []
+    for case in cases:
+        if case.model is None or not {n.op_type for n in case.model.graph.node} & {"If", "Loop", "Scan", "SequenceMap"}:
+            continue
+        path = folder / case.name / "model.onnx"
+        path.parent.mkdir(parents=True)
+        onnx.save(case.model, path)
+        inits = {t.name for t in case.model.graph.initializer}
+        names = [i.name for i in case.model.graph.input if i.name not in inits]
+        out.append((path, dict(zip(names, case.data_sets[0][0])) if case.data_sets else {}, []))
+    return out
 
 
 def model_name(path: Path) -> str:
@@ -322,9 +347,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sample", type=int, default=0, help="N models spread over the families (before --limit)")
     ap.add_argument("--methods", default=None, help="OBJECTIVE:METHOD,... or 'all': run these methods")
     ap.add_argument("--format", choices=("onnx", "openvino"), default="onnx")
-    ap.add_argument("--source", choices=("backend", "kinds", "rare"), default="backend",
-                    help="onnx's backend test models, the model kinds of benchmarks/model_kinds.py (needs torch), or "
-                         "the models of the format's rarer parts of benchmarks/rare_models.py")
+    ap.add_argument("--source", choices=("backend", "kinds", "rare", "control-flow"), default="backend",
+                    help="onnx's backend test models, the model kinds of benchmarks/model_kinds.py (needs torch), "
+                         "the models of the format's rarer parts of benchmarks/rare_models.py, or onnx's node test "
+                         "cases with control flow")
     ap.add_argument("--args", default="", metavar="WORDS",
                     help='more optimize arguments for every run, shlex-split: --args "--target measured"')
     ap.add_argument("--out", type=Path, default=None)
@@ -355,6 +381,8 @@ def main(argv: list[str] | None = None) -> int:
             from rare_models import build
 
             models = build(Path(tmp) / "rare")
+        elif args.source == "control-flow":
+            models = control_flow_models(Path(tmp) / "control_flow")
         else:
             models = [(m, None, []) for m in backend_models()]
         if args.sample:

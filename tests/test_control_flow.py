@@ -14,7 +14,7 @@ from onnx import TensorProto, helper
 
 from onnx_sched.api import optimize_model
 from onnx_sched.cost.memory import peak_memory
-from onnx_sched.importers.control_flow import body_model, transient_bytes
+from onnx_sched.importers.control_flow import body_model, import_bodies, transient_bytes
 from onnx_sched.importers.onnx import import_onnx
 
 N = 64  # branchy's big tensors: N x N floats, 16 KiB
@@ -37,6 +37,23 @@ def test_an_if_op_holds_its_larger_branch_while_it_runs() -> None:
     # outer: x (an input) and use_cache (1 byte) live, y (4 bytes) made, the larger branch's peak beyond x
     assert _file_peak(merged) == _file_peak(big) + 1 + 4
     assert _file_peak(merged_if_model(small, big)) == _file_peak(big) + 1 + 4
+    op, alone = import_onnx(merged).graph, import_onnx(big).graph  # the time models see the larger branch's work
+    assert op.op_flops[0] == alone.op_flops.sum() + 1  # the If's own estimate: one element
+    assert op.op_bytes[0] == alone.op_bytes.sum() + 1 + N * N * 4 + 4  # reads use_cache and x, writes y
+
+
+def test_inspect_bounds_the_peak_over_the_orders_of_the_bodies_too(tmp_path) -> None:
+    from click.testing import CliRunner
+
+    from onnx_sched.cli import main
+
+    model = merged_if_model(branchy_model(3, N), branchy_model(3, N))
+    onnx.save(model, tmp_path / "m.onnx")
+    res = CliRunner().invoke(main, ["inspect", str(tmp_path / "m.onnx"), "--report", str(tmp_path / "r.json")])
+    assert res.exit_code == 0, res.output
+    stats = json.loads((tmp_path / "r.json").read_text())
+    best = optimize_model(model, method="auto", time_limit=5, warm_up=False).report["peak_bytes"]["output"]
+    assert stats["control_flow_bodies"] == 2 and stats["lower_bound_bytes"] <= best < stats["file_order_peak_bytes"]
 
 
 def test_peak_mem_orders_the_branches_of_a_merged_model_and_onnx_runtime_runs_them(tmp_path) -> None:
@@ -124,3 +141,27 @@ def test_a_body_whose_sizes_are_unknown_counts_nothing_and_is_named(tmp_path) ->
     assert imported.graph.metadata["unsized_bodies"] == 1 and len(imported.bodies) == 1
     result = optimize_model(model, method="auto", time_limit=2, warm_up=False)
     assert any("1 control-flow body" in note and "could not be sized" in note for note in result.report["notes"])
+
+
+def test_an_if_output_whose_branches_disagree_on_its_shape_takes_the_larger_branch() -> None:
+    """A merged decoder's present key / value: one length with the cache, another without; shape inference gives
+    the If's output no shape, the branches do."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [N, N])
+    then = helper.make_graph([helper.make_node("Relu", ["x"], ["t_y"])], "t", [],
+                             [helper.make_tensor_value_info("t_y", TensorProto.FLOAT, [N, N])])
+    other = helper.make_graph([helper.make_node("Concat", ["x", "x"], ["e_y"], axis=0)], "e", [],
+                              [helper.make_tensor_value_info("e_y", TensorProto.FLOAT, [2 * N, N])])
+    nodes = [helper.make_node("If", ["use_cache"], ["y"], then_branch=then, else_branch=other)]
+    graph = helper.make_graph(nodes, "g", [x, helper.make_tensor_value_info("use_cache", TensorProto.BOOL, [])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["length", N])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 10
+    onnx.checker.check_model(model, full_check=True)
+    bodies = import_bodies(model, [0], {"x": (TensorProto.FLOAT, (N, N))}, import_onnx)  # what no inference knew
+    assert bodies.output_bytes == {"y": (2 * N * N * 4, "float")}
+    g = import_onnx(model).graph  # here OpenVINO's upper bound sizes it first, the same
+    assert int(g.tensor_bytes[g.tensor_names.index("y")]) == 2 * N * N * 4
+    result = optimize_model(model, time_limit=2, warm_up=False)
+    onnx.checker.check_model(result.model, full_check=True)
+    for cond in (True, False):
+        assert_bitwise_equal(_run(model, cond), _run(result.model, cond))

@@ -30,12 +30,13 @@ def command(model: Path, inplace: bool, report_path: Path | None, input_shapes: 
     from onnx_sched.exporters.paths import check_output_paths, model_files
     from onnx_sched.importers.dispatch import import_model
     from onnx_sched.importers.onnx import parse_dims, parse_input_shapes
+    from onnx_sched.objectives.peak_mem_bodies import bound_graph
 
     check_output_paths(model_files(model), {"--report": report_path})
     imported = import_model(model, parse_input_shapes(input_shapes), parse_dims(dims), weights_in_file=True)
     g = imported.graph
     prof = profile(g, np.arange(g.n_ops), inplace)
-    lb = lower_bound(g, inplace)
+    lb = lower_bound(bound_graph(imported, inplace), inplace)  # over orders of control-flow bodies too
     stats = g.summary()
     stats.update(
         {
@@ -48,6 +49,8 @@ def command(model: Path, inplace: bool, report_path: Path | None, input_shapes: 
             "gap_to_bound": (prof.peak - lb) / lb if lb else 0.0,
             "gflops": float(g.op_flops.sum() / 1e9),
             "shape_sources": dict(getattr(imported, "shape_sources", {})),  # ONNX only: which inference gave shapes
+            **({"control_flow_bodies": len(imported.bodies), "unsized_bodies": g.metadata.get("unsized_bodies", 0)}
+               if getattr(imported, "bodies", ()) or g.metadata.get("unsized_bodies") else {}),
         }
     )
     table = Table(title=Text(str(model)))  # Text: names with brackets are not rich markup

@@ -14,8 +14,10 @@ live in the outer graph, so they are inputs here, outside the transient bytes);
 :func:`import_bodies` imports each body like any model and :func:`transient_bytes`
 gives its peak over the body's own inputs and outputs.  ``If`` takes the larger
 branch; ``Loop`` and ``Scan`` one iteration (the scan outputs they stack up and the
-trip count are not modelled).  A body whose sizes stay unknown (a loop-carried value
-that grows, a sequence) counts nothing, and :class:`BodyImports` says how many.
+trip count are not modelled).  The op's FLOP and byte estimates (the time cost models')
+take its largest body's work the same way.  A body whose sizes stay unknown (a
+loop-carried value that grows, a sequence) counts nothing, and :class:`BodyImports` says
+how many.
 
 Example (an ``If`` whose branches hold a 4 KB intermediate):
     >>> import numpy as np
@@ -44,6 +46,7 @@ from onnx import helper
 
 from onnx_sched.cost.memory import profile
 from onnx_sched.graph import Graph, TensorKind
+from onnx_sched.onnx_structure import is_large
 from onnx_sched.schedule import Schedule
 
 if TYPE_CHECKING:
@@ -71,10 +74,15 @@ class Body:
 
 @dataclass(frozen=True, eq=False)
 class BodyImports:
-    """What :func:`import_bodies` found: ``transient[node index]`` (bytes), the imported ``bodies`` and how many
-    bodies could not be sized (``unsized``)."""
+    """What :func:`import_bodies` found: ``transient[node index]`` (bytes), ``output_bytes[name]`` (bytes, dtype)
+    of the control-flow outputs the bodies size (:func:`_output_bytes`), the work of the largest body, ``flops``
+    and ``traffic`` (bytes read + written; for the time cost models), the imported ``bodies`` and how many bodies
+    could not be sized (``unsized``)."""
 
     transient: Mapping[int, int] = field(default_factory=dict)
+    output_bytes: Mapping[str, tuple[int, str]] = field(default_factory=dict)
+    flops: Mapping[int, float] = field(default_factory=dict)
+    traffic: Mapping[int, float] = field(default_factory=dict)
     bodies: tuple[Body, ...] = ()
     unsized: int = 0
 
@@ -152,30 +160,51 @@ def _value_info(name: str, t: TensorType | None, fallback: onnx.ValueInfoProto |
     return helper.make_value_info(name, onnx.TypeProto())
 
 
+def _small_constants(graph: onnx.GraphProto) -> dict[str, onnx.TensorProto]:
+    """The outer graph's initializers and ``Constant`` tensors small enough to copy (a shape, an axis): a body
+    reading one gets its value, which shape inference needs (a ``Reshape`` to a shape the main graph holds); the
+    large ones are typed inputs, their values unread."""
+    out = {t.name: t for t in graph.initializer if not is_large(t)}
+    for n in graph.node:
+        value = next((a.t for a in n.attribute if a.name == "value"), None)
+        if n.op_type == "Constant" and n.domain in ("", "ai.onnx") and value is not None and n.output \
+                and not is_large(value):
+            tensor = onnx.TensorProto()
+            tensor.CopyFrom(value)
+            tensor.name = n.output[0]
+            out[tensor.name] = tensor
+    return out
+
+
 def body_model(model: onnx.ModelProto, node: onnx.NodeProto, sub: onnx.GraphProto,
-               types: Mapping[str, TensorType], outer_infos: Mapping[str, onnx.ValueInfoProto]) -> onnx.ModelProto:
+               types: Mapping[str, TensorType], outer_infos: Mapping[str, onnx.ValueInfoProto],
+               constants: Mapping[str, onnx.TensorProto] | None = None) -> onnx.ModelProto:
     """``sub`` (a body of ``node``, a node of ``model``'s graph) as a standalone model: its formal inputs, then the
     outer values it reads, as graph inputs typed by ``types`` (the outer graph's inferred types) or the outer
-    ``outer_infos``; its own nodes, initializers, value infos and outputs; ``model``'s opsets and functions."""
+    ``outer_infos``, except the small outer constants it reads, copied as initializers (``constants``: those of
+    ``model``'s graph, found when not given); its own nodes, initializers, value infos and outputs; ``model``'s
+    opsets and functions."""
     formal = _formal_input_types(node, sub, types)
     inputs = [_value_info(vi.name, t, vi) for vi, t in zip(sub.input, formal)]
-    inputs += [_value_info(name, types.get(name), outer_infos.get(name)) for name in _reads(sub)]
+    known = _small_constants(model.graph) if constants is None else constants
+    reads = _reads(sub)
+    inputs += [_value_info(name, types.get(name), outer_infos.get(name)) for name in reads if name not in known]
     graph = helper.make_graph(list(sub.node), f"{node.name or node.op_type}.{sub.name or 'body'}", inputs,
-                              list(sub.output), list(sub.initializer), value_info=list(sub.value_info),
-                              sparse_initializer=list(sub.sparse_initializer))
+                              list(sub.output), [*sub.initializer, *(known[n] for n in reads if n in known)],
+                              value_info=list(sub.value_info), sparse_initializer=list(sub.sparse_initializer))
     wrapped = helper.make_model(graph, opset_imports=list(model.opset_import), functions=list(model.functions))
     wrapped.ir_version = model.ir_version
     return wrapped
 
 
-def transient_bytes(graph: Graph, order: Sequence[int] | np.ndarray) -> int:
+def transient_bytes(graph: Graph, order: Sequence[int] | np.ndarray, inplace: bool = False) -> int:
     """A body's memory beyond its inputs (outer values, live outside it) and its outputs (the control-flow op's
     outputs, which the outer graph counts): the most, over the body's steps in ``order``, of the live bytes less
-    its graph inputs and the graph outputs produced so far."""
+    its graph inputs and the graph outputs produced so far (``inplace``: the memory model's in-place reuse)."""
     if graph.n_ops == 0:
         return 0
     order = np.asarray(order, dtype=np.int64)
-    prof = profile(graph, order)
+    prof = profile(graph, order, inplace)
     kept = np.where(graph.tensor_kind == TensorKind.OUTPUT, graph.tensor_bytes, 0).astype(np.int64)
     made = np.array([kept[graph.op_outputs.row(int(op))].sum() for op in order], dtype=np.int64)
     return max(0, int((prof.step - prof.base - np.cumsum(made)).max()))
@@ -188,7 +217,12 @@ def import_bodies(model: onnx.ModelProto, nodes: Sequence[int], types: Mapping[s
     bodies in their file order (the largest body's)."""
     g = model.graph
     outer_infos = {vi.name: vi for vi in [*g.input, *g.value_info, *g.output]}
+    constants = _small_constants(g)
     transient: dict[int, int] = {}
+    output_bytes: dict[str, tuple[int, str]] = {}
+    partial: set[str] = set()
+    flops: dict[int, float] = {}
+    traffic: dict[int, float] = {}
     bodies: list[Body] = []
     unsized = 0
     for idx in nodes:
@@ -196,11 +230,53 @@ def import_bodies(model: onnx.ModelProto, nodes: Sequence[int], types: Mapping[s
         for attr in node.attribute:
             for sub in _graphs(attr):
                 try:
-                    imported = import_onnx(body_model(model, node, sub, types, outer_infos), check=False)
+                    imported = import_onnx(body_model(model, node, sub, types, outer_infos, constants), check=False)
                 except Exception:  # noqa: BLE001 -- sizes fixed only at run time, an op no inference knows: the body
                     unsized += 1  # counts nothing, as before bodies were imported, and the report says so
+                    partial.update(o for o in node.output if o)  # an If's other branch alone does not size it
                     continue
                 bodies.append(Body(node=idx, attribute=attr.name, imported=imported))
-                need = transient_bytes(imported.graph, np.arange(imported.graph.n_ops))
-                transient[idx] = max(transient.get(idx, 0), need)
-    return BodyImports(transient=transient, bodies=tuple(bodies), unsized=unsized)
+                body = imported.graph
+                transient[idx] = max(transient.get(idx, 0), transient_bytes(body, np.arange(body.n_ops)))
+                flops[idx] = max(flops.get(idx, 0.0), float(body.op_flops.sum()))
+                traffic[idx] = max(traffic.get(idx, 0.0), float(body.op_bytes.sum()))
+                fixed = _output_bytes(node, body, [o.name for o in sub.output], types)
+                if node.op_type == "If":  # a branch that leaves an output unsized leaves the If's unsized
+                    partial.update(o for o in node.output if o and o not in fixed)
+                for name, (nbytes, dtype) in fixed.items():
+                    if nbytes > output_bytes.get(name, (-1, ""))[0]:
+                        output_bytes[name] = (nbytes, dtype)
+    sized = {name: value for name, value in output_bytes.items() if name not in partial}
+    return BodyImports(transient=transient, output_bytes=sized, flops=flops, traffic=traffic,
+                       bodies=tuple(bodies), unsized=unsized)
+
+
+def _output_bytes(node: onnx.NodeProto, body: Graph, names: Sequence[str],
+                  types: Mapping[str, TensorType]) -> dict[str, tuple[int, str]]:
+    """The bytes (and dtype) of ``node``'s outputs that one of its bodies, imported as ``body`` (its outputs
+    ``names``), fixes: an ``If``
+    output is its branch's output (the node takes the larger branch); a ``Loop``'s final carried values are the
+    body's carried outputs (one iteration's size); a ``Scan``'s final states likewise, and a scan output is one
+    iteration's times the scanned length, where the first scanned input's shape gives it.  A ``Loop``'s scan outputs
+    (trip count unknown) are not sized."""
+    ids = {name: i for i, name in enumerate(body.tensor_names)}  # a weight of unknown size has 0 bytes there
+    outs = [(int(body.tensor_bytes[ids[o]]), body.tensor_dtypes[ids[o]])
+            if o in ids and (body.tensor_bytes[ids[o]] > 0 or body.tensor_kind[ids[o]] != TensorKind.WEIGHT) else None
+            for o in names]
+    n_out = len(node.output)
+    if node.op_type == "If":
+        pairs = list(zip(node.output, outs))
+    elif node.op_type == "Loop":
+        n_carried = len(node.input) - 2
+        pairs = list(zip(node.output[:n_carried], outs[1:1 + n_carried]))
+    else:  # Scan
+        n_scan = next((int(a.i) for a in node.attribute if a.name == "num_scan_inputs"), 0)
+        n_state = len(node.input) - n_scan
+        pairs = list(zip(node.output[:n_state], outs[:n_state]))
+        first = types.get(node.input[n_state]) if n_scan else None
+        axes = next((list(a.ints) for a in node.attribute if a.name == "scan_input_axes"), [0])
+        if first is not None and first[1]:
+            length = first[1][axes[0] % len(first[1])]
+            pairs += [(name, None if o is None else (o[0] * length, o[1]))
+                      for name, o in zip(node.output[n_state:n_out], outs[n_state:])]
+    return {name: o for name, o in pairs if name and o is not None and o[0] >= 0}

@@ -24,7 +24,7 @@ from __future__ import annotations
 import os
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -432,6 +432,11 @@ def import_onnx(
     strings = sum(1 for i, name in enumerate(names)
                   if kinds[i] != TensorKind.WEIGHT and types.get(name, (0, None))[0] == onnx.TensorProto.STRING)
     bounded_sequences = 0
+    flow = [i for i in op_node if g.node[i].op_type in _CONTROL_FLOW and g.node[i].domain in ("", "ai.onnx")]
+    bodies = import_bodies(model, flow, types, import_onnx) if flow else None
+    for name in [u for u in unknown if bodies is not None and u in bodies.output_bytes]:  # e.g. If branches that
+        sizes[tensor_id[name]], dtypes[tensor_id[name]] = bodies.output_bytes[name]  # differ: the larger one
+    unknown = [u for u in unknown if sizes[tensor_id[u]] < 0]
     made_by = {o: n.op_type for n in g.node for o in n.output} if unknown else {}
     if unknown and any(n.op_type in _SEQUENCE_OPS | _OPTIONAL_OPS for n in g.node):
         known = {name: int(sizes[i]) for i, name in enumerate(names) if sizes[i] >= 0}
@@ -467,8 +472,6 @@ def import_onnx(
     node_names = stable_op_names(g.node)
     op_names = tuple(node_names[i] for i in op_node)
     param = _param_bytes(model, op_names)
-    flow = [i for i in op_node if g.node[i].op_type in _CONTROL_FLOW and g.node[i].domain in ("", "ai.onnx")]
-    bodies = import_bodies(model, flow, types, import_onnx) if flow else None
     if bodies is not None and bodies.transient:
         param = (np.zeros(len(op_node), np.int64) if param is None else param) + np.asarray(
             [bodies.transient.get(i, 0) for i in op_node], dtype=np.int64)
@@ -483,6 +486,9 @@ def import_onnx(
                                      "unsized_bodies": bodies.unsized if bodies else 0},
         op_param_bytes=param,
     )
+    if bodies is not None and bodies.flops:  # a control-flow op does its largest body's work
+        graph = replace(graph, op_flops=graph.op_flops + [bodies.flops.get(i, 0.0) for i in op_node],
+                        op_bytes=graph.op_bytes + [bodies.traffic.get(i, 0.0) for i in op_node])
     return ImportedOnnx(
         graph=graph,
         model=model,

@@ -19,7 +19,7 @@ from onnx_sched.cost import memory, memory_bound
 from onnx_sched.dag import check_order
 from onnx_sched.graph import Graph
 from onnx_sched.objectives.objective import META_PREFIX, ProblemOptions, warm_up_graph
-from onnx_sched.objectives.peak_mem_bodies import OrderedBodies, ops_within, order_bodies
+from onnx_sched.objectives.peak_mem_bodies import OrderedBodies, bodies_share, order_bodies
 from onnx_sched.report import ReportTable, fmt_bytes, yes_no
 from onnx_sched.schedule import Schedule
 
@@ -77,7 +77,7 @@ class PeakMemory:
         share of ``seconds`` their ops are of all ops."""
         if not getattr(imported, "bodies", ()):
             return None
-        return order_bodies(imported, ctx, method, seconds * (1 - imported.graph.n_ops / ops_within(imported)), run)
+        return order_bodies(imported, ctx, method, seconds * bodies_share(imported), run)
 
     def warm_up_instance(self, problem: None) -> tuple[Graph, None]:
         return warm_up_graph(), None

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from onnx_sched.cost.memory_bound import lower_bound
 from onnx_sched.errors import OnnxSchedError, TimeLimitError
 from onnx_sched.graph import Graph, TensorKind
 from onnx_sched.importers.control_flow import transient_bytes
@@ -33,7 +34,7 @@ from onnx_sched.schedule import Schedule
 if TYPE_CHECKING:
     from onnx_sched.passes import PassContext
 
-__all__ = ["OrderedBodies", "ops_within", "order_bodies"]
+__all__ = ["OrderedBodies", "bodies_share", "bound_graph", "ops_within", "order_bodies"]
 
 #: Seconds a body's pass gets at the least.
 MIN_BODY_SECONDS = 0.05
@@ -53,6 +54,12 @@ def ops_within(imported: Any) -> int:
     return imported.graph.n_ops + sum(ops_within(b.imported) for b in getattr(imported, "bodies", ()))
 
 
+def bodies_share(imported: Any) -> float:
+    """The share of ``imported``'s ops (bodies included) that are in its bodies: their share of the time."""
+    within = ops_within(imported)
+    return 1.0 - imported.graph.n_ops / within if within else 0.0
+
+
 def _least_transient(graph: Graph, lower_bound: int) -> int:
     """Transient bytes no order of the body ``graph`` goes below: its peak's lower bound less its inputs and
     outputs (:func:`~onnx_sched.importers.control_flow.transient_bytes` of any order is at least that)."""
@@ -63,41 +70,70 @@ def _least_transient(graph: Graph, lower_bound: int) -> int:
     return max(0, lower_bound - outer - outputs)
 
 
+def bound_graph(imported: Any, inplace: bool = False) -> Graph:
+    """``imported.graph`` with each control-flow op's transient bytes at the least any order of its bodies needs
+    (from their lower bounds, nested bodies first): a lower bound computed on it holds for every order of the
+    bodies too, which ``inspect`` reports."""
+    bodies = getattr(imported, "bodies", ())
+    if not bodies:
+        return imported.graph
+    graph = imported.graph
+    op_of_node = {int(idx): op for op, idx in enumerate(imported.op_node)}
+    read, least = np.zeros(graph.n_ops, np.int64), np.zeros(graph.n_ops, np.int64)
+    for body in bodies:
+        sub = body.imported.graph
+        op = op_of_node[body.node]
+        read[op] = max(read[op], transient_bytes(sub, np.arange(sub.n_ops)))
+        least[op] = max(least[op], _least_transient(sub, lower_bound(bound_graph(body.imported, inplace), inplace)))
+    return replace(graph, op_param_bytes=graph.op_param_bytes - read + least)
+
+
 def order_bodies(imported: Any, ctx: PassContext, method: str, seconds: float, run: Callable[..., Any],
                  where: str = "") -> tuple[Any, OrderedBodies, list[dict[str, Any]]] | None:
     """Order the bodies of ``imported``'s control-flow ops with ``run`` (:func:`onnx_sched.api.schedule_graph`)
     and ``method`` in at most ``seconds``: the import with each body's schedule and its op's new transient bytes,
     the :class:`OrderedBodies` problem, and a report row per body (nested ones named ``op.attribute/op.attribute``);
-    ``None`` without bodies."""
+    ``None`` without bodies.  Once ``seconds`` are spent, the bodies left keep their order."""
     bodies = getattr(imported, "bodies", ())
     if not bodies:
         return None
+    end = time.perf_counter() + seconds
     total = ops_within(imported)
     graph = imported.graph
     op_of_node = {int(idx): op for op, idx in enumerate(imported.op_node)}
     read, now, least = (np.zeros(graph.n_ops, np.int64) for _ in range(3))
     ordered, rows = [], []
     for body in bodies:
-        share = seconds * ops_within(body.imported) / total
+        share = seconds * ops_within(body.imported) / total if total else 0.0
         start = time.perf_counter()
         name = f"{where}{graph.op_names[op_of_node[body.node]]}.{body.attribute}"
-        inner = order_bodies(body.imported, ctx, method, share * (1 - body.imported.graph.n_ops /
-                                                                  ops_within(body.imported)), run, f"{name}/")
+        inner = order_bodies(body.imported, ctx, method, share * bodies_share(body.imported), run, f"{name}/")
         nested, problem, inner_rows = inner if inner else (body.imported, None, [])
         sub = nested.graph
         schedule, report = None, {}
-        if sub.n_ops:
-            body_ctx = replace(ctx, time_limit=max(share - (time.perf_counter() - start), MIN_BODY_SECONDS),
-                               source=nested, problem=problem)
+        if sub.n_ops and end - time.perf_counter() >= MIN_BODY_SECONDS:
+            left = min(share - (time.perf_counter() - start), end - time.perf_counter())
+            body_ctx = replace(ctx, time_limit=max(left, MIN_BODY_SECONDS), source=nested, problem=problem)
             try:
                 schedule, report = run(sub, "peak-mem", method, body_ctx)
             except (OnnxSchedError, TimeLimitError):  # e.g. a learned method's encoder past the body's share
                 pass
-        schedule = schedule or Schedule(order=np.arange(sub.n_ops), method="file")
+        own = Schedule(order=np.arange(sub.n_ops), method="file")
+        need = transient_bytes(sub, own.order, ctx.inplace)
+        chosen = transient_bytes(sub, schedule.order, ctx.inplace) if schedule is not None else need
+        if chosen < need:
+            need = chosen
+        else:  # no gain for the op (a lower peak may even hold more beside outputs made early): the body as it is
+            schedule = own
+            if report:
+                report = {**report, "method_used": "file", "kept_input_order": True,
+                          "peak_bytes": {**report["peak_bytes"], "output": report["peak_bytes"]["input"]}}
         op = op_of_node[body.node]
-        read[op] = max(read[op], transient_bytes(body.imported.graph, np.arange(sub.n_ops)))
-        now[op] = max(now[op], transient_bytes(sub, schedule.order))
-        least[op] = max(least[op], _least_transient(sub, int(report.get("peak_bytes", {}).get("lower_bound", 0))))
+        read[op] = max(read[op], transient_bytes(body.imported.graph, own.order))
+        now[op] = max(now[op], need)
+        bound = max(int(report.get("peak_bytes", {}).get("lower_bound", 0)),
+                    lower_bound(problem.bound_graph if problem else sub, ctx.inplace))
+        least[op] = max(least[op], _least_transient(sub, bound))
         ordered.append(replace(body, imported=nested, schedule=schedule))
         rows += [{"body": name, "ops": sub.n_ops,
                   "reordered": not np.array_equal(schedule.order, np.arange(sub.n_ops)),
