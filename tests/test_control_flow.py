@@ -117,11 +117,33 @@ def test_a_loop_body_counts_one_iteration() -> None:
     onnx.checker.check_model(model, full_check=True)
     imported = import_onnx(model)
     assert [(b.attribute, b.imported.graph.n_ops) for b in imported.bodies] == [("body", 4)]
-    # the carried value's type comes from the loop's initial value: one iteration holds a and b beside v_next
+    # the carried value's type comes from the loop's initial value: one iteration holds a and b beside v_next, and
+    # from the second on the last iteration's v, i and c too (not the outer x any more)
     alone = import_onnx(body_model(model, loop, body, {"x": (TensorProto.FLOAT, (N, N)), "trips": (7, ())}, {}),
                         check=False)
     assert transient_bytes(alone.graph, np.arange(4)) == 2 * N * N * 4
-    assert imported.graph.op_param_bytes.tolist() == [2 * N * N * 4]
+    assert imported.bodies[0].resident == N * N * 4 + 8 + 1
+    assert imported.graph.op_param_bytes.tolist() == [3 * N * N * 4 + 8 + 1]
+
+
+def test_a_loop_whose_carried_value_grows_is_not_sized_by_one_iteration() -> None:
+    body_nodes = [helper.make_node("Concat", ["v", "v"], ["v_next"], axis=0),
+                  helper.make_node("Identity", ["c"], ["c_next"])]
+    body = helper.make_graph(body_nodes, "body", [helper.make_tensor_value_info("i", TensorProto.INT64, []),
+                                                  helper.make_tensor_value_info("c", TensorProto.BOOL, []),
+                                                  helper.make_tensor_value_info("v", TensorProto.FLOAT, ["L", N])],
+                             [helper.make_tensor_value_info("c_next", TensorProto.BOOL, []),
+                              helper.make_tensor_value_info("v_next", TensorProto.FLOAT, ["L2", N])])
+    loop = helper.make_node("Loop", ["trips", "", "x"], ["y"], body=body, name="loop")
+    graph = helper.make_graph([loop], "g", [helper.make_tensor_value_info("trips", TensorProto.INT64, []),
+                                            helper.make_tensor_value_info("x", TensorProto.FLOAT, [N, N])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["L", N])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 10
+    onnx.checker.check_model(model, full_check=True)
+    bodies = import_bodies(model, [0], {"x": (TensorProto.FLOAT, (N, N)), "trips": (TensorProto.INT64, ())},
+                           import_onnx)
+    assert (bodies.unsized, bodies.bodies, dict(bodies.output_bytes)) == (1, (), {})
 
 
 def test_a_body_whose_sizes_are_unknown_counts_nothing_and_is_named(tmp_path) -> None:

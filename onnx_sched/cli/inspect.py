@@ -30,12 +30,12 @@ def command(model: Path, inplace: bool, report_path: Path | None, input_shapes: 
     from onnx_sched.exporters.paths import check_output_paths, model_files
     from onnx_sched.importers.dispatch import import_model
     from onnx_sched.importers.onnx import parse_dims, parse_input_shapes
-    from onnx_sched.objectives.peak_mem_bodies import bound_graph
+    from onnx_sched.objectives.peak_mem_bodies import bound_graph, read_graph
 
     check_output_paths(model_files(model), {"--report": report_path})
     imported = import_model(model, parse_input_shapes(input_shapes), parse_dims(dims), weights_in_file=True)
     g = imported.graph
-    prof = profile(g, np.arange(g.n_ops), inplace)
+    prof = profile(read_graph(imported, inplace), np.arange(g.n_ops), inplace)
     lb = lower_bound(bound_graph(imported, inplace), inplace)  # over orders of control-flow bodies too
     stats = g.summary()
     stats.update(

@@ -82,16 +82,20 @@ def _node_order(imported: ImportedOnnx, order: np.ndarray) -> list[int]:
 
 
 def _write_bodies(graph: onnx.GraphProto, imported: ImportedOnnx, node_order: list[int]) -> None:
-    """Write each ordered body of ``imported`` (``Body.schedule``) into its node of ``graph``, whose nodes are
-    ``imported``'s in ``node_order``: the body's nodes in its schedule's order, its own bodies ordered likewise."""
+    """Order each body of ``imported`` that has a ``Body.schedule`` inside its node of ``graph`` (a copy, whose
+    nodes are ``imported``'s in ``node_order``): the body imported as a model holds the body's nodes in their order
+    (:func:`~onnx_sched.importers.control_flow.body_model`), so its node order permutes the body's own nodes; its
+    own bodies likewise."""
     position = {idx: pos for pos, idx in enumerate(node_order)}
     for body in imported.bodies:
         if body.schedule is None:
             continue
-        ordered = export_onnx(body.imported, body.schedule).graph.node
+        order = _node_order(body.imported, np.asarray(body.schedule.order, dtype=np.int64))
         attr = next(a for a in graph.node[position[body.node]].attribute if a.name == body.attribute)
+        nodes = list(attr.g.node)  # detached by the del below, kept alive by this list
         del attr.g.node[:]
-        attr.g.node.extend(ordered)
+        attr.g.node.extend(nodes[i] for i in order)
+        _write_bodies(attr.g, body.imported, order)
 
 
 def export_onnx(

@@ -70,6 +70,7 @@ class Body:
     attribute: str
     imported: ImportedOnnx
     schedule: Schedule | None = None
+    resident: int = 0  # bytes of a loop's own inputs (its carried state), held beside the outer values (see below)
 
 
 @dataclass(frozen=True, eq=False)
@@ -182,32 +183,37 @@ def body_model(model: onnx.ModelProto, node: onnx.NodeProto, sub: onnx.GraphProt
     """``sub`` (a body of ``node``, a node of ``model``'s graph) as a standalone model: its formal inputs, then the
     outer values it reads, as graph inputs typed by ``types`` (the outer graph's inferred types) or the outer
     ``outer_infos``, except the small outer constants it reads, copied as initializers (``constants``: those of
-    ``model``'s graph, found when not given); its own nodes, initializers, value infos and outputs; ``model``'s
-    opsets and functions."""
+    ``model``'s graph, found when not given); its own nodes, small initializers (its large ones as typed inputs),
+    value infos and outputs; ``model``'s opsets and functions.  Its nodes are ``sub``'s, in their order."""
     formal = _formal_input_types(node, sub, types)
     inputs = [_value_info(vi.name, t, vi) for vi, t in zip(sub.input, formal)]
     known = _small_constants(model.graph) if constants is None else constants
     reads = _reads(sub)
     inputs += [_value_info(name, types.get(name), outer_infos.get(name)) for name in reads if name not in known]
+    own = [t for t in sub.initializer if not is_large(t)]  # a large one as a typed input: its bytes stay unread
+    inputs += [helper.make_tensor_value_info(t.name, t.data_type, list(t.dims)) for t in sub.initializer
+               if is_large(t)]
     graph = helper.make_graph(list(sub.node), f"{node.name or node.op_type}.{sub.name or 'body'}", inputs,
-                              list(sub.output), [*sub.initializer, *(known[n] for n in reads if n in known)],
+                              list(sub.output), [*own, *(known[n] for n in reads if n in known)],
                               value_info=list(sub.value_info), sparse_initializer=list(sub.sparse_initializer))
     wrapped = helper.make_model(graph, opset_imports=list(model.opset_import), functions=list(model.functions))
     wrapped.ir_version = model.ir_version
     return wrapped
 
 
-def transient_bytes(graph: Graph, order: Sequence[int] | np.ndarray, inplace: bool = False) -> int:
+def transient_bytes(graph: Graph, order: Sequence[int] | np.ndarray, inplace: bool = False, resident: int = 0) -> int:
     """A body's memory beyond its inputs (outer values, live outside it) and its outputs (the control-flow op's
     outputs, which the outer graph counts): the most, over the body's steps in ``order``, of the live bytes less
-    its graph inputs and the graph outputs produced so far (``inplace``: the memory model's in-place reuse)."""
+    its graph inputs and the graph outputs produced so far (``inplace``: the memory model's in-place reuse), plus
+    ``resident``: a loop's carried state, which from its second iteration on is the last iteration's outputs, not
+    the outer values it started from."""
     if graph.n_ops == 0:
-        return 0
+        return resident
     order = np.asarray(order, dtype=np.int64)
     prof = profile(graph, order, inplace)
     kept = np.where(graph.tensor_kind == TensorKind.OUTPUT, graph.tensor_bytes, 0).astype(np.int64)
     made = np.array([kept[graph.op_outputs.row(int(op))].sum() for op in order], dtype=np.int64)
-    return max(0, int((prof.step - prof.base - np.cumsum(made)).max()))
+    return max(0, int((prof.step - prof.base - np.cumsum(made)).max())) + resident
 
 
 def import_bodies(model: onnx.ModelProto, nodes: Sequence[int], types: Mapping[str, TensorType],
@@ -235,9 +241,15 @@ def import_bodies(model: onnx.ModelProto, nodes: Sequence[int], types: Mapping[s
                     unsized += 1  # counts nothing, as before bodies were imported, and the report says so
                     partial.update(o for o in node.output if o)  # an If's other branch alone does not size it
                     continue
-                bodies.append(Body(node=idx, attribute=attr.name, imported=imported))
                 body = imported.graph
-                transient[idx] = max(transient.get(idx, 0), transient_bytes(body, np.arange(body.n_ops)))
+                held = _carried_bytes(node, body, [i.name for i in sub.input], [o.name for o in sub.output])
+                if held is None:  # a carried value that grows (or shrinks): one iteration does not size the loop
+                    unsized += 1
+                    partial.update(o for o in node.output if o)
+                    continue
+                bodies.append(Body(node=idx, attribute=attr.name, imported=imported, resident=held))
+                transient[idx] = max(transient.get(idx, 0), transient_bytes(body, np.arange(body.n_ops),
+                                                                             resident=held))
                 flops[idx] = max(flops.get(idx, 0.0), float(body.op_flops.sum()))
                 traffic[idx] = max(traffic.get(idx, 0.0), float(body.op_bytes.sum()))
                 fixed = _output_bytes(node, body, [o.name for o in sub.output], types)
@@ -249,6 +261,26 @@ def import_bodies(model: onnx.ModelProto, nodes: Sequence[int], types: Mapping[s
     sized = {name: value for name, value in output_bytes.items() if name not in partial}
     return BodyImports(transient=transient, output_bytes=sized, flops=flops, traffic=traffic,
                        bodies=tuple(bodies), unsized=unsized)
+
+
+def _carried_bytes(node: onnx.NodeProto, body: Graph, inputs: Sequence[str], outputs: Sequence[str]) -> int | None:
+    """The bytes of a ``Loop`` / ``Scan`` body's own inputs (trip counter, condition, carried state, scanned slices),
+    which it holds as separate buffers from its second iteration on; 0 for an ``If``; ``None`` when a carried value's
+    output is not the size of its input (it grows over the iterations)."""
+    if node.op_type == "If":
+        return 0
+    ids = {name: i for i, name in enumerate(body.tensor_names)}
+    size = [int(body.tensor_bytes[ids[n]]) if n in ids else 0 for n in inputs]
+    out = [int(body.tensor_bytes[ids[n]]) if n in ids else -1 for n in outputs]
+    if node.op_type == "Loop":
+        pairs = zip(size[2:], out[1:1 + len(size) - 2])
+    else:  # Scan: the states
+        n_scan = next((int(a.i) for a in node.attribute if a.name == "num_scan_inputs"), 0)
+        n_state = len(inputs) - n_scan
+        pairs = zip(size[:n_state], out[:n_state])
+    if any(a != b for a, b in pairs):
+        return None
+    return sum(size)
 
 
 def _output_bytes(node: onnx.NodeProto, body: Graph, names: Sequence[str],

@@ -19,7 +19,7 @@ proof over it says nothing of orders inside the bodies).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -34,7 +34,7 @@ from onnx_sched.schedule import Schedule
 if TYPE_CHECKING:
     from onnx_sched.passes import PassContext
 
-__all__ = ["OrderedBodies", "bodies_share", "bound_graph", "ops_within", "order_bodies"]
+__all__ = ["OrderedBodies", "bodies_share", "bound_graph", "ops_within", "order_bodies", "read_graph"]
 
 #: Seconds a body's pass gets at the least.
 MIN_BODY_SECONDS = 0.05
@@ -60,14 +60,30 @@ def bodies_share(imported: Any) -> float:
     return 1.0 - imported.graph.n_ops / within if within else 0.0
 
 
-def _least_transient(graph: Graph, lower_bound: int) -> int:
-    """Transient bytes no order of the body ``graph`` goes below: its peak's lower bound less its inputs and
-    outputs (:func:`~onnx_sched.importers.control_flow.transient_bytes` of any order is at least that)."""
+def _least_transient(body: Any, lower_bound: int) -> int:
+    """Transient bytes no order of ``body`` goes below: its graph's peak lower bound less its inputs and outputs
+    (:func:`~onnx_sched.importers.control_flow.transient_bytes` of any order is at least that), plus what it holds
+    across iterations."""
+    graph = body.imported.graph
     kind = graph.tensor_kind
     made = graph.tensor_producer >= 0
     outer = int(graph.tensor_bytes[(kind == TensorKind.INPUT)].sum())
     outputs = int(graph.tensor_bytes[(kind == TensorKind.OUTPUT) & made].sum())
-    return max(0, lower_bound - outer - outputs)
+    return max(0, lower_bound - outer - outputs) + body.resident
+
+
+def _with_bodies(imported: Any, bodies: Sequence[Any], need: Sequence[int]) -> Graph:
+    """``imported.graph`` with each control-flow op's transient bytes the most ``need`` gives its ``bodies`` (one
+    value per body) in place of what the importer gave it (its bodies in their own order)."""
+    graph = imported.graph
+    op_of_node = {int(idx): op for op, idx in enumerate(imported.op_node)}
+    read, now = np.zeros(graph.n_ops, np.int64), np.zeros(graph.n_ops, np.int64)
+    for body, bytes_ in zip(bodies, need):
+        op = op_of_node[body.node]
+        sub = body.imported.graph
+        read[op] = max(read[op], transient_bytes(sub, np.arange(sub.n_ops), resident=body.resident))
+        now[op] = max(now[op], bytes_)
+    return replace(graph, op_param_bytes=graph.op_param_bytes - read + now)
 
 
 def bound_graph(imported: Any, inplace: bool = False) -> Graph:
@@ -77,36 +93,41 @@ def bound_graph(imported: Any, inplace: bool = False) -> Graph:
     bodies = getattr(imported, "bodies", ())
     if not bodies:
         return imported.graph
-    graph = imported.graph
-    op_of_node = {int(idx): op for op, idx in enumerate(imported.op_node)}
-    read, least = np.zeros(graph.n_ops, np.int64), np.zeros(graph.n_ops, np.int64)
-    for body in bodies:
-        sub = body.imported.graph
-        op = op_of_node[body.node]
-        read[op] = max(read[op], transient_bytes(sub, np.arange(sub.n_ops)))
-        least[op] = max(least[op], _least_transient(sub, lower_bound(bound_graph(body.imported, inplace), inplace)))
-    return replace(graph, op_param_bytes=graph.op_param_bytes - read + least)
+    return _with_bodies(imported, bodies, [_least_transient(b, lower_bound(bound_graph(b.imported, inplace), inplace))
+                                           for b in bodies])
+
+
+def read_graph(imported: Any, inplace: bool = False) -> Graph:
+    """``imported.graph`` with its bodies in their own order under the memory model ``inplace`` chooses (the
+    importer counts them without in-place reuse): the input's own peak."""
+    bodies = getattr(imported, "bodies", ())
+    if not bodies or not inplace:
+        return imported.graph
+    return _with_bodies(imported, bodies, [
+        transient_bytes(read_graph(b.imported, inplace), np.arange(b.imported.graph.n_ops), inplace, b.resident)
+        for b in bodies])
 
 
 def order_bodies(imported: Any, ctx: PassContext, method: str, seconds: float, run: Callable[..., Any],
                  where: str = "") -> tuple[Any, OrderedBodies, list[dict[str, Any]]] | None:
     """Order the bodies of ``imported``'s control-flow ops with ``run`` (:func:`onnx_sched.api.schedule_graph`)
-    and ``method`` in at most ``seconds``: the import with each body's schedule and its op's new transient bytes,
-    the :class:`OrderedBodies` problem, and a report row per body (nested ones named ``op.attribute/op.attribute``);
-    ``None`` without bodies.  Once ``seconds`` are spent, the bodies left keep their order."""
+    and ``method`` in at most ``seconds``, the largest first: the import with each body's schedule and its op's new
+    transient bytes, the :class:`OrderedBodies` problem, and a report row per body (nested ones named
+    ``op.attribute/op.attribute``); ``None`` without bodies.  Once ``seconds`` are spent, the bodies left keep their
+    order, as does a body whose new order would not lower its op's transient bytes."""
     bodies = getattr(imported, "bodies", ())
     if not bodies:
         return None
     end = time.perf_counter() + seconds
     total = ops_within(imported)
     graph = imported.graph
-    op_of_node = {int(idx): op for op, idx in enumerate(imported.op_node)}
-    read, now, least = (np.zeros(graph.n_ops, np.int64) for _ in range(3))
-    ordered, rows = [], []
-    for body in bodies:
+    names = {int(idx): graph.op_names[op] for op, idx in enumerate(imported.op_node)}
+    done: dict[int, tuple[Any, int, int, list[dict[str, Any]]]] = {}
+    for i in sorted(range(len(bodies)), key=lambda i: -ops_within(bodies[i].imported)):
+        body = bodies[i]
         share = seconds * ops_within(body.imported) / total if total else 0.0
         start = time.perf_counter()
-        name = f"{where}{graph.op_names[op_of_node[body.node]]}.{body.attribute}"
+        name = f"{where}{names[body.node]}.{body.attribute}"
         inner = order_bodies(body.imported, ctx, method, share * bodies_share(body.imported), run, f"{name}/")
         nested, problem, inner_rows = inner if inner else (body.imported, None, [])
         sub = nested.graph
@@ -116,29 +137,28 @@ def order_bodies(imported: Any, ctx: PassContext, method: str, seconds: float, r
             body_ctx = replace(ctx, time_limit=max(left, MIN_BODY_SECONDS), source=nested, problem=problem)
             try:
                 schedule, report = run(sub, "peak-mem", method, body_ctx)
-            except (OnnxSchedError, TimeLimitError):  # e.g. a learned method's encoder past the body's share
-                pass
+            except (OnnxSchedError, TimeLimitError, RuntimeError, ValueError):  # e.g. a learned method's encoder
+                schedule, report = None, {}  # past the body's share: the body keeps its order
         own = Schedule(order=np.arange(sub.n_ops), method="file")
-        need = transient_bytes(sub, own.order, ctx.inplace)
-        chosen = transient_bytes(sub, schedule.order, ctx.inplace) if schedule is not None else need
+        need = transient_bytes(sub, own.order, ctx.inplace, body.resident)
+        chosen = transient_bytes(sub, schedule.order, ctx.inplace, body.resident) if schedule is not None else need
         if chosen < need:
             need = chosen
         else:  # no gain for the op (a lower peak may even hold more beside outputs made early): the body as it is
             schedule = own
             if report:
-                report = {**report, "method_used": "file", "kept_input_order": True,
+                report = {**report, "method_used": "file", "kept_input_order": True, "optimal": False,
+                          "certificate": "kept its own order (the new one did not lower the op's transient bytes)",
                           "peak_bytes": {**report["peak_bytes"], "output": report["peak_bytes"]["input"]}}
-        op = op_of_node[body.node]
-        read[op] = max(read[op], transient_bytes(body.imported.graph, own.order))
-        now[op] = max(now[op], need)
         bound = max(int(report.get("peak_bytes", {}).get("lower_bound", 0)),
                     lower_bound(problem.bound_graph if problem else sub, ctx.inplace))
-        least[op] = max(least[op], _least_transient(sub, bound))
-        ordered.append(replace(body, imported=nested, schedule=schedule))
-        rows += [{"body": name, "ops": sub.n_ops,
-                  "reordered": not np.array_equal(schedule.order, np.arange(sub.n_ops)),
-                  **{k: v for k, v in report.items() if k != "unused_options"}}, *inner_rows]
-    base = graph.op_param_bytes - read  # the model's own transient bytes, the bodies' apart
-    bodies_problem = OrderedBodies(read_graph=graph, bound_graph=replace(graph, op_param_bytes=base + least))
-    return (replace(imported, graph=replace(graph, op_param_bytes=base + now), bodies=tuple(ordered)),
-            bodies_problem, rows)
+        row = {"body": name, "ops": sub.n_ops, "reordered": not np.array_equal(schedule.order, np.arange(sub.n_ops)),
+               **{k: v for k, v in report.items() if k != "unused_options"}}
+        done[i] = (replace(body, imported=nested, schedule=schedule), need,
+                   _least_transient(replace(body, imported=nested), bound), [row, *inner_rows])
+    ordered = [done[i][0] for i in range(len(bodies))]
+    problem = OrderedBodies(read_graph=read_graph(imported, ctx.inplace),
+                            bound_graph=_with_bodies(imported, bodies, [done[i][2] for i in range(len(bodies))]))
+    rows = [row for i in range(len(bodies)) for row in done[i][3]]
+    return (replace(imported, graph=_with_bodies(imported, bodies, [done[i][1] for i in range(len(bodies))]),
+                    bodies=tuple(ordered)), problem, rows)
