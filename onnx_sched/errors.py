@@ -4,7 +4,7 @@ from __future__ import annotations
 
 __all__ = [
     "DeviceError", "ModelLoadError", "NothingToScheduleError", "OnnxSchedError", "TimeLimitError", "TooLargeError",
-    "UnknownOpError", "UnknownShapeError", "first_line",
+    "UnknownOpError", "UnknownShapeError", "first_line", "last_line",
 ]
 
 
@@ -17,6 +17,17 @@ def first_line(exc: BaseException, limit: int | None = 300) -> str:
     """
     text = str(exc).strip()
     return text.splitlines()[0][:limit] if text else type(exc).__name__
+
+
+def last_line(exc: BaseException, limit: int = 300) -> str:
+    """The last line of ``exc``'s message (at most ``limit`` characters), or its type's name: OpenVINO puts its
+    reason there, after the source locations of its checks.
+
+    >>> last_line(RuntimeError("Exception from src/core.cpp:117:\nUnsupported operation of type: Convert"))
+    'Unsupported operation of type: Convert'
+    """
+    lines = str(exc).strip().splitlines()
+    return lines[-1].strip()[:limit] if lines else type(exc).__name__
 
 
 class OnnxSchedError(Exception):

@@ -326,3 +326,16 @@ def test_a_run_over_its_time_limit_says_where_the_time_went():
     assert _overrun_reason(held_back, 1.0).startswith("measuring on the target alone needs about 4.0 s")
     rewritten = {"total_seconds": 6.0, "seconds": 0.01, "details": {}, "ort_graph": {"level": "basic", "seconds": 2.3}}
     assert _overrun_reason(rewritten, 1.0).startswith("ONNX Runtime's --ort-graph rewrite (2.3 s), reading and writing")
+
+
+def test_a_model_openvino_cannot_compile_is_one_line_for_profile_and_bench(tmp_path) -> None:
+    """onnx's expanded ``LinearAttention`` node test (a ``Convert`` of a dynamic ``Reshape`` inside an ``If``;
+    ``tests/data/openvino_refuses.onnx``, written from ``onnx.backend.test.case.node``): OpenVINO 2026.4's CPU plugin
+    refuses to compile it.  ``profile`` raised OpenVINO's RuntimeError as a traceback; both now quote its reason."""
+    model = Path(__file__).parent / "data" / "openvino_refuses.onnx"
+    for args in (["profile", str(model), "-o", str(tmp_path / "p.json"), "--repeats", "1"],
+                 ["bench", str(model), "--runtime", "openvino", "--repeats", "1", "--warmup", "0", "--no-heap"]):
+        res = CliRunner().invoke(main, args)
+        if res.exit_code == 0:  # a later OpenVINO may compile it: then nothing to say
+            continue
+        _one_line_error(res, "OpenVINO cannot compile", "not implemented for op")

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from onnx_sched.errors import DeviceError
+from onnx_sched.errors import DeviceError, OnnxSchedError, last_line
 from onnx_sched.onnx_inline import inline_calls
 from onnx_sched.profiling.profiled_model import named_by_op
 from onnx_sched.profiling.profiles import DeviceProfile, ProfileSet
@@ -56,7 +56,10 @@ def profile_openvino(imported: Any, device: str = "CPU", repeats: int = 10, warm
     ov_model = openvino_model_of(imported)
     ov_to_op = map_ov_to_graph_ops(ov_model, imported)
     cfg = {"PERF_COUNT": True, **dict(config or {})}
-    compiled = core.compile_model(ov_model, device, cfg)
+    try:  # OpenVINO's own refusals come as RuntimeError: one line, as bad input
+        compiled = core.compile_model(ov_model, device, cfg)
+    except RuntimeError as exc:
+        raise OnnxSchedError(f"OpenVINO cannot compile {graph.name} on {device}: {last_line(exc)}") from None
     runtime = compiled.get_runtime_model()
     layer_ops: dict[str, list[int]] = {}
     for op in runtime.get_ordered_ops():

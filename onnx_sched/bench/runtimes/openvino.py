@@ -21,7 +21,7 @@ import numpy as np
 
 from onnx_sched.bench.outputs import compare_outputs, outputs_informative, random_outputs
 from onnx_sched.bench.timing import summarize, time_calls
-from onnx_sched.errors import DeviceError, OnnxSchedError
+from onnx_sched.errors import DeviceError, OnnxSchedError, last_line
 
 __all__ = ["PAPER_KEEP", "PAPER_RUNS", "PlacementTimer", "bench_openvino", "mean_of_last", "ov_inputs"]
 
@@ -145,13 +145,13 @@ def bench_openvino(imported: Any, placement: np.ndarray, devices: Sequence[str],
     try:  # OpenVINO's own failures (compile or infer) come as RuntimeError: one line, as bad input
         report, out = _time_split(core, imported, placement, devices, feed, out_names, warmup, repeats)
     except RuntimeError as exc:
-        raise OnnxSchedError(f"OpenVINO's HETERO cannot run this placement: {_last_line(exc)}") from None
+        raise OnnxSchedError(f"OpenVINO's HETERO cannot run this placement: {last_line(exc)}") from None
     ref_dev = reference_device or devices[0]  # compiled once the split's compiled model is gone
     try:
         ref_compiled = core.compile_model(openvino_model_of(imported), ref_dev)
         ref_req = ref_compiled.create_infer_request()
     except RuntimeError as exc:
-        raise OnnxSchedError(f"OpenVINO cannot run the model on {ref_dev}: {_last_line(exc)}") from None
+        raise OnnxSchedError(f"OpenVINO cannot run the model on {ref_dev}: {last_line(exc)}") from None
     ref_inputs = ov_inputs(ref_compiled, feed)
 
     def run_ref() -> dict[str, np.ndarray]:
@@ -178,12 +178,6 @@ def mean_of_last(times: Sequence[float], keep: int = PAPER_KEEP) -> float:
     if not 0 < keep <= len(times):
         raise ValueError(f"mean of the last {keep} of {len(times)} runs is undefined")
     return float(np.mean(np.asarray(times, np.float64)[-keep:]))
-
-
-def _last_line(exc: BaseException) -> str:
-    """OpenVINO's reason: the last line of its multi-line error."""
-    lines = str(exc).strip().splitlines()
-    return lines[-1].strip()[:300] if lines else type(exc).__name__
 
 
 class PlacementTimer:
@@ -249,7 +243,7 @@ class PlacementTimer:
             ok, err = compare_outputs(reference, self.outputs(compiled), unchecked=self.unchecked)
         except RuntimeError as exc:  # OpenVINO's own failures (compile or infer) come as RuntimeError
             return {"target": None, "seconds": float("inf"), "times": [], "outputs_equal": False,
-                    "max_abs_error": None, "error": _last_line(exc)}
+                    "max_abs_error": None, "error": last_line(exc)}
         return {**report, "outputs_equal": ok, "max_abs_error": err}
 
     def outputs(self, compiled: Any) -> dict[str, np.ndarray]:
@@ -267,7 +261,7 @@ class PlacementTimer:
                 self._reference = self.outputs(self.compile_device(self.devices[0])[0])
             except RuntimeError as exc:
                 raise OnnxSchedError(f"OpenVINO cannot run the model on {self.devices[0]} with seeded inputs (so "
-                                     f"its placements cannot be timed): {_last_line(exc)}") from exc
+                                     f"its placements cannot be timed): {last_line(exc)}") from exc
         return self._reference
 
     def time_device(self, device: str) -> dict[str, Any]:

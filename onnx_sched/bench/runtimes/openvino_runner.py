@@ -53,7 +53,7 @@ import numpy as np
 from onnx_sched.bench.heap import heap_fields
 from onnx_sched.bench.runtimes.fresh_process import PeakRssWindow, latency_fields, rss, runner_main, runner_parser
 from onnx_sched.bench.timing import time_calls
-from onnx_sched.errors import OnnxSchedError, first_line
+from onnx_sched.errors import OnnxSchedError, last_line
 
 __all__ = ["DEVICE", "PRECISION", "main", "run_measurement"]
 
@@ -88,8 +88,7 @@ def run_measurement(
         try:
             compiled = core.compile_model(model, DEVICE, config)
         except RuntimeError as exc:
-            raise OnnxSchedError(f"OpenVINO cannot compile {model_path} on {DEVICE}: "
-                                 f"{first_line(exc, limit=None)}") from exc
+            raise OnnxSchedError(f"OpenVINO cannot compile {model_path} on {DEVICE}: {last_line(exc)}") from exc
         request = compiled.create_infer_request()
         compile_s = time.perf_counter() - t0
         rss_after_compile = rss()
