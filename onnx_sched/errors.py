@@ -23,7 +23,7 @@ def last_line(exc: BaseException, limit: int = 300) -> str:
     """The last line of ``exc``'s message (at most ``limit`` characters), or its type's name: OpenVINO puts its
     reason there, after the source locations of its checks.
 
-    >>> last_line(RuntimeError("Exception from src/core.cpp:117:\nUnsupported operation of type: Convert"))
+    >>> last_line(RuntimeError("Exception from src/core.cpp:117:\\nUnsupported operation of type: Convert"))
     'Unsupported operation of type: Convert'
     """
     lines = str(exc).strip().splitlines()
