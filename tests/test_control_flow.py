@@ -187,3 +187,49 @@ def test_an_if_output_whose_branches_disagree_on_its_shape_takes_the_larger_bran
     onnx.checker.check_model(result.model, full_check=True)
     for cond in (True, False):
         assert_bitwise_equal(_run(model, cond), _run(result.model, cond))
+
+
+def _if_of(branch) -> onnx.ModelProto:
+    """An ``If`` whose two branches ``branch(prefix)`` makes; its outputs typed as the branch's."""
+    then = branch("t_")
+    outs = [onnx.ValueInfoProto() for _ in then.output]
+    for out, declared in zip(outs, then.output):
+        out.CopyFrom(declared)
+        out.name = declared.name[2:]
+    node = helper.make_node("If", ["use_cache"], [o.name for o in outs], then_branch=then, else_branch=branch("e_"))
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [N * N]),
+                                            helper.make_tensor_value_info("use_cache", TensorProto.BOOL, [])], outs)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 10
+    return model
+
+
+def test_with_in_place_reuse_a_body_with_one_order_saves_nothing() -> None:
+    """The input's peak is scored under the same memory model as the result's (it claimed a saving, review)."""
+    def chain(p: str) -> onnx.GraphProto:
+        nodes = [helper.make_node(op, [src], [dst]) for op, src, dst in
+                 (("Neg", "x", p + "a"), ("Relu", p + "a", p + "b"), ("Sigmoid", p + "b", p + "c"),
+                  ("Neg", p + "c", p + "y"))]
+        return helper.make_graph(nodes, p, [], [helper.make_tensor_value_info(p + "y", TensorProto.FLOAT, [N * N])])
+
+    for inplace in (False, True):
+        report = optimize_model(_if_of(chain), time_limit=2, warm_up=False, inplace=inplace).report
+        assert report["peak_bytes"]["input"] == report["peak_bytes"]["output"], (inplace, report["peak_bytes"])
+        assert report["kept_input_order"] and not any(row["reordered"] for row in report["bodies"])
+
+
+def test_a_body_kept_in_its_order_does_not_report_the_order_it_dropped() -> None:
+    """An output made first, then a large temporary: the lower peak (temporary first) holds more beside the outputs,
+    so the op would need more; the body keeps its order, and its row says so."""
+    def branch(p: str) -> onnx.GraphProto:
+        nodes = [helper.make_node("Neg", ["x"], [p + "y"]),
+                 helper.make_node("Concat", ["x", "x", "x"], [p + "t"], axis=0),
+                 helper.make_node("ReduceSum", [p + "t"], [p + "s"], keepdims=0)]
+        return helper.make_graph(nodes, p, [], [helper.make_tensor_value_info(p + "y", TensorProto.FLOAT, [N * N]),
+                                                helper.make_tensor_value_info(p + "s", TensorProto.FLOAT, [])])
+
+    report = optimize_model(_if_of(branch), time_limit=2, warm_up=False).report
+    for row in report["bodies"]:
+        assert not row["reordered"] and row["method_used"] == "file" and row["optimal"] is False
+        assert row["peak_bytes"]["output"] == row["peak_bytes"]["input"]
+    assert report["peak_bytes"]["output"] == report["peak_bytes"]["input"]
