@@ -180,11 +180,11 @@ class SubModel:
 
 
 def _reads(node: onnx.NodeProto) -> list[str]:
-    from onnx_sched.importers.onnx import _subgraph_reads
+    from onnx_sched.importers.control_flow import subgraph_reads
 
     names = [x for x in node.input if x]
     if node.op_type in ("If", "Loop", "Scan"):
-        names += [x for x in _subgraph_reads(node) if x not in names]
+        names += [x for x in subgraph_reads(node) if x not in names]
     return names
 
 

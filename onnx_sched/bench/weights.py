@@ -153,9 +153,9 @@ def with_random_weights(imported: Any, seed: int = 0) -> Any:
         changed += 1
     if not changed:
         return imported
-    from onnx_sched.importers.onnx import _subgraph_reads
+    from onnx_sched.importers.control_flow import subgraph_reads
 
-    read = {x for n in model.graph.node for x in list(n.input) + _subgraph_reads(n)} | {o.name for o in model.graph.output}
+    read = {x for n in model.graph.node for x in list(n.input) + subgraph_reads(n)} | {o.name for o in model.graph.output}
     keep = [t for t in model.graph.initializer if t.name in read]  # drop the now unused W__SHAPE vectors
     del model.graph.initializer[:]
     model.graph.initializer.extend(keep)

@@ -70,12 +70,12 @@ def _node_order(imported: ImportedOnnx, order: np.ndarray) -> list[int]:
             emitted.add(idx)
             out.append(idx)
 
-    from onnx_sched.importers.onnx import _subgraph_reads
+    from onnx_sched.importers.control_flow import subgraph_reads
 
     for op in order:
         idx = int(imported.op_node[op])
         node = nodes[idx]
-        emit_weights(list(node.input) + _subgraph_reads(node))
+        emit_weights(list(node.input) + subgraph_reads(node))
         out.append(idx)
     out.extend(i for i in imported.weight_nodes if i not in emitted)
     return out

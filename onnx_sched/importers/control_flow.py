@@ -71,6 +71,7 @@ class Body:
     imported: ImportedOnnx
     schedule: Schedule | None = None
     resident: int = 0  # bytes of a loop's own inputs (its carried state), held beside the outer values (see below)
+    transient: int = 0  # what the op needs for it in its own order (:func:`transient_bytes`), as imported
 
 
 @dataclass(frozen=True, eq=False)
@@ -247,9 +248,9 @@ def import_bodies(model: onnx.ModelProto, nodes: Sequence[int], types: Mapping[s
                     unsized += 1
                     partial.update(o for o in node.output if o)
                     continue
-                bodies.append(Body(node=idx, attribute=attr.name, imported=imported, resident=held))
-                transient[idx] = max(transient.get(idx, 0), transient_bytes(body, np.arange(body.n_ops),
-                                                                             resident=held))
+                need = transient_bytes(body, np.arange(body.n_ops), resident=held)
+                bodies.append(Body(node=idx, attribute=attr.name, imported=imported, resident=held, transient=need))
+                transient[idx] = max(transient.get(idx, 0), need)
                 flops[idx] = max(flops.get(idx, 0.0), float(body.op_flops.sum()))
                 traffic[idx] = max(traffic.get(idx, 0.0), float(body.op_bytes.sum()))
                 fixed = _output_bytes(node, body, [o.name for o in sub.output], types)

@@ -87,8 +87,6 @@ def stable_op_names(nodes: Sequence[onnx.NodeProto]) -> tuple[str, ...]:
 RANDOM_OPS = frozenset(
     {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial", "Bernoulli"}
 )
-_CONTROL_FLOW = CONTROL_FLOW_OPS
-_subgraph_reads = subgraph_reads  # the name the bench and exporter modules import
 _SEQUENCE_OPS = frozenset({"SequenceConstruct", "SequenceEmpty", "SequenceInsert", "SequenceErase", "SequenceAt",
                            "SequenceLength", "SplitToSequence", "ConcatFromSequence", "SequenceMap"})
 _OPTIONAL_OPS = frozenset({"Optional", "OptionalGetElement", "OptionalHasElement"})
@@ -361,10 +359,10 @@ def import_onnx(
     weight_nodes: list[int] = []
     op_node: list[int] = []
     for idx, node in enumerate(g.node):
-        ins = [x for x in list(node.input) + (_subgraph_reads(node) if node.op_type in _CONTROL_FLOW else []) if x]
+        ins = [x for x in list(node.input) + (subgraph_reads(node) if node.op_type in CONTROL_FLOW_OPS else []) if x]
         is_weight = node.domain in ("", "ai.onnx") and (
             node.op_type == "Constant"
-            or (ins and node.op_type not in RANDOM_OPS and node.op_type not in _CONTROL_FLOW
+            or (ins and node.op_type not in RANDOM_OPS and node.op_type not in CONTROL_FLOW_OPS
                 and all(x in weight_names for x in ins))
         )
         if is_weight:
@@ -393,7 +391,7 @@ def import_onnx(
     out_set = set(graph_outputs)
     for op, idx in enumerate(op_node):
         node = g.node[idx]
-        reads = list(node.input) + (_subgraph_reads(node) if node.op_type in _CONTROL_FLOW else [])
+        reads = list(node.input) + (subgraph_reads(node) if node.op_type in CONTROL_FLOW_OPS else [])
         row = []
         for name in reads:
             if not name:
@@ -432,7 +430,7 @@ def import_onnx(
     strings = sum(1 for i, name in enumerate(names)
                   if kinds[i] != TensorKind.WEIGHT and types.get(name, (0, None))[0] == onnx.TensorProto.STRING)
     bounded_sequences = 0
-    flow = [i for i in op_node if g.node[i].op_type in _CONTROL_FLOW and g.node[i].domain in ("", "ai.onnx")]
+    flow = [i for i in op_node if g.node[i].op_type in CONTROL_FLOW_OPS and g.node[i].domain in ("", "ai.onnx")]
     bodies = import_bodies(model, flow, types, import_onnx) if flow else None
     for name in [u for u in unknown if bodies is not None and u in bodies.output_bytes]:  # e.g. If branches that
         sizes[tensor_id[name]], dtypes[tensor_id[name]] = bodies.output_bytes[name]  # differ: the larger one

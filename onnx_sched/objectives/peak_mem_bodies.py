@@ -74,14 +74,13 @@ def _least_transient(body: Any, lower_bound: int) -> int:
 
 def _with_bodies(imported: Any, bodies: Sequence[Any], need: Sequence[int]) -> Graph:
     """``imported.graph`` with each control-flow op's transient bytes the most ``need`` gives its ``bodies`` (one
-    value per body) in place of what the importer gave it (its bodies in their own order)."""
+    value per body) in place of what the importer gave it (``Body.transient``: its bodies in their own order)."""
     graph = imported.graph
     op_of_node = {int(idx): op for op, idx in enumerate(imported.op_node)}
     read, now = np.zeros(graph.n_ops, np.int64), np.zeros(graph.n_ops, np.int64)
     for body, bytes_ in zip(bodies, need):
         op = op_of_node[body.node]
-        sub = body.imported.graph
-        read[op] = max(read[op], transient_bytes(sub, np.arange(sub.n_ops), resident=body.resident))
+        read[op] = max(read[op], body.transient)
         now[op] = max(now[op], bytes_)
     return replace(graph, op_param_bytes=graph.op_param_bytes - read + now)
 

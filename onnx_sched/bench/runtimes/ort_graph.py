@@ -175,7 +175,7 @@ def _record_ort_shapes(model: Any, folder: Path) -> None:
 def _unknown_sizes(model: Any) -> list[str]:
     """Node outputs of ``model`` (fixed input shapes) of which onnx's shape inference knows neither a non-tensor
     type nor any shape, and that read nothing whose shape inference found data-dependent (partly known)."""
-    from onnx_sched.importers.onnx import _subgraph_reads
+    from onnx_sched.importers.control_flow import subgraph_reads
     from onnx_sched.onnx_structure import infer_shapes
 
     g = model.graph
@@ -193,7 +193,7 @@ def _unknown_sizes(model: Any) -> list[str]:
             known.add(vi.name)
     missing = []
     for node in g.node:  # ORT writes its graph in a topological order
-        reads_tainted = any(x in tainted for x in [*node.input, *_subgraph_reads(node)])
+        reads_tainted = any(x in tainted for x in [*node.input, *subgraph_reads(node)])
         for out in node.output:
             if not out or out in known or out in tainted:
                 continue

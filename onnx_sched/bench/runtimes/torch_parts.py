@@ -179,11 +179,11 @@ def _fold_constants(model: onnx.ModelProto) -> onnx.ModelProto:
             const_out.update(o for o in n.output if o)
     if not const_nodes:
         return model
-    from onnx_sched.importers.onnx import _subgraph_reads
+    from onnx_sched.importers.control_flow import subgraph_reads
 
     const = set(const_nodes)
     rest = [n for i, n in enumerate(g.node) if i not in const]
-    used = {x for n in rest for x in [*n.input, *_subgraph_reads(n)]} | {o.name for o in g.output}
+    used = {x for n in rest for x in [*n.input, *subgraph_reads(n)]} | {o.name for o in g.output}
     alias: dict[str, onnx.TensorProto] = {}  # an Identity's output: the weight it passes on
     computed: list[int] = []
     for i in const_nodes:
@@ -207,7 +207,7 @@ def _fold_constants(model: onnx.ModelProto) -> onnx.ModelProto:
     if needed:
         import onnxruntime as ort
 
-        reads = dict.fromkeys(x for i in computed for x in [*g.node[i].input, *_subgraph_reads(g.node[i])]
+        reads = dict.fromkeys(x for i in computed for x in [*g.node[i].input, *subgraph_reads(g.node[i])]
                               if x in weights or x in alias)
         sub = helper.make_graph([g.node[i] for i in computed], "constants", [],
                                 [helper.make_empty_tensor_value_info(x) for x in needed],
