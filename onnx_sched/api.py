@@ -30,11 +30,11 @@ from onnx_sched.exporters.dispatch import export_model
 from onnx_sched.exporters.paths import external_data_files, model_files
 from onnx_sched.graph import Graph
 from onnx_sched.importers.dispatch import Imported, import_model
-from onnx_sched.importers.onnx import STRING_ELEMENT_BYTES
 from onnx_sched.importers.openvino import is_openvino_source
 from onnx_sched.objectives import Objective, ProblemOptions, get_objective, resolve_objective
 from onnx_sched.objectives.objective import META_PREFIX
 from onnx_sched.objectives.peak_mem import memory_model_name
+from onnx_sched.onnx_structure import STRING_ELEMENT_BYTES
 from onnx_sched.passes import PassContext, TrackedOptions, get_pass
 from onnx_sched.schedule import Schedule
 

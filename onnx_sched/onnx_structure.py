@@ -16,11 +16,12 @@ import math
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 import onnx
 from onnx import helper
 
-__all__ = ["LARGE_ELEMENTS", "NUMPY_TYPES", "annotate_shapes", "copy_except", "infer_shapes", "is_large",
-           "structure_only", "weights_as_inputs"]
+__all__ = ["LARGE_ELEMENTS", "NUMPY_TYPES", "STRING_ELEMENT_BYTES", "annotate_shapes", "copy_except", "dtype_name", "infer_shapes",
+           "is_large", "structure_only", "tensor_nbytes", "weights_as_inputs"]
 
 #: Initializers with more elements than this are weights to every shape rule: no op reads a shape, an axis
 #: list or an index vector this long.
@@ -34,6 +35,51 @@ NUMPY_TYPES = frozenset({
     onnx.TensorProto.UINT8, onnx.TensorProto.UINT16, onnx.TensorProto.UINT32, onnx.TensorProto.UINT64,
     onnx.TensorProto.BOOL,
 })
+
+
+_SUB_BYTE_BITS = {"INT4": 4, "UINT4": 4, "FLOAT4E2M1": 4, "INT2": 2, "UINT2": 2, "FLOAT6E2M3": 6, "FLOAT6E3M2": 6}
+
+
+#: Bytes a string tensor's buffer holds per element: ONNX Runtime stores ``std::string`` objects (32 bytes in 64-bit
+#: libstdc++ and MSVC); characters beyond the 15 kept inside the object are separate heap blocks the model cannot see.
+STRING_ELEMENT_BYTES = 32
+
+
+def _element_bits(elem_type: int) -> int | None:
+    """Bits per element (sub-byte types are packed: INT4 is 4, not numpy's 8; a string is its ``std::string`` object,
+    :data:`STRING_ELEMENT_BYTES`); ``None`` when not fixed."""
+    if elem_type == onnx.TensorProto.STRING:
+        return 8 * STRING_ELEMENT_BYTES
+    if elem_type == onnx.TensorProto.UNDEFINED:
+        return None
+    name = onnx.TensorProto.DataType.Name(elem_type) if elem_type in onnx.TensorProto.DataType.values() else ""
+    if name in _SUB_BYTE_BITS:
+        return _SUB_BYTE_BITS[name]
+    try:
+        return 8 * int(np.dtype(helper.tensor_dtype_to_np_dtype(elem_type)).itemsize)
+    except Exception:  # noqa: BLE001 - types numpy cannot hold
+        return None
+
+
+def tensor_nbytes(elem_type: int, shape: tuple[int, ...]) -> int | None:
+    """Bytes of a dense tensor, sub-byte types packed at their bit width and rounded up to a byte.
+
+    >>> tensor_nbytes(onnx.TensorProto.FLOAT, (2, 3)), tensor_nbytes(onnx.TensorProto.INT4, (5,))
+    (24, 3)
+    >>> tensor_nbytes(onnx.TensorProto.STRING, (4,))  # the string objects; long strings' characters not included
+    128
+    """
+    bits = _element_bits(elem_type)
+    return None if bits is None else -(-int(np.prod(shape, dtype=np.int64)) * bits // 8)
+
+
+def dtype_name(elem_type: int) -> str:
+    """The lower-case name of an ONNX element type, as a :class:`~onnx_sched.graph.Graph` keeps it.
+
+    >>> dtype_name(onnx.TensorProto.FLOAT16), dtype_name(0)
+    ('float16', 'unknown')
+    """
+    return helper.tensor_dtype_to_string(elem_type).replace("TensorProto.", "").lower() if elem_type else "unknown"
 
 
 def is_large(tensor: onnx.TensorProto, max_elements: int | None = LARGE_ELEMENTS) -> bool:

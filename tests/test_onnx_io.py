@@ -7,9 +7,9 @@ import os
 import numpy as np
 import onnx
 import pytest
+from conftest import LIGHT_ONNX, assert_bitwise_equal, branchy_model, run_ort
 from onnx import TensorProto, helper, numpy_helper
 
-from conftest import LIGHT_ONNX, assert_bitwise_equal, branchy_model, run_ort
 from onnx_sched.api import optimize_model
 from onnx_sched.cost.memory import peak_memory
 from onnx_sched.errors import ModelLoadError, UnknownOpError, UnknownShapeError
@@ -325,7 +325,7 @@ def test_string_tensors_are_sized_by_their_string_objects():
     """A string tensor counts 32 bytes per element (ONNX Runtime's ``std::string`` objects; the string weight is
     sized the same way and, like every weight, not counted in a peak); the report says so, and the optimized model
     computes the same labels."""
-    from onnx_sched.importers.onnx import STRING_ELEMENT_BYTES
+    from onnx_sched.onnx_structure import STRING_ELEMENT_BYTES
 
     model = _string_model()
     imp = import_onnx(model)

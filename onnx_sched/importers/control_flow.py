@@ -13,9 +13,9 @@ value it reads, become graph inputs typed from the outer graph (the outer values
 live in the outer graph, so they are inputs here, outside the transient bytes);
 :func:`import_bodies` imports each body like any model and :func:`transient_bytes`
 gives its peak over the body's own inputs and outputs.  ``If`` takes the larger
-branch; ``Loop`` and ``Scan`` one iteration (the scan outputs they stack up and the
-trip count are not modelled).  The op's FLOP and byte estimates (the time cost models')
-take its largest body's work the same way.  A body whose sizes stay unknown (a
+branch; ``Loop`` and ``Scan`` one iteration (the scan outputs they stack up are the op's
+outputs; a ``Loop``'s are sized where its trip count is a constant).  The op's FLOP and
+byte estimates (the time cost models') take its largest body's work the same way.  A body whose sizes stay unknown (a
 loop-carried value that grows, a sequence) counts nothing, and :class:`BodyImports` says
 how many.
 
@@ -42,18 +42,18 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import onnx
-from onnx import helper
+from onnx import helper, numpy_helper
 
 from onnx_sched.cost.memory import profile
 from onnx_sched.graph import Graph, TensorKind
-from onnx_sched.onnx_structure import is_large
+from onnx_sched.onnx_structure import dtype_name, is_large, tensor_nbytes
 from onnx_sched.schedule import Schedule
 
 if TYPE_CHECKING:
     from onnx_sched.importers.onnx import ImportedOnnx
 
 __all__ = ["CONTROL_FLOW_OPS", "Body", "BodyImports", "body_model", "import_bodies", "subgraph_reads",
-           "transient_bytes"]
+           "transient_bytes", "trip_count"]
 
 CONTROL_FLOW_OPS = frozenset({"If", "Loop", "Scan"})
 TensorType = tuple[int, "tuple[int, ...] | None"]
@@ -77,12 +77,14 @@ class Body:
 @dataclass(frozen=True, eq=False)
 class BodyImports:
     """What :func:`import_bodies` found: ``transient[node index]`` (bytes), ``output_bytes[name]`` (bytes, dtype)
-    of the control-flow outputs the bodies size (:func:`_output_bytes`), the work of the largest body, ``flops``
+    of the control-flow outputs the bodies size (:func:`_output_sizes`) and ``output_types[name]`` (elem type, shape)
+of those whose shape every body gives alike, the work of the largest body, ``flops``
     and ``traffic`` (bytes read + written; for the time cost models), the imported ``bodies`` and how many bodies
     could not be sized (``unsized``)."""
 
     transient: Mapping[int, int] = field(default_factory=dict)
     output_bytes: Mapping[str, tuple[int, str]] = field(default_factory=dict)
+    output_types: Mapping[str, TensorType] = field(default_factory=dict)
     flops: Mapping[int, float] = field(default_factory=dict)
     traffic: Mapping[int, float] = field(default_factory=dict)
     bodies: tuple[Body, ...] = ()
@@ -228,6 +230,7 @@ def import_bodies(model: onnx.ModelProto, nodes: Sequence[int], types: Mapping[s
     transient: dict[int, int] = {}
     output_bytes: dict[str, tuple[int, str]] = {}
     partial: set[str] = set()
+    shapes: dict[str, set[tuple[str, tuple[int, ...] | None]]] = {}
     flops: dict[int, float] = {}
     traffic: dict[int, float] = {}
     bodies: list[Body] = []
@@ -243,7 +246,7 @@ def import_bodies(model: onnx.ModelProto, nodes: Sequence[int], types: Mapping[s
                     partial.update(o for o in node.output if o)  # an If's other branch alone does not size it
                     continue
                 body = imported.graph
-                held = _carried_bytes(node, body, [i.name for i in sub.input], [o.name for o in sub.output])
+                held = _carried_bytes(node, body, [i.name for i in sub.input], sub.output)
                 if held is None:  # a carried value that grows (or shrinks): one iteration does not size the loop
                     unsized += 1
                     partial.update(o for o in node.output if o)
@@ -253,18 +256,23 @@ def import_bodies(model: onnx.ModelProto, nodes: Sequence[int], types: Mapping[s
                 transient[idx] = max(transient.get(idx, 0), need)
                 flops[idx] = max(flops.get(idx, 0.0), float(body.op_flops.sum()))
                 traffic[idx] = max(traffic.get(idx, 0.0), float(body.op_bytes.sum()))
-                fixed = _output_bytes(node, body, [o.name for o in sub.output], types)
+                fixed = _output_sizes(node, body, sub.output, types, trip_count(node, constants))
                 if node.op_type == "If":  # a branch that leaves an output unsized leaves the If's unsized
                     partial.update(o for o in node.output if o and o not in fixed)
-                for name, (nbytes, dtype) in fixed.items():
+                for name, (nbytes, dtype, shape) in fixed.items():
                     if nbytes > output_bytes.get(name, (-1, ""))[0]:
                         output_bytes[name] = (nbytes, dtype)
+                    shapes.setdefault(name, set()).add((dtype, shape))
     sized = {name: value for name, value in output_bytes.items() if name not in partial}
-    return BodyImports(transient=transient, output_bytes=sized, flops=flops, traffic=traffic,
+    alike = {name: next(iter(seen)) for name, seen in shapes.items() if name in sized and len(seen) == 1}
+    typed = {name: (getattr(onnx.TensorProto, dtype.upper()), shape) for name, (dtype, shape) in alike.items()
+             if shape is not None}
+    return BodyImports(transient=transient, output_bytes=sized, output_types=typed, flops=flops, traffic=traffic,
                        bodies=tuple(bodies), unsized=unsized)
 
 
-def _carried_bytes(node: onnx.NodeProto, body: Graph, inputs: Sequence[str], outputs: Sequence[str]) -> int | None:
+def _carried_bytes(node: onnx.NodeProto, body: Graph, inputs: Sequence[str],
+                   outputs: Sequence[onnx.ValueInfoProto]) -> int | None:
     """The bytes of a ``Loop`` / ``Scan`` body's own inputs (trip counter, condition, carried state, scanned slices),
     which it holds as separate buffers from its second iteration on; 0 for an ``If``; ``None`` when a carried value's
     output is not the size of its input (it grows over the iterations)."""
@@ -272,7 +280,7 @@ def _carried_bytes(node: onnx.NodeProto, body: Graph, inputs: Sequence[str], out
         return 0
     ids = {name: i for i, name in enumerate(body.tensor_names)}
     size = [int(body.tensor_bytes[ids[n]]) if n in ids else 0 for n in inputs]
-    out = [int(body.tensor_bytes[ids[n]]) if n in ids else -1 for n in outputs]
+    out = [-1 if o is None else o[0] for o in (_size_in(body, ids.get(vi.name), vi) for vi in outputs)]
     if node.op_type == "Loop":
         pairs = zip(size[2:], out[1:1 + len(size) - 2])
     else:  # Scan: the states
@@ -284,32 +292,73 @@ def _carried_bytes(node: onnx.NodeProto, body: Graph, inputs: Sequence[str], out
     return sum(size)
 
 
-def _output_bytes(node: onnx.NodeProto, body: Graph, names: Sequence[str],
-                  types: Mapping[str, TensorType]) -> dict[str, tuple[int, str]]:
-    """The bytes (and dtype) of ``node``'s outputs that one of its bodies, imported as ``body`` (its outputs
-    ``names``), fixes: an ``If``
+def trip_count(node: onnx.NodeProto, constants: Mapping[str, onnx.TensorProto]) -> int | None:
+    """A ``Loop``'s trip count ``M`` where it is a constant (an initializer or a ``Constant`` node of the graph
+    holding the loop): the most iterations it runs (its condition may end it sooner); ``None`` otherwise.
+
+    >>> from onnx import numpy_helper
+    >>> loop = helper.make_node("Loop", ["M", "", "x"], ["y"])
+    >>> trip_count(loop, {"M": numpy_helper.from_array(np.array(3, np.int64), "M")})
+    3
+    >>> trip_count(loop, {}) is None
+    True
+    """
+    if node.op_type != "Loop" or not node.input or node.input[0] not in constants:
+        return None
+    value = numpy_helper.to_array(constants[node.input[0]]).reshape(-1)
+    return int(value[0]) if value.size == 1 and value[0] >= 0 else None
+
+
+def _output_sizes(node: onnx.NodeProto, body: Graph, declared: Sequence[onnx.ValueInfoProto],
+                  types: Mapping[str, TensorType],
+                  trips: int | None = None) -> dict[str, tuple[int, str, tuple[int, ...] | None]]:
+    """The bytes, dtype and shape (``None`` where the body gives bytes only) of ``node``'s outputs that one of its
+    bodies, imported as ``body`` (its outputs ``declared``; one the body computes from constants alone is not in
+    ``body``, and its declared type sizes it), fixes: an ``If``
     output is its branch's output (the node takes the larger branch); a ``Loop``'s final carried values are the
     body's carried outputs (one iteration's size); a ``Scan``'s final states likewise, and a scan output is one
-    iteration's times the scanned length, where the first scanned input's shape gives it.  A ``Loop``'s scan outputs
-    (trip count unknown) are not sized."""
+    iteration's times the scanned length, where the first scanned input's shape gives it.  A ``Loop``'s scan output
+    is one iteration's times ``trips``, its constant trip count (:func:`trip_count`; an upper bound when its
+    condition can end it sooner), and is not sized when the trip count is known only at run time."""
     ids = {name: i for i, name in enumerate(body.tensor_names)}  # a weight of unknown size has 0 bytes there
-    outs = [(int(body.tensor_bytes[ids[o]]), body.tensor_dtypes[ids[o]])
-            if o in ids and (body.tensor_bytes[ids[o]] > 0 or body.tensor_kind[ids[o]] != TensorKind.WEIGHT) else None
-            for o in names]
+    outs = [_size_in(body, ids.get(vi.name), vi) for vi in declared]
     n_out = len(node.output)
+
+    def stacked(o: tuple | None, length: int, axis: int = 0) -> tuple | None:
+        if o is None:
+            return None
+        shape = o[2]
+        if shape is not None:
+            at = axis % (len(shape) + 1)
+            shape = (*shape[:at], length, *shape[at:])
+        return o[0] * length, o[1], shape
+
     if node.op_type == "If":
         pairs = list(zip(node.output, outs))
     elif node.op_type == "Loop":
         n_carried = len(node.input) - 2
         pairs = list(zip(node.output[:n_carried], outs[1:1 + n_carried]))
+        if trips is not None:
+            pairs += [(name, stacked(o, trips)) for name, o in zip(node.output[n_carried:n_out], outs[1 + n_carried:])]
     else:  # Scan
         n_scan = next((int(a.i) for a in node.attribute if a.name == "num_scan_inputs"), 0)
         n_state = len(node.input) - n_scan
         pairs = list(zip(node.output[:n_state], outs[:n_state]))
         first = types.get(node.input[n_state]) if n_scan else None
         axes = next((list(a.ints) for a in node.attribute if a.name == "scan_input_axes"), [0])
+        out_axes = next((list(a.ints) for a in node.attribute if a.name == "scan_output_axes"), [])
         if first is not None and first[1]:
             length = first[1][axes[0] % len(first[1])]
-            pairs += [(name, None if o is None else (o[0] * length, o[1]))
-                      for name, o in zip(node.output[n_state:n_out], outs[n_state:])]
+            pairs += [(name, stacked(o, length, out_axes[i] if i < len(out_axes) else 0))
+                      for i, (name, o) in enumerate(zip(node.output[n_state:n_out], outs[n_state:]))]
     return {name: o for name, o in pairs if name and o is not None and o[0] >= 0}
+
+
+def _size_in(body: Graph, tensor: int | None, declared: onnx.ValueInfoProto) -> tuple | None:
+    """(bytes, dtype, shape) of a body output: the body's tensor where it sizes it, else its declared type's."""
+    if tensor is not None and (body.tensor_bytes[tensor] > 0 or body.tensor_kind[tensor] != TensorKind.WEIGHT):
+        return int(body.tensor_bytes[tensor]), body.tensor_dtypes[tensor], body.tensor_shapes[tensor]
+    shape = _static(declared.type) if declared.type.HasField("tensor_type") else None
+    elem = declared.type.tensor_type.elem_type if shape is not None else 0
+    nbytes = tensor_nbytes(elem, shape) if elem else None
+    return None if nbytes is None else (nbytes, dtype_name(elem), shape)

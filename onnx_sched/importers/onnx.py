@@ -35,7 +35,7 @@ from onnx_sched.cost.flops import op_flops
 from onnx_sched.errors import ModelLoadError, UnknownShapeError
 from onnx_sched.graph import Graph, TensorKind
 from onnx_sched.importers._assemble import assemble_graph
-from onnx_sched.importers.control_flow import CONTROL_FLOW_OPS, Body, import_bodies, subgraph_reads
+from onnx_sched.importers.control_flow import CONTROL_FLOW_OPS, Body, BodyImports, import_bodies, subgraph_reads
 from onnx_sched.importers.onnx_file import (
     check_data_files,
     check_model_file,
@@ -44,9 +44,9 @@ from onnx_sched.importers.onnx_file import (
     load_model_by_reference,
     load_model_without_initializers,
 )
-from onnx_sched.importers.onnx_shapes import infer_types
+from onnx_sched.importers.onnx_shapes import infer_types, propagate_types
 from onnx_sched.importers.sequence_sizes import sequence_bytes
-from onnx_sched.onnx_structure import NUMPY_TYPES, structure_only
+from onnx_sched.onnx_structure import NUMPY_TYPES, dtype_name, structure_only, tensor_nbytes
 
 __all__ = [  # the file readers are onnx_file's, kept importable from here
     "RANDOM_OPS", "ImportedOnnx", "check_dim_names", "check_weight_bytes", "import_onnx", "initializer_names",
@@ -206,42 +206,6 @@ def _pin_inputs(model: onnx.ModelProto, input_shapes: Mapping[str, tuple[int, ..
     return m
 
 
-_SUB_BYTE_BITS = {"INT4": 4, "UINT4": 4, "FLOAT4E2M1": 4, "INT2": 2, "UINT2": 2, "FLOAT6E2M3": 6, "FLOAT6E3M2": 6}
-
-
-#: Bytes a string tensor's buffer holds per element: ONNX Runtime stores ``std::string`` objects (32 bytes in 64-bit
-#: libstdc++ and MSVC); characters beyond the 15 kept inside the object are separate heap blocks the model cannot see.
-STRING_ELEMENT_BYTES = 32
-
-
-def _element_bits(elem_type: int) -> int | None:
-    """Bits per element (sub-byte types are packed: INT4 is 4, not numpy's 8; a string is its ``std::string`` object,
-    :data:`STRING_ELEMENT_BYTES`); ``None`` when not fixed."""
-    if elem_type == onnx.TensorProto.STRING:
-        return 8 * STRING_ELEMENT_BYTES
-    if elem_type == onnx.TensorProto.UNDEFINED:
-        return None
-    name = onnx.TensorProto.DataType.Name(elem_type) if elem_type in onnx.TensorProto.DataType.values() else ""
-    if name in _SUB_BYTE_BITS:
-        return _SUB_BYTE_BITS[name]
-    try:
-        return 8 * int(np.dtype(helper.tensor_dtype_to_np_dtype(elem_type)).itemsize)
-    except Exception:  # noqa: BLE001 - types numpy cannot hold
-        return None
-
-
-def tensor_nbytes(elem_type: int, shape: tuple[int, ...]) -> int | None:
-    """Bytes of a dense tensor, sub-byte types packed at their bit width and rounded up to a byte.
-
-    >>> tensor_nbytes(onnx.TensorProto.FLOAT, (2, 3)), tensor_nbytes(onnx.TensorProto.INT4, (5,))
-    (24, 3)
-    >>> tensor_nbytes(onnx.TensorProto.STRING, (4,))  # the string objects; long strings' characters not included
-    128
-    """
-    bits = _element_bits(elem_type)
-    return None if bits is None else -(-int(np.prod(shape, dtype=np.int64)) * bits // 8)
-
-
 def check_weight_bytes(model: onnx.ModelProto, where: str) -> None:
     """Every initializer of a plain numeric type holds at least the bytes its shape and type need: its ``raw_data``,
     or the ``length`` its external data names (a weight read by reference, :func:`load_model_by_reference`).
@@ -309,6 +273,26 @@ def _attrs(node: onnx.NodeProto) -> dict:
         except Exception:  # noqa: BLE001
             continue
     return out
+
+
+def _import_bodies(model: onnx.ModelProto, pinned: onnx.ModelProto, flow: list[int],
+                   types: dict[str, tuple[int, tuple[int, ...] | None]], sources: dict[str, int]) -> BodyImports:
+    """The bodies of the control-flow nodes ``flow`` (:func:`import_bodies`); the output shapes they give that
+    inference left unknown go into ``types``, and on to the ops downstream (:func:`propagate_types`), counted in
+    ``sources["control-flow"]``.  Bodies that read such an output are imported again, once per round."""
+    sized = 0
+    for _ in range(len(flow)):
+        bodies = import_bodies(model, flow, types, import_onnx)
+        shaped = {n: t for n, t in bodies.output_types.items() if n not in types or types[n][1] is None}
+        if not shaped:
+            break
+        types.update(shaped)
+        sized += len(shaped) + propagate_types(pinned, types)
+        if not bodies.unsized:
+            break
+    if sized:
+        sources["control-flow"] = sized
+    return bodies
 
 
 def import_onnx(
@@ -412,6 +396,8 @@ def import_onnx(
             outs.append(add_tensor(name, TensorKind.OUTPUT if name in out_set else TensorKind.ACTIVATION, op))
         op_out.append(outs)
 
+    flow = [i for i in op_node if g.node[i].op_type in CONTROL_FLOW_OPS and g.node[i].domain in ("", "ai.onnx")]
+    bodies = _import_bodies(model, pinned, flow, types, sources) if flow else None
     unknown: list[str] = []
     sizes = np.zeros(len(names), dtype=np.int64)
     dtypes: list[str] = []
@@ -419,7 +405,7 @@ def import_onnx(
     for i, name in enumerate(names):
         elem, shape = types.get(name, (0, None))
         nbytes = tensor_nbytes(elem, shape) if elem and shape is not None else None
-        dtypes.append(helper.tensor_dtype_to_string(elem).replace("TensorProto.", "").lower() if elem else "unknown")
+        dtypes.append(dtype_name(elem))
         shapes.append(shape)
         if nbytes is None:
             if kinds[i] != TensorKind.WEIGHT:
@@ -430,8 +416,6 @@ def import_onnx(
     strings = sum(1 for i, name in enumerate(names)
                   if kinds[i] != TensorKind.WEIGHT and types.get(name, (0, None))[0] == onnx.TensorProto.STRING)
     bounded_sequences = 0
-    flow = [i for i in op_node if g.node[i].op_type in CONTROL_FLOW_OPS and g.node[i].domain in ("", "ai.onnx")]
-    bodies = import_bodies(model, flow, types, import_onnx) if flow else None
     for name in [u for u in unknown if bodies is not None and u in bodies.output_bytes]:  # e.g. If branches that
         sizes[tensor_id[name]], dtypes[tensor_id[name]] = bodies.output_bytes[name]  # differ: the larger one
     unknown = [u for u in unknown if sizes[tensor_id[u]] < 0]
@@ -458,6 +442,14 @@ def import_onnx(
         if custom and not dyn:
             hint = (f"; {custom[0].domain}.{custom[0].op_type} is an op no shape inference knows and ONNX Runtime "
                     "could not run here: give its outputs' shapes in the model's value_info")
+        flows = [u for u in unknown if made_by.get(u) in CONTROL_FLOW_OPS]
+        if flows and not dyn:
+            why = {"Loop": "its trip count is read at run time, or a loop value grows",
+                   "Scan": "its scanned length is read at run time, or a state grows",
+                   "If": "its branches give it different shapes, or a branch is sized only at run time"}
+            hint = (f"; {flows[0]!r} is an output of {'an' if made_by[flows[0]] == 'If' else 'a'} "
+                    f"{made_by[flows[0]]} whose size only a run fixes "
+                    f"({why[made_by[flows[0]]]}): give its shape in the model's value_info")
         maps = [u for u in unknown if made_by.get(u) == "ZipMap"]
         if maps:
             hint = (f"; {maps[0]!r} is ZipMap's sequence of maps, which onnx-sched cannot size (it sizes tensors and "

@@ -22,7 +22,7 @@ from onnx_sched.importers.bounded_shapes import upper_bound_shape
 from onnx_sched.importers.observed_shapes import observed_shapes
 from onnx_sched.onnx_structure import infer_shapes, structure_only
 
-__all__ = ["infer_types"]
+__all__ = ["infer_types", "propagate_types"]
 
 TensorType = tuple[int, "tuple[int, ...] | None"]
 
@@ -59,9 +59,59 @@ def infer_types(model: onnx.ModelProto, path: Path | None = None,
                 types[name] = found[name]
                 got += 1
         sources[engine] = got
-
+    if missing() and any(got for engine, got in sources.items() if engine != "onnx"):
+        sources["onnx-downstream"] = propagate_types(model, types)
     _fill_known_rules(g, types, opset=_default_opset(model))
     return types, sources
+
+
+def propagate_types(model: onnx.ModelProto, types: dict[str, TensorType], rounds: int = 3) -> int:
+    """Give onnx's shape inference ``types`` (what every engine, or a control-flow body, found) as the model's value
+    infos and keep what it then infers for the tensors still unknown: an op downstream of a shape only a later
+    engine found (a ``Loop`` output OpenVINO sized) is sized too.  Updates ``types``; returns how many it sized.
+
+    >>> from onnx import TensorProto as T, helper as h
+    >>> nodes = [h.make_node("Custom", ["x"], ["a"], domain="x.y"), h.make_node("Relu", ["a"], ["b"])]
+    >>> g = h.make_graph(nodes, "g", [h.make_tensor_value_info("x", T.FLOAT, [2])], [])
+    >>> m = h.make_model(g, opset_imports=[h.make_opsetid("", 17), h.make_opsetid("x.y", 1)])
+    >>> types = {"x": (T.FLOAT, (2,)), "a": (T.FLOAT, (4,))}
+    >>> propagate_types(m, types), types["b"]
+    (1, (1, (4,)))
+    """
+    g = model.graph
+    made = [o for n in g.node for o in n.output if o]
+    sized = 0
+    for _ in range(rounds):
+        unknown = [t for t in made if t not in types or types[t][1] is None]
+        if not unknown:
+            break
+        found = _infer_onnx(_with_types(model, types))
+        got = [t for t in unknown if t in found and found[t][1] is not None]
+        for name in got:
+            types[name] = found[name]
+        sized += len(got)
+        if not got:
+            break
+    return sized
+
+
+def _with_types(model: onnx.ModelProto, types: dict[str, TensorType]) -> onnx.ModelProto:
+    """A weightless copy of ``model`` (:func:`structure_only`) whose node outputs of known type are declared: graph
+    outputs typed, the others as value infos."""
+    light = structure_only(model)
+    g = light.graph
+    outputs = {o.name for o in g.output}
+    known = {o: types[o] for n in g.node for o in n.output if o and o in types and types[o][1] is not None}
+    graph = onnx.helper.make_graph(
+        list(g.node), g.name, list(g.input),
+        [onnx.helper.make_tensor_value_info(o.name, *known[o.name]) if o.name in known else o for o in g.output],
+        list(g.initializer),
+        value_info=[onnx.helper.make_tensor_value_info(name, elem, list(shape)) for name, (elem, shape)
+                    in known.items() if name not in outputs],
+        sparse_initializer=list(g.sparse_initializer))
+    copy = onnx.helper.make_model(graph, opset_imports=list(light.opset_import), functions=list(light.functions))
+    copy.ir_version = light.ir_version
+    return copy
 
 
 def _after_custom_ops(g: onnx.GraphProto) -> set[str]:

@@ -146,9 +146,12 @@ def order_bodies(imported: Any, ctx: PassContext, method: str, seconds: float, r
         else:  # no gain for the op (a lower peak may even hold more beside outputs made early): the body as it is
             schedule = own
             if report:
+                peak = report["peak_bytes"]
                 report = {**report, "method_used": "file", "kept_input_order": True, "optimal": False,
                           "certificate": "kept its own order (the new one did not lower the op's transient bytes)",
-                          "peak_bytes": {**report["peak_bytes"], "output": report["peak_bytes"]["input"]}}
+                          "peak_bytes": {**peak, "output": peak["input"]}, "reduction": 0.0,
+                          "gap": (peak["input"] - peak["lower_bound"]) / peak["lower_bound"]
+                          if peak["lower_bound"] else 0.0}
         bound = max(int(report.get("peak_bytes", {}).get("lower_bound", 0)),
                     lower_bound(problem.bound_graph if problem else sub, ctx.inplace))
         row = {"body": name, "ops": sub.n_ops, "reordered": not np.array_equal(schedule.order, np.arange(sub.n_ops)),
