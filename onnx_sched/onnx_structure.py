@@ -20,8 +20,8 @@ import numpy as np
 import onnx
 from onnx import helper
 
-__all__ = ["LARGE_ELEMENTS", "NUMPY_TYPES", "STRING_ELEMENT_BYTES", "annotate_shapes", "copy_except", "dtype_name", "infer_shapes",
-           "is_large", "structure_only", "tensor_nbytes", "weights_as_inputs"]
+__all__ = ["LARGE_ELEMENTS", "NUMPY_TYPES", "STRING_ELEMENT_BYTES", "annotate_shapes", "copy_except", "dtype_name",
+           "infer_shapes", "is_large", "structure_only", "tensor_nbytes", "weights_as_inputs"]
 
 #: Initializers with more elements than this are weights to every shape rule: no op reads a shape, an axis
 #: list or an index vector this long.
