@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 __all__ = [
-    "DeviceError", "ModelLoadError", "NothingToScheduleError", "OnnxSchedError", "TimeLimitError", "TooLargeError",
-    "UnknownOpError", "UnknownShapeError", "first_line", "last_line",
+    "DeviceError", "ModelLoadError", "NothingToScheduleError", "OnnxSchedError", "RuntimeCrashError", "TimeLimitError",
+    "TooLargeError", "UnknownOpError", "UnknownShapeError", "first_line", "last_line",
 ]
 
 
@@ -32,6 +32,10 @@ def last_line(exc: BaseException, limit: int = 300) -> str:
 
 class OnnxSchedError(Exception):
     """A problem with the user's input, reported without a traceback."""
+
+
+class RuntimeCrashError(OnnxSchedError):
+    """A runtime killed the process it ran a model in (a signal: SIGSEGV, SIGABRT), in its own code."""
 
 
 class ModelLoadError(OnnxSchedError):

@@ -328,6 +328,22 @@ def test_a_run_over_its_time_limit_says_where_the_time_went():
     assert _overrun_reason(rewritten, 1.0).startswith("ONNX Runtime's --ort-graph rewrite (2.3 s), reading and writing")
 
 
+def test_a_model_openvino_crashes_on_is_one_line_for_profile_and_bench(tmp_path) -> None:
+    """A ``Loop`` whose body holds a ``Scan`` whose body gives a constant (``tests/data/openvino_crashes.onnx``,
+    made smaller from a control-flow fuzz case): OpenVINO 2026.4 kills the process compiling it (SIGSEGV).
+    ``profile`` compiled it in its own process and died with no word; now, as ``bench``, one line.  Run as commands
+    of their own: a crash here would take pytest with it."""
+    model = Path(__file__).parent / "data" / "openvino_crashes.onnx"
+    for args in (["profile", str(model), "-o", str(tmp_path / "p.json"), "--repeats", "1"],
+                 ["bench", str(model), "--runtime", "openvino", "--repeats", "1", "--warmup", "0", "--no-heap"]):
+        done = subprocess.run([sys.executable, "-m", "onnx_sched.cli", *args], capture_output=True, text=True,
+                              timeout=600)
+        if done.returncode == 0:  # a later OpenVINO may run it: then nothing to say
+            continue
+        assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+        assert done.stderr.strip().splitlines() == [done.stderr.strip()] and "SIGSEGV" in done.stderr
+
+
 def test_a_model_openvino_cannot_compile_is_one_line_for_profile_and_bench(tmp_path) -> None:
     """onnx's expanded ``LinearAttention`` node test (a ``Convert`` of a dynamic ``Reshape`` inside an ``If``;
     ``tests/data/openvino_refuses.onnx``, written from ``onnx.backend.test.case.node``): OpenVINO 2026.4's CPU plugin

@@ -8,9 +8,11 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from typing import Any
 
 import numpy as np
 import onnx
+import pytest
 from conftest import assert_bitwise_equal, branchy_model, merged_if_model, run_ort
 from onnx import TensorProto, helper, numpy_helper
 
@@ -26,6 +28,36 @@ N = 64  # branchy's big tensors: N x N floats, 16 KiB
 def _file_peak(model: onnx.ModelProto) -> int:
     graph = import_onnx(model).graph
     return peak_memory(graph, np.arange(graph.n_ops))
+
+
+def test_openvino_control_flow_ops_hold_their_bodies_memory(tmp_path) -> None:
+    """The same models read by OpenVINO (its If and Loop ops, bodies as sub-models): the If holds its larger
+    branch's peak beyond its inputs and outputs, the Loop one iteration's temporaries and its own state."""
+    ov = pytest.importorskip("openvino")
+    from onnx_sched.importers.openvino import import_openvino
+
+    def read(model: onnx.ModelProto) -> Any:
+        onnx.save(model, tmp_path / "m.onnx")
+        return import_openvino(ov.Core().read_model(str(tmp_path / "m.onnx"))).graph
+
+    def branch(p: str, extra: int) -> onnx.GraphProto:  # x -> Relu -> (Neg ...) -> y: Relu's output is transient
+        nodes = [helper.make_node("Relu", ["x"], [p + "0"])]
+        nodes += [helper.make_node("Neg", [p + str(k)], [p + str(k + 1)]) for k in range(extra)]
+        nodes.append(helper.make_node("Sigmoid", [p + str(extra)], [p + "y"]))
+        return helper.make_graph(nodes, p, [], [helper.make_tensor_value_info(p + "y", TensorProto.FLOAT, [N, N])])
+
+    node = helper.make_node("If", ["c"], ["y"], then_branch=branch("t", 0), else_branch=branch("e", 2))
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [N, N]),
+                                            helper.make_tensor_value_info("c", TensorProto.BOOL, [])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [N, N])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 10
+    g = read(model)
+    # the else branch: Relu's output and its first Neg's live while the second Neg runs
+    assert (g.op_types, g.op_param_bytes.tolist()) == (("If",), [2 * N * N * 4])
+    assert g.metadata["control_flow_bodies"] == 2 and g.metadata["unsized_bodies"] == 0
+    g = read(_relu_sigmoid_loop()[0])  # OpenVINO's body has no condition input: the counter and v are its state
+    assert (g.op_types, g.op_param_bytes.tolist()) == (("Loop",), [3 * N * N * 4 + 8])
 
 
 def _best_peak(model: onnx.ModelProto) -> int:
@@ -103,7 +135,8 @@ def test_a_body_nested_in_a_branch_is_ordered_first() -> None:
     assert_bitwise_equal(run_ort(outer), run_ort(result.model))
 
 
-def test_a_loop_body_counts_one_iteration() -> None:
+def _relu_sigmoid_loop() -> tuple[onnx.ModelProto, onnx.NodeProto, onnx.GraphProto]:
+    """A Loop whose body holds two [N, N] temporaries (Relu and Sigmoid of the carried value) beside its output."""
     body_nodes = [helper.make_node("Relu", ["v"], ["a"]), helper.make_node("Sigmoid", ["v"], ["b"]),
                   helper.make_node("Mul", ["a", "b"], ["v_next"]), helper.make_node("Identity", ["c"], ["c_next"])]
     body = helper.make_graph(body_nodes, "body", [helper.make_tensor_value_info("i", TensorProto.INT64, []),
@@ -118,6 +151,11 @@ def test_a_loop_body_counts_one_iteration() -> None:
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 10
     onnx.checker.check_model(model, full_check=True)
+    return model, loop, body
+
+
+def test_a_loop_body_counts_one_iteration() -> None:
+    model, loop, body = _relu_sigmoid_loop()
     imported = import_onnx(model)
     assert [(b.attribute, b.imported.graph.n_ops) for b in imported.bodies] == [("body", 4)]
     # the carried value's type comes from the loop's initial value: one iteration holds a and b beside v_next, and

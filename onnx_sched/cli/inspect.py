@@ -49,8 +49,9 @@ def command(model: Path, inplace: bool, report_path: Path | None, input_shapes: 
             "gap_to_bound": (prof.peak - lb) / lb if lb else 0.0,
             "gflops": float(g.op_flops.sum() / 1e9),
             "shape_sources": dict(getattr(imported, "shape_sources", {})),  # ONNX only: which inference gave shapes
-            **({"control_flow_bodies": len(imported.bodies), "unsized_bodies": g.metadata.get("unsized_bodies", 0)}
-               if getattr(imported, "bodies", ()) or g.metadata.get("unsized_bodies") else {}),
+            **({"control_flow_bodies": g.metadata.get("control_flow_bodies", 0),
+                "unsized_bodies": g.metadata.get("unsized_bodies", 0)}
+               if g.metadata.get("control_flow_bodies") or g.metadata.get("unsized_bodies") else {}),
         }
     )
     table = Table(title=Text(str(model)))  # Text: names with brackets are not rich markup

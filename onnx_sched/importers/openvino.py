@@ -22,7 +22,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from math import prod
 from pathlib import Path
 from typing import Any
@@ -34,6 +34,7 @@ from onnx_sched.errors import ModelLoadError, OnnxSchedError, UnknownShapeError
 from onnx_sched.graph import Graph, TensorKind
 from onnx_sched.importers._assemble import assemble_graph
 from onnx_sched.importers.bounded_shapes import upper_bound_shape
+from onnx_sched.importers.control_flow import transient_bytes
 
 __all__ = ["ImportedOpenVINO", "import_openvino", "is_openvino_source", "read_ir"]
 
@@ -173,6 +174,51 @@ def _plain_attrs(node: Any) -> dict[str, Any]:
     return {k: (v.tolist() if isinstance(v, np.ndarray) else v) for k, v in attrs.items()}
 
 
+@dataclass(frozen=True)
+class _OpBodies:
+    """What an op's bodies (an ``If``'s branches, a ``Loop``'s or ``TensorIterator``'s body) add to it: the largest
+    body's transient bytes (its peak beyond its inputs and outputs, plus a loop's own state), FLOPs and bytes moved;
+    how many bodies it has and how many could not be sized."""
+
+    transient: int = 0
+    flops: float = 0.0
+    traffic: float = 0.0
+    count: int = 0  # bodies imported
+    unsized: int = 0
+
+
+def _bodies(node: Any) -> _OpBodies:
+    """The bodies of an OpenVINO control-flow op, each imported as a model of its own (:func:`import_openvino`):
+    as for ONNX (:mod:`onnx_sched.importers.control_flow`), the op holds a body's memory while it runs.  A body's
+    parameters are its inputs; a loop's merged (carried) and sliced ones are its own buffers from the second
+    iteration on, its invariant ones the outer values themselves."""
+    kind = node.get_type_name()
+    if kind == "If":
+        models = [node.get_then_body(), node.get_else_body()]
+    elif kind in ("Loop", "TensorIterator"):
+        models = [node.get_function()]
+    else:
+        return _OpBodies()
+    invariant = {d.body_parameter_index for d in node.get_input_descriptions()
+                 if type(d).__name__ == "InvariantInputDescription"} if kind != "If" else set()
+    found = _OpBodies()
+    for body in models:
+        try:
+            graph = import_openvino(body).graph
+        except OnnxSchedError:  # a body sized only at run time: it counts nothing, and the report says so
+            found = replace(found, unsized=found.unsized + 1)
+            continue
+        ids = {name: t for t, name in enumerate(graph.tensor_names)}
+        own = [p.output(0).get_any_name() if p.output(0).get_names() else f"{p.get_friendly_name()}:0"
+                for k, p in enumerate(body.get_parameters()) if kind != "If" and k not in invariant]
+        resident = int(sum(graph.tensor_bytes[ids[name]] for name in own if name in ids))
+        need = transient_bytes(graph, np.arange(graph.n_ops), resident=resident)
+        found = replace(found, count=found.count + 1, transient=max(found.transient, need),
+                        flops=max(found.flops, float(graph.op_flops.sum())),
+                        traffic=max(found.traffic, float(graph.op_bytes.sum())))
+    return found
+
+
 def is_openvino_source(source: Any) -> bool:
     """Whether ``source`` is for this importer: an ``openvino.Model`` or a path ending in ``.xml``.
 
@@ -294,11 +340,18 @@ def import_openvino(source: Any, input_shapes: Mapping[str, tuple[int, ...]] | N
 
     op_types = tuple(nodes[i].get_type_name() for i in op_nodes)
     op_index = tuple(nodes[i].get_friendly_name() for i in op_nodes)
+    bodies = [_bodies(nodes[i]) for i in op_nodes]
     graph = assemble_graph(
         name=path.stem if path else (model.get_friendly_name() or "model"), op_names=op_index, op_types=op_types,
         op_attrs=tuple(_plain_attrs(nodes[i]) for i in op_nodes), op_in=op_in, op_out=op_out, tensor_names=names,
         tensor_bytes=sizes, tensor_kind=kinds, tensor_producer=producer, tensor_dtypes=dtypes, tensor_shapes=shapes,
-        flops_of=_flops, metadata={"source": "openvino", "upper_bound_tensors": bounded},
+        flops_of=_flops, metadata={"source": "openvino", "upper_bound_tensors": bounded,
+                                   "control_flow_bodies": sum(b.count for b in bodies),
+                                   "unsized_bodies": sum(b.unsized for b in bodies)},
+        op_param_bytes=np.array([b.transient for b in bodies], dtype=np.int64),
     )
+    if any(b.count for b in bodies):  # a control-flow op does its largest body's work (one iteration of a loop)
+        graph = replace(graph, op_flops=graph.op_flops + [b.flops for b in bodies],
+                        op_bytes=graph.op_bytes + [b.traffic for b in bodies])
     weight_nodes = tuple(nodes[i].get_friendly_name() for i in np.flatnonzero(constant))
     return ImportedOpenVINO(graph=graph, model=model, op_index=op_index, weight_nodes=weight_nodes, path=path)

@@ -46,6 +46,7 @@ def profile_openvino(imported: Any, device: str = "CPU", repeats: int = 10, warm
     constant-folded get 0.  Median over ``repeats`` inferences.
     """
     from onnx_sched.bench.runtimes.openvino_inputs import openvino_model_of, seeded_inputs
+    from onnx_sched.bench.runtimes.openvino_survives import survives_openvino
     from onnx_sched.devices import openvino_core
     from onnx_sched.exporters.openvino import map_ov_to_graph_ops
 
@@ -53,6 +54,9 @@ def profile_openvino(imported: Any, device: str = "CPU", repeats: int = 10, warm
     if device not in core.available_devices:
         raise DeviceError(f"OpenVINO device {device!r} not available; this machine has {core.available_devices}")
     graph = imported.graph
+    feed = seeded_inputs(imported, seed)
+    if device == "CPU":
+        survives_openvino(imported, seed)
     ov_model = openvino_model_of(imported)
     ov_to_op = map_ov_to_graph_ops(ov_model, imported)
     cfg = {"PERF_COUNT": True, **dict(config or {})}
@@ -67,7 +71,6 @@ def profile_openvino(imported: Any, device: str = "CPU", repeats: int = 10, warm
         names = str(info["originalLayersNames"].astype(str)) if "originalLayersNames" in info else ""
         ops = sorted({ov_to_op[n] for n in names.split(",") if n and ov_to_op.get(n, -1) >= 0})
         layer_ops[op.get_friendly_name()] = ops
-    feed = seeded_inputs(imported, seed)
     req = compiled.create_infer_request()
     from onnx_sched.bench.runtimes.openvino import ov_inputs
 

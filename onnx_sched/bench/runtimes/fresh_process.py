@@ -37,7 +37,7 @@ from typing import Any, final
 import numpy as np
 
 from onnx_sched.bench.timing import summarize
-from onnx_sched.errors import OnnxSchedError, first_line
+from onnx_sched.errors import OnnxSchedError, RuntimeCrashError, first_line
 
 __all__ = ["MALLOC_ENV", "PeakRssWindow", "latency_fields", "rss", "run_runner", "runner_main", "runner_parser"]
 
@@ -85,10 +85,11 @@ def run_runner(
         if proc.returncode == 2 and tail.startswith(_REFUSED):  # the runner's own one line: bad input, not a crash
             reason = tail.removeprefix(_REFUSED)
             raise OnnxSchedError(reason if str(model_path) in reason else f"{model_path}: {reason}")
-        status = f"exit {proc.returncode}"
         if proc.returncode < 0:  # killed by a signal: a crash in the runtime's own code, said by name
-            status += f", {_signal_name(-proc.returncode)}"
-        raise OnnxSchedError(f"{runtime} run of {model_path} failed ({status}): {tail}")
+            said = f": {tail}" if proc.stderr.strip() else ", with no message"
+            raise RuntimeCrashError(f"{runtime} crashed running {model_path} (exit {proc.returncode}, "
+                                    f"{_signal_name(-proc.returncode)}, in {runtime}'s own code){said}")
+        raise OnnxSchedError(f"{runtime} run of {model_path} failed (exit {proc.returncode}): {tail}")
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
     if not lines:
         raise OnnxSchedError(f"{runtime} run of {model_path} printed no JSON report")

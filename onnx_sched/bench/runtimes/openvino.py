@@ -138,7 +138,10 @@ def bench_openvino(imported: Any, placement: np.ndarray, devices: Sequence[str],
     ``devices[0]``).  ``CPUB`` in ``devices`` is registered on demand.
     """
     from onnx_sched.bench.runtimes.openvino_inputs import openvino_model_of, output_names, seeded_inputs
+    from onnx_sched.bench.runtimes.openvino_survives import survives_openvino
 
+    if any(d.startswith("CPU") for d in devices):
+        survives_openvino(imported, seed)
     core = _prepare_core(devices, precision)
     feed = seeded_inputs(imported, seed)
     out_names = output_names(imported)
@@ -203,9 +206,12 @@ class PlacementTimer:
     def __init__(self, imported: Any, devices: Sequence[str], *, seed: int = 0, runs: int = PAPER_RUNS,
                  keep: int = PAPER_KEEP, precision: str = "f32") -> None:
         from onnx_sched.bench.runtimes.openvino_inputs import seeded_inputs
+        from onnx_sched.bench.runtimes.openvino_survives import survives_openvino
 
         if not 0 < keep <= runs:
             raise ValueError(f"keep must be in 1..runs ({runs}), got {keep}")
+        if any(d.startswith("CPU") for d in devices):
+            survives_openvino(imported, seed)
         self.imported, self.devices, self.runs, self.keep = imported, list(devices), int(runs), int(keep)
         self.core = _prepare_core(self.devices, precision)
         self.feed = seeded_inputs(imported, seed)
