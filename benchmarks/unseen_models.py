@@ -24,7 +24,8 @@ external data, dynamic dims; built with torch, compared on their seeded inputs);
 ``benchmarks/rare_models.py`` (the format's rarer parts: sparse initializers, local functions, sequence and
 optional outputs, unseeded random ops, contrib and ``ai.onnx.ml`` ops, 4-bit weights, ...); ``--source control-flow``
 the node test cases of the onnx package (``onnx.backend.test.case.node``) whose graphs hold ``If``, ``Loop``,
-``Scan`` or ``SequenceMap``, written out with their first data set.  Outputs an
+``Scan`` or ``SequenceMap``, written out with their first data set; ``--source control-flow-random`` the 40 random
+models with nested ``If`` / ``Loop`` / ``Scan`` of ``benchmarks/control_flow_models.py``.  Outputs an
 unseeded random op feeds are not compared (``onnx_sched.bench.outputs.random_outputs``).
 
 ``--methods`` runs named methods instead of each objective's default (``auto``): a comma list of
@@ -347,10 +348,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sample", type=int, default=0, help="N models spread over the families (before --limit)")
     ap.add_argument("--methods", default=None, help="OBJECTIVE:METHOD,... or 'all': run these methods")
     ap.add_argument("--format", choices=("onnx", "openvino"), default="onnx")
-    ap.add_argument("--source", choices=("backend", "kinds", "rare", "control-flow"), default="backend",
+    ap.add_argument("--source", choices=("backend", "kinds", "rare", "control-flow", "control-flow-random"),
+                    default="backend",
                     help="onnx's backend test models, the model kinds of benchmarks/model_kinds.py (needs torch), "
-                         "the models of the format's rarer parts of benchmarks/rare_models.py, or onnx's node test "
-                         "cases with control flow")
+                         "the models of the format's rarer parts of benchmarks/rare_models.py, onnx's node test "
+                         "cases with control flow, or the random nested control flow of "
+                         "benchmarks/control_flow_models.py")
     ap.add_argument("--args", default="", metavar="WORDS",
                     help='more optimize arguments for every run, shlex-split: --args "--target measured"')
     ap.add_argument("--out", type=Path, default=None)
@@ -383,6 +386,10 @@ def main(argv: list[str] | None = None) -> int:
             models = build(Path(tmp) / "rare")
         elif args.source == "control-flow":
             models = control_flow_models(Path(tmp) / "control_flow")
+        elif args.source == "control-flow-random":
+            from control_flow_models import build
+
+            models = build(Path(tmp) / "control_flow_random")
         else:
             models = [(m, None, []) for m in backend_models()]
         if args.sample:

@@ -70,7 +70,8 @@ class Body:
     attribute: str
     imported: ImportedOnnx
     schedule: Schedule | None = None
-    resident: int = 0  # bytes of a loop's own inputs (its carried state), held beside the outer values (see below)
+    resident: int = 0  # bytes of a loop's own inputs (its carried state), held beside the outer values, and of the
+    # copies a Loop makes of its outputs at its end (_loop_copies)
     transient: int = 0  # what the op needs for it in its own order (:func:`transient_bytes`), as imported
 
 
@@ -209,7 +210,7 @@ def transient_bytes(graph: Graph, order: Sequence[int] | np.ndarray, inplace: bo
     outputs, which the outer graph counts): the most, over the body's steps in ``order``, of the live bytes less
     its graph inputs and the graph outputs produced so far (``inplace``: the memory model's in-place reuse), plus
     ``resident``: a loop's carried state, which from its second iteration on is the last iteration's outputs, not
-    the outer values it started from."""
+    the outer values it started from, and what a ``Loop`` holds at its end beside its outputs (:func:`_loop_copies`)."""
     if graph.n_ops == 0:
         return resident
     order = np.asarray(order, dtype=np.int64)
@@ -251,12 +252,15 @@ def import_bodies(model: onnx.ModelProto, nodes: Sequence[int], types: Mapping[s
                     unsized += 1
                     partial.update(o for o in node.output if o)
                     continue
+                trips = trip_count(node, constants)
+                fixed = _output_sizes(node, body, sub.output, types, trips)
+                if node.op_type == "Loop":
+                    held += _loop_copies(node, fixed, trips)
                 need = transient_bytes(body, np.arange(body.n_ops), resident=held)
                 bodies.append(Body(node=idx, attribute=attr.name, imported=imported, resident=held, transient=need))
                 transient[idx] = max(transient.get(idx, 0), need)
                 flops[idx] = max(flops.get(idx, 0.0), float(body.op_flops.sum()))
                 traffic[idx] = max(traffic.get(idx, 0.0), float(body.op_bytes.sum()))
-                fixed = _output_sizes(node, body, sub.output, types, trip_count(node, constants))
                 if node.op_type == "If":  # a branch that leaves an output unsized leaves the If's unsized
                     partial.update(o for o in node.output if o and o not in fixed)
                 for name, (nbytes, dtype, shape) in fixed.items():
@@ -290,6 +294,17 @@ def _carried_bytes(node: onnx.NodeProto, body: Graph, inputs: Sequence[str],
     if any(a != b for a, b in pairs):
         return None
     return sum(size)
+
+
+def _loop_copies(node: onnx.NodeProto, fixed: Mapping[str, tuple], trips: int | None) -> int:
+    """What ONNX Runtime's ``Loop`` holds at its end beside its outputs (measured, docs/results.md 28): the pieces of
+    each scan output, one per iteration, until it stacks them into the output; and the last iteration's carried
+    values, which it copies into the outputs (after one iteration they are the state :func:`_carried_bytes`
+    counts)."""
+    n_carried = len(node.input) - 2
+    stacked = sum(fixed[o][0] for o in node.output[n_carried:] if o in fixed)
+    copied = sum(fixed[o][0] for o in node.output[:n_carried] if o in fixed) if trips != 1 else 0
+    return stacked + copied
 
 
 def trip_count(node: onnx.NodeProto, constants: Mapping[str, onnx.TensorProto]) -> int | None:

@@ -275,6 +275,13 @@ def _attrs(node: onnx.NodeProto) -> dict:
     return out
 
 
+def _upper_bound_tensors(sources: Mapping[str, int]) -> int:
+    """Tensors sized at an upper bound: OpenVINO's bounds, and the shapes onnx's inference passed on from them (all
+    of its second pass, which may also hold exact ones: the note errs on the side of "worst case")."""
+    bounded = sources.get("openvino-upper-bound", 0)
+    return bounded + sources.get("onnx-downstream", 0) if bounded else 0
+
+
 def _import_bodies(model: onnx.ModelProto, pinned: onnx.ModelProto, flow: list[int],
                    types: dict[str, tuple[int, tuple[int, ...] | None]], sources: dict[str, int]) -> BodyImports:
     """The bodies of the control-flow nodes ``flow`` (:func:`import_bodies`); the output shapes they give that
@@ -470,7 +477,7 @@ def import_onnx(
         op_attrs=tuple(_attrs(g.node[i]) for i in op_node), op_in=op_in, op_out=op_out, tensor_names=names,
         tensor_bytes=sizes, tensor_kind=kinds, tensor_producer=producer, tensor_dtypes=dtypes, tensor_shapes=shapes,
         flops_of=op_flops, metadata={"source": "onnx", "ir_version": int(model.ir_version),
-                                     "upper_bound_tensors": sources.get("openvino-upper-bound", 0) + bounded_sequences,
+                                     "upper_bound_tensors": _upper_bound_tensors(sources) + bounded_sequences,
                                      "string_tensors": strings,
                                      "control_flow_bodies": len(bodies.bodies) if bodies else 0,
                                      "unsized_bodies": bodies.unsized if bodies else 0},
