@@ -11,6 +11,7 @@ import sys
 import textwrap
 from pathlib import Path
 
+import numpy as np
 import onnx
 import pytest
 from click.testing import CliRunner
@@ -326,6 +327,26 @@ def test_a_run_over_its_time_limit_says_where_the_time_went():
     assert _overrun_reason(held_back, 1.0).startswith("measuring on the target alone needs about 4.0 s")
     rewritten = {"total_seconds": 6.0, "seconds": 0.01, "details": {}, "ort_graph": {"level": "basic", "seconds": 2.3}}
     assert _overrun_reason(rewritten, 1.0).startswith("ONNX Runtime's --ort-graph rewrite (2.3 s), reading and writing")
+
+
+def test_a_placement_of_a_model_openvino_runs_without_ops_says_why(tmp_path) -> None:
+    """The output is a constant and the one op's result is read by nothing (a random control-flow draw of
+    ``benchmarks/control_flow_models.py`` once its branches folded): onnx-sched places the op, OpenVINO drops it, so
+    HETERO has no op to give a device.  The one line said ``complete_affinity: no op of the model has a device``."""
+    pytest.importorskip("openvino")
+    x = onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [2, 8])
+    y = onnx.helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [2, 8])
+    nodes = [onnx.helper.make_node("Relu", ["x"], ["unread"]),
+             onnx.helper.make_node("Constant", [], ["y"], value=onnx.numpy_helper.from_array(np.ones((2, 8), "f")))]
+    model = onnx.helper.make_model(onnx.helper.make_graph(nodes, "g", [x], [y]),
+                                   opset_imports=[onnx.helper.make_opsetid("", 17)])
+    model.ir_version = 10
+    path = tmp_path / "identities.onnx"
+    onnx.save(model, path)
+    profiles = Path(__file__).resolve().parents[1] / "examples" / "profiles_cpu_igpu_dgpu.json"
+    res = CliRunner().invoke(main, ["bench-placement", str(path), "--method", "auto", "--profiles", str(profiles),
+                                    "--profile-devices", "CPU,GPU.1", "--time-limit", "1", "--repeats", "1"])
+    _one_line_error(res, "OpenVINO reads this model with no op to run", "nothing to place on devices")
 
 
 def test_a_model_openvino_crashes_on_is_one_line_for_profile_and_bench(tmp_path) -> None:

@@ -164,7 +164,11 @@ def complete_affinity(ov_model: Any, affinity: Mapping[str, str], shape_follow_c
     out = {op.get_friendly_name(): affinity[op.get_friendly_name()] for op in ops
            if op.get_friendly_name() in affinity and op.get_friendly_name() not in shape_only}
     if not out:
-        raise ValueError("complete_affinity: no op of the model has a device")
+        if all(op.get_type_name() in ("Parameter", "Constant", "Result") for op in ops):
+            raise ValueError("OpenVINO reads this model with no op to run (it folds every op into a constant, so its "
+                             "outputs do not depend on its inputs there): nothing to place on devices")
+        raise ValueError("no op of the OpenVINO model is an op of the placement (OpenVINO named or fused them "
+                         "otherwise): nothing to place on devices")
     default = max(set(out.values()), key=list(out.values()).count)
     for op in reversed(ops):  # consumers first
         name = op.get_friendly_name()
