@@ -18,7 +18,6 @@ proof over it says nothing of orders inside the bodies).
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
@@ -29,6 +28,7 @@ from onnx_sched.cost.memory_bound import lower_bound
 from onnx_sched.errors import OnnxSchedError, TimeLimitError
 from onnx_sched.graph import Graph, TensorKind
 from onnx_sched.importers.control_flow import transient_bytes
+from onnx_sched.jit import work_clock
 from onnx_sched.schedule import Schedule
 
 if TYPE_CHECKING:
@@ -117,7 +117,7 @@ def order_bodies(imported: Any, ctx: PassContext, method: str, seconds: float, r
     bodies = getattr(imported, "bodies", ())
     if not bodies:
         return None
-    end = time.perf_counter() + seconds
+    end = work_clock() + seconds
     total = ops_within(imported)
     graph = imported.graph
     names = {int(idx): graph.op_names[op] for op, idx in enumerate(imported.op_node)}
@@ -125,14 +125,14 @@ def order_bodies(imported: Any, ctx: PassContext, method: str, seconds: float, r
     for i in sorted(range(len(bodies)), key=lambda i: -ops_within(bodies[i].imported)):
         body = bodies[i]
         share = seconds * ops_within(body.imported) / total if total else 0.0
-        start = time.perf_counter()
+        start = work_clock()
         name = f"{where}{names[body.node]}.{body.attribute}"
         inner = order_bodies(body.imported, ctx, method, share * bodies_share(body.imported), run, f"{name}/")
         nested, problem, inner_rows = inner if inner else (body.imported, None, [])
         sub = nested.graph
         schedule, report = None, {}
-        if sub.n_ops and end - time.perf_counter() >= MIN_BODY_SECONDS:
-            left = min(share - (time.perf_counter() - start), end - time.perf_counter())
+        if sub.n_ops and end - work_clock() >= MIN_BODY_SECONDS:
+            left = min(share - (work_clock() - start), end - work_clock())
             body_ctx = replace(ctx, time_limit=max(left, MIN_BODY_SECONDS), source=nested, problem=problem)
             try:
                 schedule, report = run(sub, "peak-mem", method, body_ctx)
