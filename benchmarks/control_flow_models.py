@@ -197,7 +197,8 @@ def build(out: Path, count: int = 40) -> list[tuple[Path, dict[str, np.ndarray],
         seed += 1
         try:
             onnx.checker.check_model(model, full_check=True)
-            ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"]).run(None, feeds)
+            session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+            session.run(None, feeds)
         except Exception:  # noqa: BLE001 -- a draw onnx or ONNX Runtime refuses: not a test case
             continue
         path = out / f"{model.graph.name}.onnx"

@@ -93,7 +93,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.out:
         args.out.write_text(json.dumps({"command": command, "n": args.n, "rows": rows}, indent=2) + "\n")
     if args.markdown:
-        lines = [f"Command: `{command}`", "", "| model | trips | scan output | after | predicted | heap | heap / predicted |",
+        lines = [f"Command: `{command}`", "",
+                 "| model | trips | scan output | after | predicted | heap | heap / predicted |",
                  "|---|---|---|---|---|---|---|"]
         lines += [f"| {r['model']} | {r['trips']} | {r['scan_output']} | {r['after'] or '-'} | {r['predicted']:,} | "
                   f"{r['heap']:,} | {r['heap'] / r['predicted']:.3f} |" for r in rows]

@@ -18,6 +18,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from onnx_sched.api import optimize_model
 from onnx_sched.cost.memory import peak_memory
+from onnx_sched.errors import UnknownShapeError
 from onnx_sched.importers import onnx_shapes
 from onnx_sched.importers.control_flow import body_model, import_bodies, transient_bytes
 from onnx_sched.importers.onnx import import_onnx
@@ -237,6 +238,49 @@ def test_a_loop_with_a_constant_trip_count_sizes_its_scan_output(tmp_path, monke
     assert done.returncode != 0 and "Traceback" not in done.stderr
     assert "'rows' is an output of a Loop" in done.stderr and "value_info" in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1
+
+
+def _loop(trips: int, cond: bool, carried: onnx.NodeProto) -> onnx.ModelProto:
+    """A Loop over a [2, 4] value ``v`` with a scan output ``row`` = Relu(v) and the carried ``carried`` node making
+    ``v_next``; ``cond``: an outer condition input, which the body passes on (it may end the loop sooner)."""
+    body = helper.make_graph(
+        [helper.make_node("Identity", ["c"], ["c_next"]), carried, helper.make_node("Relu", ["v"], ["row"])], "body",
+        [helper.make_tensor_value_info("i", TensorProto.INT64, []),
+         helper.make_tensor_value_info("c", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("v", TensorProto.FLOAT, [2, 4])],
+        [helper.make_tensor_value_info("c_next", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("v_next", TensorProto.FLOAT, None),
+         helper.make_tensor_value_info("row", TensorProto.FLOAT, [2, 4])])
+    trips_node = helper.make_node("Constant", [], ["M"], value=numpy_helper.from_array(np.array(trips, np.int64)))
+    loop = helper.make_node("Loop", ["M", "go" if cond else "", "x"], ["y", "rows"], body=body)
+    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4])]
+    inputs += [helper.make_tensor_value_info("go", TensorProto.BOOL, [])] if cond else []
+    graph = helper.make_graph([trips_node, loop], "g", inputs,
+                              [helper.make_tensor_value_info(o, TensorProto.FLOAT, None) for o in ("y", "rows")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 10
+    return model
+
+
+def test_what_a_loop_fixes_of_its_outputs_and_what_it_does_not() -> None:
+    """From the review of this code: a stacked output is exact only for a loop without a condition (with one, its
+    bytes are a bound and it has no shape); a carried value of the same bytes in another shape (a transpose) gets
+    no shape; PyTorch's ``while`` sentinel (M = INT64_MAX) is no trip count (it overflowed the bytes)."""
+    relu = helper.make_node("Relu", ["v"], ["v_next"])
+    types = {"x": (TensorProto.FLOAT, (2, 4)), "go": (TensorProto.BOOL, ())}
+    found = import_bodies(_loop(5, False, relu), [1], types, import_onnx)
+    assert dict(found.output_types) == {"y": (TensorProto.FLOAT, (2, 4)), "rows": (TensorProto.FLOAT, (5, 2, 4))}
+    assert found.bounded == 0
+    found = import_bodies(_loop(5, True, relu), [1], types, import_onnx)
+    assert found.output_bytes["rows"] == (5 * 32, "float") and "rows" not in found.output_types
+    assert found.bounded == 1
+    transpose = helper.make_node("Transpose", ["v"], ["v_next"], perm=[1, 0])  # [2, 4] -> [4, 2]: same bytes
+    found = import_bodies(_loop(5, False, transpose), [1], types, import_onnx)
+    assert "y" not in found.output_types
+    found = import_bodies(_loop(np.iinfo(np.int64).max, True, relu), [1], types, import_onnx)
+    assert "rows" not in found.output_bytes
+    with pytest.raises(UnknownShapeError, match="'rows' is an output of a Loop"):
+        import_onnx(_loop(np.iinfo(np.int64).max, True, relu), check=False)
 
 
 def test_a_loop_value_a_body_makes_from_constants_alone_is_sized_by_its_declared_type() -> None:

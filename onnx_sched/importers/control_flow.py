@@ -56,6 +56,8 @@ __all__ = ["CONTROL_FLOW_OPS", "Body", "BodyImports", "body_model", "import_bodi
            "transient_bytes", "trip_count"]
 
 CONTROL_FLOW_OPS = frozenset({"If", "Loop", "Scan"})
+#: A constant trip count above this is a "while" loop's sentinel, not a count (:func:`trip_count`).
+MAX_TRIPS = 1 << 31
 TensorType = tuple[int, "tuple[int, ...] | None"]
 
 
@@ -78,10 +80,11 @@ class Body:
 @dataclass(frozen=True, eq=False)
 class BodyImports:
     """What :func:`import_bodies` found: ``transient[node index]`` (bytes), ``output_bytes[name]`` (bytes, dtype)
-    of the control-flow outputs the bodies size (:func:`_output_sizes`) and ``output_types[name]`` (elem type, shape)
-of those whose shape every body gives alike, the work of the largest body, ``flops``
-    and ``traffic`` (bytes read + written; for the time cost models), the imported ``bodies`` and how many bodies
-    could not be sized (``unsized``)."""
+    of the control-flow outputs the bodies size (:func:`_output_sizes`; ``bounded`` of them at an upper bound: a
+    loop whose condition can end it before its trip count) and ``output_types[name]`` (elem type, shape) of those
+    whose exact shape every body gives alike, the work of the largest body, ``flops`` and ``traffic`` (bytes read +
+    written; for the time cost models), the imported ``bodies`` and how many bodies could not be sized
+    (``unsized``)."""
 
     transient: Mapping[int, int] = field(default_factory=dict)
     output_bytes: Mapping[str, tuple[int, str]] = field(default_factory=dict)
@@ -90,6 +93,7 @@ of those whose shape every body gives alike, the work of the largest body, ``flo
     traffic: Mapping[int, float] = field(default_factory=dict)
     bodies: tuple[Body, ...] = ()
     unsized: int = 0
+    bounded: int = 0
 
 
 def subgraph_reads(node: onnx.NodeProto) -> list[str]:
@@ -232,6 +236,7 @@ def import_bodies(model: onnx.ModelProto, nodes: Sequence[int], types: Mapping[s
     output_bytes: dict[str, tuple[int, str]] = {}
     partial: set[str] = set()
     shapes: dict[str, set[tuple[str, tuple[int, ...] | None]]] = {}
+    bounded: set[str] = set()
     flops: dict[int, float] = {}
     traffic: dict[int, float] = {}
     bodies: list[Body] = []
@@ -253,9 +258,11 @@ def import_bodies(model: onnx.ModelProto, nodes: Sequence[int], types: Mapping[s
                     partial.update(o for o in node.output if o)
                     continue
                 trips = trip_count(node, constants)
-                fixed = _output_sizes(node, body, sub.output, types, trips)
+                fixed = _output_sizes(node, body, sub.output, types, trips, [i.name for i in sub.input])
                 if node.op_type == "Loop":
-                    held += _loop_copies(node, fixed, trips)
+                    held += _loop_copies(node, fixed, types, trips)
+                    if trips is not None and node.input[1]:  # its condition may end it sooner: a bound
+                        bounded.update(o for o in node.output[len(node.input) - 2:] if o in fixed)
                 need = transient_bytes(body, np.arange(body.n_ops), resident=held)
                 bodies.append(Body(node=idx, attribute=attr.name, imported=imported, resident=held, transient=need))
                 transient[idx] = max(transient.get(idx, 0), need)
@@ -272,7 +279,7 @@ def import_bodies(model: onnx.ModelProto, nodes: Sequence[int], types: Mapping[s
     typed = {name: (getattr(onnx.TensorProto, dtype.upper()), shape) for name, (dtype, shape) in alike.items()
              if shape is not None}
     return BodyImports(transient=transient, output_bytes=sized, output_types=typed, flops=flops, traffic=traffic,
-                       bodies=tuple(bodies), unsized=unsized)
+                       bodies=tuple(bodies), unsized=unsized, bounded=len(bounded & set(sized)))
 
 
 def _carried_bytes(node: onnx.NodeProto, body: Graph, inputs: Sequence[str],
@@ -296,20 +303,32 @@ def _carried_bytes(node: onnx.NodeProto, body: Graph, inputs: Sequence[str],
     return sum(size)
 
 
-def _loop_copies(node: onnx.NodeProto, fixed: Mapping[str, tuple], trips: int | None) -> int:
+def _loop_copies(node: onnx.NodeProto, fixed: Mapping[str, tuple], types: Mapping[str, TensorType],
+                 trips: int | None) -> int:
     """What ONNX Runtime's ``Loop`` holds at its end beside its outputs (measured, docs/results.md 28): the pieces of
     each scan output, one per iteration, until it stacks them into the output; and the last iteration's carried
     values, which it copies into the outputs (after one iteration they are the state :func:`_carried_bytes`
-    counts)."""
+    counts; after none, nothing).  An output the bodies do not size counts at the size its declared type gives."""
+    if trips == 0:
+        return 0
+
+    def nbytes(name: str) -> int:
+        if name in fixed:
+            return fixed[name][0]
+        elem, shape = types.get(name, (0, None))
+        return (tensor_nbytes(elem, shape) or 0) if elem and shape is not None else 0
+
     n_carried = len(node.input) - 2
-    stacked = sum(fixed[o][0] for o in node.output[n_carried:] if o in fixed)
-    copied = sum(fixed[o][0] for o in node.output[:n_carried] if o in fixed) if trips != 1 else 0
+    stacked = sum(nbytes(o) for o in node.output[n_carried:] if o)
+    copied = sum(nbytes(o) for o in node.output[:n_carried] if o) if trips != 1 else 0
     return stacked + copied
 
 
 def trip_count(node: onnx.NodeProto, constants: Mapping[str, onnx.TensorProto]) -> int | None:
     """A ``Loop``'s trip count ``M`` where it is a constant (an initializer or a ``Constant`` node of the graph
-    holding the loop): the most iterations it runs (its condition may end it sooner); ``None`` otherwise.
+    holding the loop; an initializer also listed as a graph input counts too, though a caller may feed another value):
+    the most iterations it runs (its condition may end it sooner); ``None`` otherwise, and for a count over
+    :data:`MAX_TRIPS` (PyTorch writes a ``while`` loop as ``M`` = INT64_MAX and a condition).
 
     >>> from onnx import numpy_helper
     >>> loop = helper.make_node("Loop", ["M", "", "x"], ["y"])
@@ -321,20 +340,22 @@ def trip_count(node: onnx.NodeProto, constants: Mapping[str, onnx.TensorProto]) 
     if node.op_type != "Loop" or not node.input or node.input[0] not in constants:
         return None
     value = numpy_helper.to_array(constants[node.input[0]]).reshape(-1)
-    return int(value[0]) if value.size == 1 and value[0] >= 0 else None
+    return int(value[0]) if value.size == 1 and 0 <= value[0] <= MAX_TRIPS else None
 
 
 def _output_sizes(node: onnx.NodeProto, body: Graph, declared: Sequence[onnx.ValueInfoProto],
-                  types: Mapping[str, TensorType],
-                  trips: int | None = None) -> dict[str, tuple[int, str, tuple[int, ...] | None]]:
+                  types: Mapping[str, TensorType], trips: int | None = None,
+                  formal: Sequence[str] = ()) -> dict[str, tuple[int, str, tuple[int, ...] | None]]:
     """The bytes, dtype and shape (``None`` where the body gives bytes only) of ``node``'s outputs that one of its
     bodies, imported as ``body`` (its outputs ``declared``; one the body computes from constants alone is not in
     ``body``, and its declared type sizes it), fixes: an ``If``
     output is its branch's output (the node takes the larger branch); a ``Loop``'s final carried values are the
     body's carried outputs (one iteration's size); a ``Scan``'s final states likewise, and a scan output is one
     iteration's times the scanned length, where the first scanned input's shape gives it.  A ``Loop``'s scan output
-    is one iteration's times ``trips``, its constant trip count (:func:`trip_count`; an upper bound when its
-    condition can end it sooner), and is not sized when the trip count is known only at run time."""
+    is one iteration's times ``trips``, its constant trip count (:func:`trip_count`; bytes only, an upper bound,
+    when its condition can end it sooner), and is not sized when the trip count is known only at run time.  A
+    carried value (state) keeps a shape only where the body gives it its input's shape (``formal``: the body's
+    inputs): the same bytes in another shape (a transpose) say nothing of the shape after several iterations."""
     ids = {name: i for i, name in enumerate(body.tensor_names)}  # a weight of unknown size has 0 bytes there
     outs = [_size_in(body, ids.get(vi.name), vi) for vi in declared]
     n_out = len(node.output)
@@ -348,17 +369,25 @@ def _output_sizes(node: onnx.NodeProto, body: Graph, declared: Sequence[onnx.Val
             shape = (*shape[:at], length, *shape[at:])
         return o[0] * length, o[1], shape
 
+
+    def carried(o: tuple | None, start: str) -> tuple | None:
+        shape = body.tensor_shapes[ids[start]] if start in ids else None
+        return o if o is None or o[2] == shape else (o[0], o[1], None)
+
     if node.op_type == "If":
         pairs = list(zip(node.output, outs))
     elif node.op_type == "Loop":
         n_carried = len(node.input) - 2
-        pairs = list(zip(node.output[:n_carried], outs[1:1 + n_carried]))
+        pairs = [(name, carried(o, start)) for name, o, start
+                 in zip(node.output[:n_carried], outs[1:1 + n_carried], list(formal)[2:])]
         if trips is not None:
-            pairs += [(name, stacked(o, trips)) for name, o in zip(node.output[n_carried:n_out], outs[1 + n_carried:])]
+            exact = not (len(node.input) > 1 and node.input[1])  # no condition: it runs the trip count through
+            pairs += [(name, stacked(o, trips) if exact or o is None else (o[0] * trips, o[1], None))
+                      for name, o in zip(node.output[n_carried:n_out], outs[1 + n_carried:])]
     else:  # Scan
         n_scan = next((int(a.i) for a in node.attribute if a.name == "num_scan_inputs"), 0)
         n_state = len(node.input) - n_scan
-        pairs = list(zip(node.output[:n_state], outs[:n_state]))
+        pairs = [(name, carried(o, start)) for name, o, start in zip(node.output[:n_state], outs[:n_state], formal)]
         first = types.get(node.input[n_state]) if n_scan else None
         axes = next((list(a.ints) for a in node.attribute if a.name == "scan_input_axes"), [0])
         out_axes = next((list(a.ints) for a in node.attribute if a.name == "scan_output_axes"), [])

@@ -286,7 +286,8 @@ def _import_bodies(model: onnx.ModelProto, pinned: onnx.ModelProto, flow: list[i
                    types: dict[str, tuple[int, tuple[int, ...] | None]], sources: dict[str, int]) -> BodyImports:
     """The bodies of the control-flow nodes ``flow`` (:func:`import_bodies`); the output shapes they give that
     inference left unknown go into ``types``, and on to the ops downstream (:func:`propagate_types`), counted in
-    ``sources["control-flow"]``.  Bodies that read such an output are imported again, once per round."""
+    ``sources["control-flow"]``.  While a body stayed unsized and new shapes came, every body is imported again
+    (a body may read such an output): a round per level of control flow feeding control flow, at most."""
     sized = 0
     for _ in range(len(flow)):
         bodies = import_bodies(model, flow, types, import_onnx)
@@ -477,7 +478,8 @@ def import_onnx(
         op_attrs=tuple(_attrs(g.node[i]) for i in op_node), op_in=op_in, op_out=op_out, tensor_names=names,
         tensor_bytes=sizes, tensor_kind=kinds, tensor_producer=producer, tensor_dtypes=dtypes, tensor_shapes=shapes,
         flops_of=op_flops, metadata={"source": "onnx", "ir_version": int(model.ir_version),
-                                     "upper_bound_tensors": _upper_bound_tensors(sources) + bounded_sequences,
+                                     "upper_bound_tensors": _upper_bound_tensors(sources) + bounded_sequences
+                                     + (bodies.bounded if bodies else 0),
                                      "string_tensors": strings,
                                      "control_flow_bodies": len(bodies.bodies) if bodies else 0,
                                      "unsized_bodies": bodies.unsized if bodies else 0},

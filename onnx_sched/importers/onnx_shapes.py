@@ -60,7 +60,9 @@ def infer_types(model: onnx.ModelProto, path: Path | None = None,
                 got += 1
         sources[engine] = got
     if missing() and any(got for engine, got in sources.items() if engine != "onnx"):
-        sources["onnx-downstream"] = propagate_types(model, types)
+        downstream = propagate_types(model, types)
+        if downstream:
+            sources["onnx-downstream"] = downstream
     _fill_known_rules(g, types, opset=_default_opset(model))
     return types, sources
 

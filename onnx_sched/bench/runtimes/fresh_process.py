@@ -87,8 +87,10 @@ def run_runner(
             raise OnnxSchedError(reason if str(model_path) in reason else f"{model_path}: {reason}")
         if proc.returncode < 0:  # killed by a signal: a crash in the runtime's own code, said by name
             said = f": {tail}" if proc.stderr.strip() else ", with no message"
+            signal_name = _signal_name(-proc.returncode)
+            where = "killed from outside: out of memory?" if signal_name == "SIGKILL" else f"in {runtime}'s own code"
             raise RuntimeCrashError(f"{runtime} crashed running {model_path} (exit {proc.returncode}, "
-                                    f"{_signal_name(-proc.returncode)}, in {runtime}'s own code){said}")
+                                    f"{signal_name}, {where}){said}")
         raise OnnxSchedError(f"{runtime} run of {model_path} failed (exit {proc.returncode}): {tail}")
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
     if not lines:
