@@ -14,8 +14,9 @@ live in the outer graph, so they are inputs here, outside the transient bytes);
 :func:`import_bodies` imports each body like any model and :func:`transient_bytes`
 gives its peak over the body's own inputs and outputs.  ``If`` takes the larger
 branch; ``Loop`` and ``Scan`` one iteration (the scan outputs they stack up are the op's
-outputs; a ``Loop``'s are sized where its trip count is a constant).  The op's FLOP and
-byte estimates (the time cost models') take its largest body's work the same way.  A body whose sizes stay unknown (a
+outputs; a ``Loop``'s are sized where its trip count is a constant), plus what ONNX
+Runtime's ``Loop`` copies at its end.  The op's FLOP and byte estimates (the time cost
+models') take its largest body's work the same way.  A body whose sizes stay unknown (a
 loop-carried value that grows, a sequence) counts nothing, and :class:`BodyImports` says
 how many.
 
@@ -214,7 +215,8 @@ def transient_bytes(graph: Graph, order: Sequence[int] | np.ndarray, inplace: bo
     outputs, which the outer graph counts): the most, over the body's steps in ``order``, of the live bytes less
     its graph inputs and the graph outputs produced so far (``inplace``: the memory model's in-place reuse), plus
     ``resident``: a loop's carried state, which from its second iteration on is the last iteration's outputs, not
-    the outer values it started from, and what a ``Loop`` holds at its end beside its outputs (:func:`_loop_copies`)."""
+    the outer values it started from, and what a ``Loop`` holds at its end beside its outputs
+    (:func:`_loop_copies`)."""
     if graph.n_ops == 0:
         return resident
     order = np.asarray(order, dtype=np.int64)
@@ -258,7 +260,7 @@ def import_bodies(model: onnx.ModelProto, nodes: Sequence[int], types: Mapping[s
                     partial.update(o for o in node.output if o)
                     continue
                 trips = trip_count(node, constants)
-                fixed = _output_sizes(node, body, sub.output, types, trips, [i.name for i in sub.input])
+                fixed = _output_sizes(node, body, [i.name for i in sub.input], sub.output, types, trips)
                 if node.op_type == "Loop":
                     held += _loop_copies(node, fixed, types, trips)
                     if trips is not None and node.input[1]:  # its condition may end it sooner: a bound
@@ -343,19 +345,19 @@ def trip_count(node: onnx.NodeProto, constants: Mapping[str, onnx.TensorProto]) 
     return int(value[0]) if value.size == 1 and 0 <= value[0] <= MAX_TRIPS else None
 
 
-def _output_sizes(node: onnx.NodeProto, body: Graph, declared: Sequence[onnx.ValueInfoProto],
-                  types: Mapping[str, TensorType], trips: int | None = None,
-                  formal: Sequence[str] = ()) -> dict[str, tuple[int, str, tuple[int, ...] | None]]:
+def _output_sizes(node: onnx.NodeProto, body: Graph, formal: Sequence[str], declared: Sequence[onnx.ValueInfoProto],
+                  types: Mapping[str, TensorType],
+                  trips: int | None = None) -> dict[str, tuple[int, str, tuple[int, ...] | None]]:
     """The bytes, dtype and shape (``None`` where the body gives bytes only) of ``node``'s outputs that one of its
-    bodies, imported as ``body`` (its outputs ``declared``; one the body computes from constants alone is not in
-    ``body``, and its declared type sizes it), fixes: an ``If``
+    bodies, imported as ``body`` (its inputs ``formal``, its outputs ``declared``; one the body computes from
+    constants alone is not in ``body``, and its declared type sizes it), fixes: an ``If``
     output is its branch's output (the node takes the larger branch); a ``Loop``'s final carried values are the
     body's carried outputs (one iteration's size); a ``Scan``'s final states likewise, and a scan output is one
     iteration's times the scanned length, where the first scanned input's shape gives it.  A ``Loop``'s scan output
     is one iteration's times ``trips``, its constant trip count (:func:`trip_count`; bytes only, an upper bound,
     when its condition can end it sooner), and is not sized when the trip count is known only at run time.  A
-    carried value (state) keeps a shape only where the body gives it its input's shape (``formal``: the body's
-    inputs): the same bytes in another shape (a transpose) say nothing of the shape after several iterations."""
+    carried value (state) keeps a shape only where the body gives it its input's shape: the same bytes in another
+    shape (a transpose) say nothing of the shape after several iterations."""
     ids = {name: i for i, name in enumerate(body.tensor_names)}  # a weight of unknown size has 0 bytes there
     outs = [_size_in(body, ids.get(vi.name), vi) for vi in declared]
     n_out = len(node.output)
@@ -368,7 +370,6 @@ def _output_sizes(node: onnx.NodeProto, body: Graph, declared: Sequence[onnx.Val
             at = axis % (len(shape) + 1)
             shape = (*shape[:at], length, *shape[at:])
         return o[0] * length, o[1], shape
-
 
     def carried(o: tuple | None, start: str) -> tuple | None:
         shape = body.tensor_shapes[ids[start]] if start in ids else None
