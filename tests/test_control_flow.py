@@ -61,6 +61,34 @@ def test_openvino_control_flow_ops_hold_their_bodies_memory(tmp_path) -> None:
     assert (g.op_types, g.op_param_bytes.tolist()) == (("Loop",), [3 * N * N * 4 + 8])
 
 
+def test_an_openvino_branch_sized_only_at_run_time_counts_nothing_and_is_counted(tmp_path) -> None:
+    """One branch of the If sums a ``Range`` whose length an input sets (OpenVINO cannot size it before a run): the
+    model still imports, the other branch's memory counts and the unsized one is said (``unsized_bodies``)."""
+    ov = pytest.importorskip("openvino")
+    from onnx_sched.importers.openvino import import_openvino
+
+    zero, one = (numpy_helper.from_array(np.array(v, np.int64)) for v in (0, 1))
+    ranged = helper.make_graph(
+        [helper.make_node("Constant", [], ["z"], value=zero), helper.make_node("Constant", [], ["o"], value=one),
+         helper.make_node("Range", ["z", "n", "o"], ["r"]), helper.make_node("Cast", ["r"], ["rf"], to=1),
+         helper.make_node("ReduceSum", ["rf"], ["s"], keepdims=1), helper.make_node("Add", ["s", "x"], ["t_y"])],
+        "then", [], [helper.make_tensor_value_info("t_y", TensorProto.FLOAT, [N])])
+    plain = helper.make_graph([helper.make_node("Relu", ["x"], ["e_a"]), helper.make_node("Neg", ["e_a"], ["e_y"])],
+                              "else", [], [helper.make_tensor_value_info("e_y", TensorProto.FLOAT, [N])])
+    graph = helper.make_graph([helper.make_node("If", ["c"], ["y"], then_branch=ranged, else_branch=plain),
+                               helper.make_node("Neg", ["y"], ["out"])], "g",
+                              [helper.make_tensor_value_info("c", TensorProto.BOOL, []),
+                               helper.make_tensor_value_info("n", TensorProto.INT64, []),
+                               helper.make_tensor_value_info("x", TensorProto.FLOAT, [N])],
+                              [helper.make_tensor_value_info("out", TensorProto.FLOAT, [N])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 10
+    onnx.save(model, tmp_path / "m.onnx")
+    g = import_openvino(ov.Core().read_model(str(tmp_path / "m.onnx"))).graph
+    assert (g.metadata["control_flow_bodies"], g.metadata["unsized_bodies"]) == (1, 1)
+    assert g.op_param_bytes[g.op_types.index("If")] == N * 4  # the else branch: Relu's output while Neg runs
+
+
 def _best_peak(model: onnx.ModelProto) -> int:
     result = optimize_model(model, method="exact", time_limit=5, warm_up=False)
     return result.report["peak_bytes"]["output"]
