@@ -174,6 +174,13 @@ def _plain_attrs(node: Any) -> dict[str, Any]:
     return {k: (v.tolist() if isinstance(v, np.ndarray) else v) for k, v in attrs.items()}
 
 
+def _tensor_name(node: Any, index: int) -> str:
+    """The name a graph tensor takes for output ``index`` of OpenVINO node ``node``: one of its tensor names, else
+    ``friendly_name:index``."""
+    out = node.output(index)
+    return out.get_any_name() if out.get_names() else f"{node.get_friendly_name()}:{index}"
+
+
 @dataclass(frozen=True)
 class _OpBodies:
     """What an op's bodies (an ``If``'s branches, a ``Loop``'s or ``TensorIterator``'s body) add to it: the largest
@@ -209,8 +216,7 @@ def _bodies(node: Any) -> _OpBodies:
             found = replace(found, unsized=found.unsized + 1)
             continue
         ids = {name: t for t, name in enumerate(graph.tensor_names)}
-        own = [p.output(0).get_any_name() if p.output(0).get_names() else f"{p.get_friendly_name()}:0"
-                for k, p in enumerate(body.get_parameters()) if kind != "If" and k not in invariant]
+        own = [_tensor_name(p, 0) for k, p in enumerate(body.get_parameters()) if kind != "If" and k not in invariant]
         resident = int(sum(graph.tensor_bytes[ids[name]] for name in own if name in ids))
         need = transient_bytes(graph, np.arange(graph.n_ops), resident=resident)
         found = replace(found, count=found.count + 1, transient=max(found.transient, need),
@@ -278,7 +284,7 @@ def import_openvino(source: Any, input_shapes: Mapping[str, tuple[int, ...]] | N
     def add_tensor(key: tuple[int, int], kind: TensorKind, prod_op: int) -> int:
         out = nodes[key[0]].output(key[1])
         tensor_id[key] = len(names)
-        names.append(out.get_any_name() if out.get_names() else f"{nodes[key[0]].get_friendly_name()}:{key[1]}")
+        names.append(_tensor_name(nodes[key[0]], key[1]))
         kinds.append(int(kind))
         producer.append(prod_op)
         outs_meta.append(out)

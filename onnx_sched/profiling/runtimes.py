@@ -55,8 +55,7 @@ def profile_openvino(imported: Any, device: str = "CPU", repeats: int = 10, warm
         raise DeviceError(f"OpenVINO device {device!r} not available; this machine has {core.available_devices}")
     graph = imported.graph
     feed = seeded_inputs(imported, seed)
-    if device == "CPU":
-        survives_openvino(imported, seed)
+    survives_openvino(imported, feed, [device])
     ov_model = openvino_model_of(imported)
     ov_to_op = map_ov_to_graph_ops(ov_model, imported)
     cfg = {"PERF_COUNT": True, **dict(config or {})}

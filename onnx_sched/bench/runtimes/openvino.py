@@ -140,10 +140,9 @@ def bench_openvino(imported: Any, placement: np.ndarray, devices: Sequence[str],
     from onnx_sched.bench.runtimes.openvino_inputs import openvino_model_of, output_names, seeded_inputs
     from onnx_sched.bench.runtimes.openvino_survives import survives_openvino
 
-    if any(d.startswith("CPU") for d in devices):
-        survives_openvino(imported, seed)
-    core = _prepare_core(devices, precision)
     feed = seeded_inputs(imported, seed)
+    survives_openvino(imported, feed, devices)
+    core = _prepare_core(devices, precision)
     out_names = output_names(imported)
     try:  # OpenVINO's own failures (compile or infer) come as RuntimeError: one line, as bad input
         report, out = _time_split(core, imported, placement, devices, feed, out_names, warmup, repeats)
@@ -210,11 +209,10 @@ class PlacementTimer:
 
         if not 0 < keep <= runs:
             raise ValueError(f"keep must be in 1..runs ({runs}), got {keep}")
-        if any(d.startswith("CPU") for d in devices):
-            survives_openvino(imported, seed)
+        self.feed = seeded_inputs(imported, seed)
+        survives_openvino(imported, self.feed, devices)
         self.imported, self.devices, self.runs, self.keep = imported, list(devices), int(runs), int(keep)
         self.core = _prepare_core(self.devices, precision)
-        self.feed = seeded_inputs(imported, seed)
         self._reference: dict[str, np.ndarray] | None = None
         self.unchecked = random_outputs(imported.model)  # outputs no comparison applies to
 

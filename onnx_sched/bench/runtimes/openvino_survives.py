@@ -9,28 +9,28 @@ process, where such a crash would end the command with no word.  They call :func
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from onnx_sched.bench.runtimes.fresh_process import run_runner
-from onnx_sched.bench.runtimes.openvino_inputs import seeded_inputs
 from onnx_sched.errors import OnnxSchedError, RuntimeCrashError
 
 __all__ = ["survives_openvino"]
 
 
-def survives_openvino(imported: Any, seed: int = 0) -> None:
+def survives_openvino(imported: Any, feed: Mapping[str, np.ndarray], devices: Sequence[str]) -> None:
     """Compile and run the model file of ``imported`` once on OpenVINO's CPU in a child process (``bench``'s runner,
-    seeded inputs): a crash there is one line (:class:`~onnx_sched.errors.RuntimeCrashError`).  Any other failure
-    there (inputs pinned to other shapes than the file's) is left to the caller's own compile to report; a model held
-    in memory is not checked."""
-    if getattr(imported, "path", None) is None:
+    on ``feed``) when ``devices`` include a CPU: a crash there is one line
+    (:class:`~onnx_sched.errors.RuntimeCrashError`).  Any other failure there (inputs pinned to other shapes than
+    the file's) is left to the caller's own compile to report; a model held in memory is not checked."""
+    if getattr(imported, "path", None) is None or not any(d.startswith("CPU") for d in devices):
         return
     with tempfile.TemporaryDirectory(prefix="onnx_sched_openvino_") as tmp:
         inputs = Path(tmp) / "inputs.npz"
-        np.savez(inputs, **seeded_inputs(imported, seed))
+        np.savez(inputs, **feed)
         try:
             run_runner("onnx_sched.bench.runtimes.openvino_runner", "OpenVINO", imported.path, inputs, repeats=1,
                        warmup=0, threads=1)
