@@ -273,6 +273,8 @@ def test_models_without_operators_and_crossed_sizes_are_one_line(tmp_path) -> No
     for trainer in ("peak-mem", "regal"):
         _one_line_error(CliRunner().invoke(main, ["train", trainer, "--min-ops", "300", "--max-ops", "100"]),
                         "--min-ops 300 is above --max-ops 100")
+    _one_line_error(CliRunner().invoke(main, ["train", "regal", "--advantage", "leave-one-out", "--samples", "1"]),
+                    "give --samples 2 or more")
 
 
 def test_profile_refuses_options_it_would_ignore(tmp_path) -> None:

@@ -73,6 +73,21 @@ def test_consensus_of_solutions_widens_only_where_they_disagree() -> None:
     assert set(device1_mean[pa != pb]) == {2}  # levels 0 and 4 average to the middle
 
 
+def test_leave_one_out_advantage_removes_what_a_steps_actions_share() -> None:
+    """A reward shift common to the step's actions (the problem, the seed's luck) leaves the advantages unchanged;
+    the advantages sum to zero, and an action better than the others gets a positive one."""
+    torch = pytest.importorskip("torch")
+    from onnx_sched.models.training.regal_train import leave_one_out_advantage
+
+    reward = torch.tensor([-0.98, -1.02, -0.95, -1.01])
+    adv = leave_one_out_advantage(reward)
+    torch.testing.assert_close(leave_one_out_advantage(reward + 0.3), adv)
+    assert abs(float(adv.sum())) < 1e-6
+    assert int(adv.argmax()) == 2 and float(adv[2]) == pytest.approx(-0.95 - (-0.98 - 1.02 - 1.01) / 3)
+    with pytest.raises(ValueError, match="at least 2 actions"):
+        leave_one_out_advantage(reward[:1])
+
+
 def test_dequantisation_formulas() -> None:
     alpha, beta = rg.dequantise_beta(np.array([2, 0, 4]), np.array([1, 0, 4]), k=5)
     np.testing.assert_allclose([alpha[0], beta[0]], [1.0, 1.0])  # standard BRKGA: uniform

@@ -54,7 +54,7 @@ from onnx_sched.models.training.regal_data import Instance, make_instances, spli
 from onnx_sched.models.training.regal_net import BaselineNet, PolicyNet, export_policy
 from onnx_sched.passes.device_memory.brkga import solve
 
-__all__ = ["RegalTrainConfig", "export", "imitate", "train"]
+__all__ = ["RegalTrainConfig", "export", "imitate", "leave_one_out_advantage", "train"]
 
 #: Label smoothing of the imitation: the mode is the target, and REINFORCE still samples other levels.
 IMITATION_SMOOTHING = 0.25
@@ -77,6 +77,8 @@ class RegalTrainConfig:
     samples: int = 4  # actions per step
     lr: float = 1e-3
     baseline_weight: float = 1.0  # lambda of eq. 9's loss
+    advantage: str = "learned"  # "learned": r - b(G) (eq. 9); "leave-one-out": r minus the mean reward of the
+    # step's other actions (same problem, same seed; not in the paper)
     hidden: int = 32
     rounds: int = 4
     validate_every: int = 100
@@ -91,6 +93,22 @@ class RegalTrainConfig:
     reference_evaluations: int = 50_000
     references: int = 1  # best-known solutions per problem (seeds seed + 1000 ..); several: consensus_action
     devices: int = 2  # devices of every problem (the first is the host); the checkpoint serves only this count
+
+
+def leave_one_out_advantage(reward: torch.Tensor) -> torch.Tensor:
+    """Each action's reward minus the mean reward of the step's other actions (REINFORCE leave-one-out).
+
+    The step's actions share a problem and a BRKGA seed, so this removes what they have in common -- the problem's
+    difficulty and the seed's luck, which the learned baseline ``b(G)`` cannot see -- and keeps what the actions
+    changed.  Needs at least two actions.
+
+    >>> leave_one_out_advantage(torch.tensor([1.0, 2.0, 3.0])).tolist()
+    [-1.5, 0.0, 1.5]
+    """
+    n = len(reward)
+    if n < 2:
+        raise ValueError(f"leave-one-out advantage needs at least 2 actions per step, got {n}")
+    return reward - (reward.sum() - reward) / (n - 1)
 
 
 def _tensors(inst: Instance) -> tuple[torch.Tensor, ...]:
@@ -228,7 +246,7 @@ def train(cfg: RegalTrainConfig, echo: Callable[[str], None] = print) -> dict[st
             -solve_with_actions(inst.problem, inst.inputs, a.numpy(), cfg.evaluations, seed=seed).best_fitness
             / inst.standards[seed] for a in actions], dtype=torch.float32)
         b = baseline(*tensors)
-        adv = (reward - b).detach()
+        adv = (leave_one_out_advantage(reward) if cfg.advantage == "leave-one-out" else reward - b).detach()
         adv_sq = 0.99 * adv_sq + 0.01 * distributed.sum_values([float((adv**2).mean())])[0] / world.size
         loss = -(adv / np.sqrt(adv_sq) * logp).mean() + cfg.baseline_weight / 2 * ((reward - b) ** 2).mean()
         opt.zero_grad()

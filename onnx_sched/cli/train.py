@@ -167,6 +167,9 @@ def peak_mem(out_dir: str, variant: str, encoder: str, resume: bool, export_stem
 @click.option("--max-ops", type=click.IntRange(min=1), default=150, show_default=True)
 @click.option("--samples", type=click.IntRange(min=1), default=4, show_default=True, help="Actions sampled per training step.")
 @click.option("--lr", type=float, default=1e-3, show_default=True)
+@click.option("--advantage", type=click.Choice(["learned", "leave-one-out"]), default="learned", show_default=True,
+              help="learned: reward minus the baseline network's b(G) (paper 003, eq. 9); leave-one-out: minus the "
+                   "mean reward of the step's other actions (same problem and seed; needs --samples 2 or more).")
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True)
 @click.option("--threads", type=click.IntRange(min=1), default=1, show_default=True, help="torch threads.")
 @click.option("--pin/--no-pin", default=False, show_default=True,
@@ -194,6 +197,9 @@ def peak_mem(out_dir: str, variant: str, encoder: str, resume: bool, export_stem
 def regal(export_stem: str, **options: object) -> None:
     """Train REGAL's policy (paper 003) with REINFORCE on problems of --devices devices."""
     _check_sizes(options.get("min_ops"), options.get("max_ops"))
+    if options["advantage"] == "leave-one-out" and options["samples"] < 2:
+        raise click.UsageError("--advantage leave-one-out compares a step's actions with each other: give --samples 2 "
+                               f"or more (got {options['samples']})")
     _need_torch()
     from onnx_sched.models.training.distributed import is_main
     from onnx_sched.models.training.regal_train import RegalTrainConfig, export, train
