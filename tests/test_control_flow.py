@@ -61,6 +61,31 @@ def test_openvino_control_flow_ops_hold_their_bodies_memory(tmp_path) -> None:
     assert (g.op_types, g.op_param_bytes.tolist()) == (("Loop",), [3 * N * N * 4 + 8])
 
 
+def test_openvino_reads_a_scan_as_a_tensor_iterator_that_holds_what_the_onnx_scan_holds(tmp_path) -> None:
+    """OpenVINO turns an ONNX ``Scan`` into a ``TensorIterator``: it holds its body's state (the carried sum and the
+    row it slices, its own buffers from the second iteration on) and the body's two live temporaries, as the ONNX
+    import's ``Scan`` does."""
+    ov = pytest.importorskip("openvino")
+    from onnx_sched.importers.openvino import import_openvino
+
+    row = [helper.make_tensor_value_info(name, TensorProto.FLOAT, [N]) for name in ("s", "xi", "s2", "yo")]
+    body = helper.make_graph([helper.make_node("Relu", ["xi"], ["a"]), helper.make_node("Neg", ["a"], ["b"]),
+                              helper.make_node("Add", ["s", "b"], ["s2"]), helper.make_node("Sigmoid", ["b"], ["yo"])],
+                             "body", row[:2], row[2:])
+    scan = helper.make_node("Scan", ["s0", "x"], ["sf", "ys"], body=body, num_scan_inputs=1)
+    graph = helper.make_graph([scan], "g", [helper.make_tensor_value_info("s0", TensorProto.FLOAT, [N]),
+                                            helper.make_tensor_value_info("x", TensorProto.FLOAT, [8, N])],
+                              [helper.make_tensor_value_info("sf", TensorProto.FLOAT, [N]),
+                               helper.make_tensor_value_info("ys", TensorProto.FLOAT, [8, N])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 10
+    onnx.save(model, tmp_path / "m.onnx")
+    g = import_openvino(ov.Core().read_model(str(tmp_path / "m.onnx"))).graph
+    assert (g.op_types, g.op_param_bytes.tolist()) == (("TensorIterator",), [4 * N * 4])
+    assert g.metadata["control_flow_bodies"] == 1 and g.metadata["unsized_bodies"] == 0
+    assert import_onnx(model).graph.op_param_bytes.tolist() == [4 * N * 4]
+
+
 def test_an_openvino_branch_sized_only_at_run_time_counts_nothing_and_is_counted(tmp_path) -> None:
     """One branch of the If sums a ``Range`` whose length an input sets (OpenVINO cannot size it before a run): the
     model still imports, the other branch's memory counts and the unsized one is said (``unsized_bodies``)."""
