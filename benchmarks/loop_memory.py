@@ -12,6 +12,14 @@ optimizations off, ``PRIORITY_BASED``, ORT's memory pattern off: each tensor its
 view).
 
     python benchmarks/loop_memory.py --out docs/loop_memory.json --markdown docs/loop_memory.md
+
+``--op If``: the same for an ``If`` (both branches alike) whose branch output is made in different ways -- by its
+last op, by its first op before a two-tensor peak, after that peak, by a ``Reshape``, an ``Identity`` of an outer
+value, a ``Constant``, with no declared shape, or also read inside the branch.  ONNX Runtime allocates an ``If``'s
+statically shaped outputs before it runs the branch, so they are live during the branch's peak; the memory model
+holds an op's outputs while it needs its body's memory, the same thing.
+
+    python benchmarks/loop_memory.py --op If --out docs/if_memory.json --markdown docs/if_memory.md
 """
 
 from __future__ import annotations
@@ -67,23 +75,76 @@ def loop_model(n: int, trips: int, stacked: bool, after: str | None) -> onnx.Mod
     return model
 
 
+#: How an If's branch output is made (see the module docstring)
+IF_CASES = ("last op", "first op, then the peak", "after the peak", "after the peak, no declared shape", "Reshape",
+            "Identity of an outer value", "Constant", "no declared shape", "also read in the branch")
+
+
+def if_model(n: int, case: str) -> onnx.ModelProto:
+    """An ``If`` on a bool input over an ``[n, n]`` float input ``x``, both branches the given case; output ``y`` and
+    (where the case has a second) ``w``."""
+    f = T.FLOAT
+    square = [n, n]
+
+    def branch(p: str) -> onnx.GraphProto:
+        y, w = p + "y", p + "w"
+        peak = [h.make_node("Sigmoid", ["x"], [p + "a"]), h.make_node("Neg", [p + "a"], [p + "b"]),
+                h.make_node("ReduceSum", [p + "b"], [w], keepdims=1)]  # a and b live together, w small
+        nodes = {
+            "last op": [h.make_node("Relu", ["x"], [y])],
+            "first op, then the peak": [h.make_node("Relu", ["x"], [y]), *peak],
+            "after the peak": [*peak, h.make_node("Relu", ["x"], [y])],
+            "after the peak, no declared shape": [*peak, h.make_node("Relu", ["x"], [y])],
+            "Reshape": [h.make_node("Constant", [], [p + "s"], value=nh.from_array(np.array(square, np.int64))),
+                        h.make_node("Relu", ["x"], [p + "r"]), h.make_node("Reshape", [p + "r", p + "s"], [y])],
+            "Identity of an outer value": [h.make_node("Identity", ["x"], [y])],
+            "Constant": [h.make_node("Constant", [], [y], value=nh.from_array(np.ones(square, np.float32)))],
+            "no declared shape": [h.make_node("Relu", ["x"], [y])],
+            "also read in the branch": [h.make_node("Relu", ["x"], [y]), h.make_node("Sigmoid", [y], [p + "a"]),
+                                        h.make_node("ReduceSum", [p + "a"], [w], keepdims=1)],
+        }[case]
+        outputs = [h.make_tensor_value_info(y, f, None if case.endswith("no declared shape") else square)]
+        if any(w in node.output for node in nodes):
+            outputs.append(h.make_tensor_value_info(w, f, [1, 1]))
+        return h.make_graph(nodes, p, [], outputs)
+
+    then_branch, else_branch = branch("t"), branch("e")
+    names = ["y", "w"][:len(then_branch.output)]
+    graph = h.make_graph([h.make_node("If", ["c"], names, then_branch=then_branch, else_branch=else_branch)],
+                         "if_" + "_".join(case.replace(",", "").split()).lower(),
+                         [h.make_tensor_value_info("x", f, square), h.make_tensor_value_info("c", T.BOOL, [])],
+                         [h.make_tensor_value_info(o, f, square if o == "y" else [1, 1]) for o in names])
+    model = h.make_model(graph, opset_imports=[h.make_opsetid("", 17)])
+    model.ir_version = 10
+    onnx.checker.check_model(model, full_check=True)
+    return model
+
+
+def _cases(op: str, n: int) -> list[tuple[onnx.ModelProto, dict]]:
+    if op == "If":
+        return [(if_model(n, case), {"branch_output": case}) for case in IF_CASES]
+    return [(loop_model(n, trips, stacked, after), {"trips": trips, "scan_output": stacked, "after": after})
+            for trips, stacked, after in CASES]
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--n", type=int, default=256, help="the carried value is n x n floats")
+    ap.add_argument("--n", type=int, default=256, help="the carried value (an If's input) is n x n floats")
+    ap.add_argument("--op", choices=("Loop", "If"), default="Loop", help="which op's cases to run")
     ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("--markdown", type=Path, default=None)
     args = ap.parse_args(argv)
     rows = []
-    with tempfile.TemporaryDirectory(prefix="onnx_sched_loops_") as tmp:
-        for trips, stacked, after in CASES:
-            model = loop_model(args.n, trips, stacked, after)
+    with tempfile.TemporaryDirectory(prefix="onnx_sched_control_flow_") as tmp:
+        for model, case in _cases(args.op, args.n):
             path = Path(tmp) / f"{model.graph.name}.onnx"
             onnx.save(model, path)
             run = bench_models(path, repeats=1, warmup=1, ort_opt=False, heap=True, arenas=(False,), mem_pattern=False)
-            rows.append({"model": model.graph.name, "trips": trips, "scan_output": stacked, "after": after,
-                         "predicted": run.predictions["in"].activation_bytes,
+            rows.append({"model": model.graph.name, **case, "predicted": run.predictions["in"].activation_bytes,
                          "heap": run.heap_run("in").heap_peak_bytes})
-    table = Table(title=f"Loop over a {args.n} x {args.n} float value: predicted vs heap peak, bytes")
+    square = f"{args.n} x {args.n}"
+    what = f"Loop over a {square} float value" if args.op == "Loop" else f"If over a {square} input"
+    table = Table(title=f"{what}: predicted vs heap peak, bytes")
     for col in ("model", "predicted", "heap", "heap / predicted"):
         table.add_column(col, justify="left" if col == "model" else "right")
     for r in rows:
@@ -91,13 +152,14 @@ def main(argv: list[str] | None = None) -> int:
     Console().print(table)
     command = "python benchmarks/loop_memory.py " + " ".join(sys.argv[1:] if argv is None else argv)
     if args.out:
-        args.out.write_text(json.dumps({"command": command, "n": args.n, "rows": rows}, indent=2) + "\n")
+        args.out.write_text(json.dumps({"command": command, "op": args.op, "n": args.n, "rows": rows}, indent=2) + "\n")
     if args.markdown:
-        lines = [f"Command: `{command}`", "",
-                 "| model | trips | scan output | after | predicted | heap | heap / predicted |",
-                 "|---|---|---|---|---|---|---|"]
-        lines += [f"| {r['model']} | {r['trips']} | {r['scan_output']} | {r['after'] or '-'} | {r['predicted']:,} | "
-                  f"{r['heap']:,} | {r['heap'] / r['predicted']:.3f} |" for r in rows]
+        keys = [k for k in rows[0] if k not in ("model", "predicted", "heap")]
+        head = " | ".join(k.replace("_", " ") for k in keys)
+        lines = [f"Command: `{command}`", "", f"| model | {head} | predicted | heap | heap / predicted |",
+                 "|---" * (len(keys) + 4) + "|"]
+        lines += [f"| {r['model']} | " + " | ".join("-" if r[k] is None else str(r[k]) for k in keys)
+                  + f" | {r['predicted']:,} | {r['heap']:,} | {r['heap'] / r['predicted']:.3f} |" for r in rows]
         args.markdown.write_text("\n".join(lines) + "\n")
     return 0
 
