@@ -20,6 +20,12 @@ statically shaped outputs before it runs the branch, so they are live during the
 holds an op's outputs while it needs its body's memory, the same thing.
 
     python benchmarks/loop_memory.py --op If --out docs/if_memory.json --markdown docs/if_memory.md
+
+``--op Scan``: a ``Scan`` over 1-8 ``[n, n]`` slices with an ``[n, n]`` state, with or without a scan output, and
+once along axis 1.  ONNX Runtime double-buffers each state (none for one slice, one for two, two from three on),
+reads axis-0 slices in place, and transposes what it scans or stacks along another axis through a copy.
+
+    python benchmarks/loop_memory.py --op Scan --out docs/scan_memory.json --markdown docs/scan_memory.md
 """
 
 from __future__ import annotations
@@ -120,7 +126,40 @@ def if_model(n: int, case: str) -> onnx.ModelProto:
     return model
 
 
+#: (slices scanned, scan output, scan axis of the input and the output)
+SCAN_CASES = ((1, False, 0), (2, False, 0), (4, False, 0), (1, True, 0), (2, True, 0), (4, True, 0), (8, True, 0),
+              (4, True, 1))
+
+
+def scan_model(n: int, rows: int, stacked: bool, axis: int = 0) -> onnx.ModelProto:
+    """A ``Scan`` over ``rows`` ``[n, n]`` slices of ``xs`` (along ``axis``) with an ``[n, n]`` state
+    (``s + Relu(x)``), and with a scan output (``Sigmoid(x)`` per slice, stacked along ``axis``) or without."""
+    f = T.FLOAT
+    square = [n, n]
+    body = h.make_graph(
+        [h.make_node("Relu", ["x"], ["r"]), h.make_node("Add", ["s", "r"], ["s_next"])]
+        + ([h.make_node("Sigmoid", ["x"], ["row"])] if stacked else []), "body",
+        [h.make_tensor_value_info("s", f, square), h.make_tensor_value_info("x", f, square)],
+        [h.make_tensor_value_info("s_next", f, square)] + ([h.make_tensor_value_info("row", f, square)] if stacked
+                                                           else []))
+    outputs = ["s_final", "ys"] if stacked else ["s_final"]
+    axes = {"scan_input_axes": [axis], **({"scan_output_axes": [axis]} if stacked else {})} if axis else {}
+    scan = h.make_node("Scan", ["s0", "xs"], outputs, body=body, num_scan_inputs=1, name="scan", **axes)
+    sliced = [*square[:axis], rows, *square[axis:]]
+    graph = h.make_graph([scan], f"scan_{rows}{'_stacked' if stacked else ''}{f'_axis{axis}' if axis else ''}",
+                         [h.make_tensor_value_info("s0", f, square), h.make_tensor_value_info("xs", f, sliced)],
+                         [h.make_tensor_value_info("s_final", f, square)]
+                         + ([h.make_tensor_value_info("ys", f, sliced)] if stacked else []))
+    model = h.make_model(graph, opset_imports=[h.make_opsetid("", 17)])
+    model.ir_version = 10
+    onnx.checker.check_model(model, full_check=True)
+    return model
+
+
 def _cases(op: str, n: int) -> list[tuple[onnx.ModelProto, dict]]:
+    if op == "Scan":
+        return [(scan_model(n, rows, stacked, axis), {"slices": rows, "scan_output": stacked, "axis": axis})
+                for rows, stacked, axis in SCAN_CASES]
     if op == "If":
         return [(if_model(n, case), {"branch_output": case}) for case in IF_CASES]
     return [(loop_model(n, trips, stacked, after), {"trips": trips, "scan_output": stacked, "after": after})
@@ -130,7 +169,7 @@ def _cases(op: str, n: int) -> list[tuple[onnx.ModelProto, dict]]:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--n", type=int, default=256, help="the carried value (an If's input) is n x n floats")
-    ap.add_argument("--op", choices=("Loop", "If"), default="Loop", help="which op's cases to run")
+    ap.add_argument("--op", choices=("Loop", "If", "Scan"), default="Loop", help="which op's cases to run")
     ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("--markdown", type=Path, default=None)
     args = ap.parse_args(argv)
@@ -143,7 +182,8 @@ def main(argv: list[str] | None = None) -> int:
             rows.append({"model": model.graph.name, **case, "predicted": run.predictions["in"].activation_bytes,
                          "heap": run.heap_run("in").heap_peak_bytes})
     square = f"{args.n} x {args.n}"
-    what = f"Loop over a {square} float value" if args.op == "Loop" else f"If over a {square} input"
+    what = {"Loop": f"Loop over a {square} float value", "If": f"If over a {square} input",
+            "Scan": f"Scan over {square} slices"}[args.op]
     table = Table(title=f"{what}: predicted vs heap peak, bytes")
     for col in ("model", "predicted", "heap", "heap / predicted"):
         table.add_column(col, justify="left" if col == "model" else "right")

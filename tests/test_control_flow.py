@@ -222,6 +222,31 @@ def test_a_loop_body_counts_one_iteration() -> None:
     assert imported.graph.op_param_bytes.tolist() == [4 * N * N * 4 + 8 + 1]
 
 
+def test_a_scan_double_buffers_its_state_and_copies_an_input_scanned_along_another_axis() -> None:
+    """ONNX Runtime's Scan (measured: ``benchmarks/loop_memory.py --op Scan``) keeps no state buffer for one slice,
+    one for two, two from three on, reads axis-0 slices in place, and transposes an input scanned along another axis
+    into a copy it holds for the whole run.  The body holds Relu's output while the Add runs."""
+    square = [N, N]
+    body = helper.make_graph([helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Add", ["s", "r"], ["s2"])],
+                             "body", [helper.make_tensor_value_info(n, TensorProto.FLOAT, square) for n in "sx"],
+                             [helper.make_tensor_value_info("s2", TensorProto.FLOAT, square)])
+
+    def held(slices: int, axis: int = 0) -> int:
+        scanned = [*square[:axis], slices, *square[axis:]]
+        node = helper.make_node("Scan", ["s0", "xs"], ["sf"], body=body, num_scan_inputs=1,
+                                **({"scan_input_axes": [axis]} if axis else {}))
+        graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("s0", TensorProto.FLOAT, square),
+                                                helper.make_tensor_value_info("xs", TensorProto.FLOAT, scanned)],
+                                  [helper.make_tensor_value_info("sf", TensorProto.FLOAT, square)])
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+        model.ir_version = 10
+        return int(import_onnx(model).graph.op_param_bytes[0])
+
+    one = N * N * 4
+    assert [held(k) for k in (1, 2, 3, 8)] == [one, 2 * one, 3 * one, 3 * one]
+    assert held(4, axis=1) == 3 * one + 4 * one  # the transposed copy of all four slices
+
+
 def test_a_loop_whose_carried_value_grows_is_not_sized_by_one_iteration() -> None:
     body_nodes = [helper.make_node("Concat", ["v", "v"], ["v_next"], axis=0),
                   helper.make_node("Identity", ["c"], ["c_next"])]

@@ -254,13 +254,15 @@ def import_bodies(model: onnx.ModelProto, nodes: Sequence[int], types: Mapping[s
                     partial.update(o for o in node.output if o)  # an If's other branch alone does not size it
                     continue
                 body = imported.graph
-                held = _carried_bytes(node, body, [i.name for i in sub.input], sub.output)
+                held = _carried_bytes(node, body, [i.name for i in sub.input], sub.output, types)
                 if held is None:  # a carried value that grows (or shrinks): one iteration does not size the loop
                     unsized += 1
                     partial.update(o for o in node.output if o)
                     continue
                 trips = trip_count(node, constants)
                 fixed = _output_sizes(node, body, [i.name for i in sub.input], sub.output, types, trips)
+                if node.op_type == "Scan":
+                    held += _scan_copies(node, fixed, types)
                 if node.op_type == "Loop":
                     held += _loop_copies(node, fixed, types, trips)
                     if trips is not None and node.input[1]:  # its condition may end it sooner: a bound
@@ -285,10 +287,12 @@ def import_bodies(model: onnx.ModelProto, nodes: Sequence[int], types: Mapping[s
 
 
 def _carried_bytes(node: onnx.NodeProto, body: Graph, inputs: Sequence[str],
-                   outputs: Sequence[onnx.ValueInfoProto]) -> int | None:
-    """The bytes of a ``Loop`` / ``Scan`` body's own inputs (trip counter, condition, carried state, scanned slices),
-    which it holds as separate buffers from its second iteration on; 0 for an ``If``; ``None`` when a carried value's
-    output is not the size of its input (it grows over the iterations)."""
+                   outputs: Sequence[onnx.ValueInfoProto], types: Mapping[str, TensorType]) -> int | None:
+    """The buffers a loop holds beside its body's inputs and outputs (measured, docs/results.md 28): a ``Loop`` holds
+    its body's own inputs (trip counter, condition, carried state) as separate buffers from its second iteration on;
+    a ``Scan`` double-buffers each state (none for one slice, one for two, two from three on; two where the length
+    is unknown), and reads its scanned slices in place.  0 for an ``If``; ``None`` when a carried value's output is
+    not the size of its input (it grows over the iterations)."""
     if node.op_type == "If":
         return 0
     ids = {name: i for i, name in enumerate(body.tensor_names)}
@@ -296,13 +300,30 @@ def _carried_bytes(node: onnx.NodeProto, body: Graph, inputs: Sequence[str],
     out = [-1 if o is None else o[0] for o in (_size_in(body, ids.get(vi.name), vi) for vi in outputs)]
     if node.op_type == "Loop":
         pairs = zip(size[2:], out[1:1 + len(size) - 2])
+        held = sum(size)
     else:  # Scan: the states
-        n_scan = next((int(a.i) for a in node.attribute if a.name == "num_scan_inputs"), 0)
-        n_state = len(inputs) - n_scan
+        n_state = len(inputs) - _num_scan_inputs(node)
         pairs = zip(size[:n_state], out[:n_state])
+        length = _scan_length(node, types)
+        held = (2 if length is None else min(max(length - 1, 0), 2)) * sum(size[:n_state])
     if any(a != b for a, b in pairs):
         return None
-    return sum(size)
+    return held
+
+
+def _num_scan_inputs(node: onnx.NodeProto) -> int:
+    return next((int(a.i) for a in node.attribute if a.name == "num_scan_inputs"), 0)
+
+
+def _scan_length(node: onnx.NodeProto, types: Mapping[str, TensorType]) -> int | None:
+    """How many slices a ``Scan`` runs its body on: its first scanned input's length along its scan axis, where
+    that input's shape is known; ``None`` otherwise."""
+    n_scan = _num_scan_inputs(node)
+    first = types.get(node.input[len(node.input) - n_scan]) if n_scan else None
+    if first is None or not first[1]:
+        return None
+    axes = next((list(a.ints) for a in node.attribute if a.name == "scan_input_axes"), [0])
+    return int(first[1][axes[0] % len(first[1])])
 
 
 def _loop_copies(node: onnx.NodeProto, fixed: Mapping[str, tuple], types: Mapping[str, TensorType],
@@ -324,6 +345,26 @@ def _loop_copies(node: onnx.NodeProto, fixed: Mapping[str, tuple], types: Mappin
     stacked = sum(nbytes(o) for o in node.output[n_carried:] if o)
     copied = sum(nbytes(o) for o in node.output[:n_carried] if o) if trips != 1 else 0
     return stacked + copied
+
+
+def _scan_copies(node: onnx.NodeProto, fixed: Mapping[str, tuple], types: Mapping[str, TensorType]) -> int:
+    """What ONNX Runtime's ``Scan`` holds beside its body and state for scan axes other than 0 (measured,
+    docs/results.md 28): a transposed copy of each input scanned along another axis, for the whole run; and each
+    output stacked along another axis, built along axis 0 first and transposed into the output at the end."""
+    n_scan = _num_scan_inputs(node)
+    n_state = len(node.input) - n_scan
+    in_axes = next((list(a.ints) for a in node.attribute if a.name == "scan_input_axes"), [])
+    out_axes = next((list(a.ints) for a in node.attribute if a.name == "scan_output_axes"), [])
+    held = 0
+    for name, axis in zip(node.input[n_state:], in_axes):
+        elem, shape = types.get(name, (0, None))
+        if elem and shape and axis % len(shape) != 0:
+            held += tensor_nbytes(elem, shape) or 0
+    for name, axis in zip(node.output[n_state:], out_axes):
+        shape = fixed[name][2] if name in fixed else None
+        if name in fixed and (axis % len(shape) if shape else axis) != 0:
+            held += fixed[name][0]
+    return held
 
 
 def trip_count(node: onnx.NodeProto, constants: Mapping[str, onnx.TensorProto]) -> int | None:
@@ -386,14 +427,11 @@ def _output_sizes(node: onnx.NodeProto, body: Graph, formal: Sequence[str], decl
             pairs += [(name, stacked(o, trips) if exact or o is None else (o[0] * trips, o[1], None))
                       for name, o in zip(node.output[n_carried:n_out], outs[1 + n_carried:])]
     else:  # Scan
-        n_scan = next((int(a.i) for a in node.attribute if a.name == "num_scan_inputs"), 0)
-        n_state = len(node.input) - n_scan
+        n_state = len(node.input) - _num_scan_inputs(node)
         pairs = [(name, carried(o, start)) for name, o, start in zip(node.output[:n_state], outs[:n_state], formal)]
-        first = types.get(node.input[n_state]) if n_scan else None
-        axes = next((list(a.ints) for a in node.attribute if a.name == "scan_input_axes"), [0])
         out_axes = next((list(a.ints) for a in node.attribute if a.name == "scan_output_axes"), [])
-        if first is not None and first[1]:
-            length = first[1][axes[0] % len(first[1])]
+        length = _scan_length(node, types)
+        if length is not None:
             pairs += [(name, stacked(o, length, out_axes[i] if i < len(out_axes) else 0))
                       for i, (name, o) in enumerate(zip(node.output[n_state:n_out], outs[n_state:]))]
     return {name: o for name, o in pairs if name and o is not None and o[0] >= 0}
