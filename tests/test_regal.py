@@ -259,6 +259,33 @@ def test_each_device_count_has_its_own_checkpoint(monkeypatch, tmp_path) -> None
         run(g, PassContext(seed=0, options={"evaluations": 500, "model": str(tmp_path / "regal_d3.onnx")}, problem=two))
 
 
+def test_the_anchor_holds_reinforce_near_the_policy_it_starts_from(monkeypatch) -> None:
+    """With a strong KL anchor (``--anchor``) REINFORCE's policy stays closer to the one it started from than without
+    one (same seed, same problems, no imitation: the start is the seeded initial policy)."""
+    torch = pytest.importorskip("torch")
+    from onnx_sched.models.training import regal_data, regal_train
+    from onnx_sched.models.training.regal_net import PolicyNet
+
+    monkeypatch.setattr(regal_data, "TRAIN_CORPUS", ())
+    monkeypatch.setattr(regal_data, "VALIDATION_CORPUS", ())
+    torch.manual_seed(0)
+    start = PolicyNet(n_node_features(2), 2, 32, 4)  # train() seeds torch the same way first
+    tensors = regal_train._tensors(regal_data.make_instance(generate("er", 20, 7), evaluations=500, pin=False))
+
+    def drift(anchor: float) -> float:
+        cfg = regal_train.RegalTrainConfig(minutes=0.03, evaluations=500, synthetic=4, copies=0, min_ops=10,
+                                           max_ops=20, imitation_steps=0, lr=1e-2, anchor=anchor,
+                                           validate_every=10_000)
+        last = PolicyNet(n_node_features(2), 2, 32, 4)
+        last.load_state_dict(regal_train.train(cfg, echo=lambda s: None)["last_policy"])
+        with torch.no_grad():
+            p, q = (torch.distributions.Categorical(logits=net(*tensors)) for net in (last, start))
+            return float(torch.distributions.kl_divergence(p, q).mean())
+
+    free, held = drift(0.0), drift(100.0)
+    assert held < 0.01 * free
+
+
 def test_training_on_three_devices_exports_a_three_device_policy(monkeypatch, tmp_path) -> None:
     pytest.importorskip("torch")
     from onnx_sched.models.training import regal_data, regal_train

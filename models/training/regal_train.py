@@ -18,7 +18,9 @@ Not in the paper, both against the reward's noise (two seeds of BRKGA 5K differ 
 the features (0: the paper's cold start, from standard BRKGA's levels), or with
 ``imitation_target="best-known"`` to the action encoding a long BRKGA run's solution of each
 training problem (:func:`consensus_action` of ``references`` runs; validates worse than the
-prior, docs/results.md 14.4, session 21).
+prior, docs/results.md 14.4, session 21).  Two options, off by default, against REINFORCE drifting
+below its imitation start (14.4): ``advantage="leave-one-out"`` compares a step's actions with each
+other instead of with ``b(G)``, and ``anchor`` adds a KL penalty toward the policy the imitation left.
 
     onnx-sched train regal --minutes 35 --export models/checkpoints/regal
 
@@ -79,6 +81,8 @@ class RegalTrainConfig:
     baseline_weight: float = 1.0  # lambda of eq. 9's loss
     advantage: str = "learned"  # "learned": r - b(G) (eq. 9); "leave-one-out": r minus the mean reward of the
     # step's other actions (same problem, same seed; not in the paper)
+    anchor: float = 0.0  # weight of KL(policy || the policy after imitation), summed over a graph's heads, added to
+    # the loss to hold REINFORCE near its start (0: none, as the paper; not in the paper)
     hidden: int = 32
     rounds: int = 4
     validate_every: int = 100
@@ -227,6 +231,7 @@ def train(cfg: RegalTrainConfig, echo: Callable[[str], None] = print) -> dict[st
         echo(f"imitation ({cfg.imitation_target}): {cfg.imitation_steps} steps, final cross-entropy "
              f"{imitation['loss']:.4f}, "
              f"mode = target on {imitation['accuracy']:.1%} of the heads")
+    start_policy = copy.deepcopy(policy).requires_grad_(False) if cfg.anchor else None
     best_val = validate(policy, val_set, val_evaluations) if main else {"reward": float("nan"), "ties_or_wins": 0.0}
     best_state, best_step = copy.deepcopy(policy.state_dict()), 0
     log: list[dict[str, Any]] = [{"step": 0, "validation": best_val}]
@@ -249,6 +254,9 @@ def train(cfg: RegalTrainConfig, echo: Callable[[str], None] = print) -> dict[st
         adv = (leave_one_out_advantage(reward) if cfg.advantage == "leave-one-out" else reward - b).detach()
         adv_sq = 0.99 * adv_sq + 0.01 * distributed.sum_values([float((adv**2).mean())])[0] / world.size
         loss = -(adv / np.sqrt(adv_sq) * logp).mean() + cfg.baseline_weight / 2 * ((reward - b) ** 2).mean()
+        if start_policy is not None:
+            held = torch.distributions.Categorical(logits=start_policy(*tensors))
+            loss = loss + cfg.anchor * torch.distributions.kl_divergence(dist, held).sum()
         opt.zero_grad()
         loss.backward()
         distributed.average_gradients(params)

@@ -170,6 +170,9 @@ def peak_mem(out_dir: str, variant: str, encoder: str, resume: bool, export_stem
 @click.option("--advantage", type=click.Choice(["learned", "leave-one-out"]), default="learned", show_default=True,
               help="learned: reward minus the baseline network's b(G) (paper 003, eq. 9); leave-one-out: minus the "
                    "mean reward of the step's other actions (same problem and seed; needs --samples 2 or more).")
+@click.option("--anchor", type=click.FloatRange(min=0), default=0.0, show_default=True,
+              help="Weight of the KL divergence from the policy after imitation (summed over a graph's heads), "
+                   "added to REINFORCE's loss to keep it near its start; 0: none (the paper).")
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True)
 @click.option("--threads", type=click.IntRange(min=1), default=1, show_default=True, help="torch threads.")
 @click.option("--pin/--no-pin", default=False, show_default=True,
