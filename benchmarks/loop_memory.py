@@ -22,8 +22,9 @@ holds an op's outputs while it needs its body's memory, the same thing.
     python benchmarks/loop_memory.py --op If --out docs/if_memory.json --markdown docs/if_memory.md
 
 ``--op Scan``: a ``Scan`` over 1-8 ``[n, n]`` slices with an ``[n, n]`` state, with or without a scan output, and
-once along axis 1.  ONNX Runtime double-buffers each state (none for one slice, one for two, two from three on),
-reads axis-0 slices in place, and transposes what it scans or stacks along another axis through a copy.
+once along axis 1; then opset 8's ``Scan`` over batches of 1-2 such sequences.  ONNX Runtime double-buffers each
+state (none for one slice, one for two, two from three on; opset 8: for each sequence of the batch), reads axis-0
+slices in place, and transposes what it scans or stacks along another axis through a copy.
 
     python benchmarks/loop_memory.py --op Scan --out docs/scan_memory.json --markdown docs/scan_memory.md
 """
@@ -129,11 +130,14 @@ def if_model(n: int, case: str) -> onnx.ModelProto:
 #: (slices scanned, scan output, scan axis of the input and the output)
 SCAN_CASES = ((1, False, 0), (2, False, 0), (4, False, 0), (1, True, 0), (2, True, 0), (4, True, 0), (8, True, 0),
               (4, True, 1))
+#: opset 8's Scan (a batch of sequences): (batch, slices per sequence), with a scan output
+SCAN8_CASES = ((1, 1), (1, 4), (2, 4))
 
 
-def scan_model(n: int, rows: int, stacked: bool, axis: int = 0) -> onnx.ModelProto:
+def scan_model(n: int, rows: int, stacked: bool, axis: int = 0, batch: int = 0) -> onnx.ModelProto:
     """A ``Scan`` over ``rows`` ``[n, n]`` slices of ``xs`` (along ``axis``) with an ``[n, n]`` state
-    (``s + Relu(x)``), and with a scan output (``Sigmoid(x)`` per slice, stacked along ``axis``) or without."""
+    (``s + Relu(x)``), and with a scan output (``Sigmoid(x)`` per slice, stacked along ``axis``) or without.
+    ``batch``: opset 8's ``Scan`` instead, over ``batch`` such sequences (no ``sequence_lens``)."""
     f = T.FLOAT
     square = [n, n]
     body = h.make_graph(
@@ -144,22 +148,29 @@ def scan_model(n: int, rows: int, stacked: bool, axis: int = 0) -> onnx.ModelPro
                                                            else []))
     outputs = ["s_final", "ys"] if stacked else ["s_final"]
     axes = {"scan_input_axes": [axis], **({"scan_output_axes": [axis]} if stacked else {})} if axis else {}
-    scan = h.make_node("Scan", ["s0", "xs"], outputs, body=body, num_scan_inputs=1, name="scan", **axes)
-    sliced = [*square[:axis], rows, *square[axis:]]
-    graph = h.make_graph([scan], f"scan_{rows}{'_stacked' if stacked else ''}{f'_axis{axis}' if axis else ''}",
-                         [h.make_tensor_value_info("s0", f, square), h.make_tensor_value_info("xs", f, sliced)],
-                         [h.make_tensor_value_info("s_final", f, square)]
+    inputs = ["", "s0", "xs"] if batch else ["s0", "xs"]
+    scan = h.make_node("Scan", inputs, outputs, body=body, num_scan_inputs=1, name="scan", **axes)
+    state = [batch, *square] if batch else square
+    sliced = [batch, rows, *square] if batch else [*square[:axis], rows, *square[axis:]]
+    name = f"scan8_{batch}x{rows}" if batch else f"scan_{rows}{'_stacked' if stacked else ''}"
+    graph = h.make_graph([scan], name + (f"_axis{axis}" if axis else ""),
+                         [h.make_tensor_value_info("s0", f, state), h.make_tensor_value_info("xs", f, sliced)],
+                         [h.make_tensor_value_info("s_final", f, state)]
                          + ([h.make_tensor_value_info("ys", f, sliced)] if stacked else []))
-    model = h.make_model(graph, opset_imports=[h.make_opsetid("", 17)])
-    model.ir_version = 10
+    model = h.make_model(graph, opset_imports=[h.make_opsetid("", 8 if batch else 17)])
+    model.ir_version = 7 if batch else 10
     onnx.checker.check_model(model, full_check=True)
     return model
 
 
 def _cases(op: str, n: int) -> list[tuple[onnx.ModelProto, dict]]:
     if op == "Scan":
-        return [(scan_model(n, rows, stacked, axis), {"slices": rows, "scan_output": stacked, "axis": axis})
-                for rows, stacked, axis in SCAN_CASES]
+        return ([(scan_model(n, rows, stacked, axis), {"opset": 17, "batch": "-", "slices": rows,
+                                                       "scan_output": stacked, "axis": axis})
+                 for rows, stacked, axis in SCAN_CASES]
+                + [(scan_model(n, rows, True, batch=batch), {"opset": 8, "batch": batch, "slices": rows,
+                                                             "scan_output": True, "axis": 1})
+                   for batch, rows in SCAN8_CASES])
     if op == "If":
         return [(if_model(n, case), {"branch_output": case}) for case in IF_CASES]
     return [(loop_model(n, trips, stacked, after), {"trips": trips, "scan_output": stacked, "after": after})

@@ -247,6 +247,32 @@ def test_a_scan_double_buffers_its_state_and_copies_an_input_scanned_along_anoth
     assert held(4, axis=1) == 3 * one + 4 * one  # the transposed copy of all four slices
 
 
+def test_an_opset_8_scan_double_buffers_each_sequence_of_its_batch() -> None:
+    """Opset 8's Scan (``sequence_lens`` first, a batch of sequences along axis 1) double-buffers its state for every
+    sequence of the batch (measured: ``benchmarks/loop_memory.py --op Scan``); its outputs keep their batch
+    dimension (the body, which has none, does not size them)."""
+    square = [N, N]
+    body = helper.make_graph([helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Add", ["s", "r"], ["s2"])],
+                             "body", [helper.make_tensor_value_info(n, TensorProto.FLOAT, square) for n in "sx"],
+                             [helper.make_tensor_value_info("s2", TensorProto.FLOAT, square)])
+
+    def imported(batch: int, length: int) -> Any:
+        node = helper.make_node("Scan", ["", "s0", "xs"], ["sf"], body=body, num_scan_inputs=1)
+        graph = helper.make_graph(
+            [node], "g", [helper.make_tensor_value_info("s0", TensorProto.FLOAT, [batch, *square]),
+                          helper.make_tensor_value_info("xs", TensorProto.FLOAT, [batch, length, *square])],
+            [helper.make_tensor_value_info("sf", TensorProto.FLOAT, [batch, *square])])
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 8)])
+        model.ir_version = 7
+        return import_onnx(model).graph
+
+    one = N * N * 4
+    assert imported(1, 1).op_param_bytes.tolist() == [one]  # Relu's output; one slice needs no state buffer
+    g = imported(2, 4)
+    assert g.op_param_bytes.tolist() == [one + 2 * 2 * one]  # two buffers for each of the two sequences
+    assert g.tensor_bytes[g.tensor_names.index("sf")] == 2 * one
+
+
 def test_a_loop_whose_carried_value_grows_is_not_sized_by_one_iteration() -> None:
     body_nodes = [helper.make_node("Concat", ["v", "v"], ["v_next"], axis=0),
                   helper.make_node("Identity", ["c"], ["c_next"])]

@@ -304,11 +304,31 @@ def _carried_bytes(node: onnx.NodeProto, body: Graph, inputs: Sequence[str],
     else:  # Scan: the states
         n_state = len(inputs) - _num_scan_inputs(node)
         pairs = zip(size[:n_state], out[:n_state])
-        length = _scan_length(node, types)
-        held = (2 if length is None else min(max(length - 1, 0), 2)) * sum(size[:n_state])
+        held = _state_copies(node, inputs, types) * sum(size[:n_state])
     if any(a != b for a, b in pairs):
         return None
     return held
+
+
+def _state_copies(node: onnx.NodeProto, formal: Sequence[str], types: Mapping[str, TensorType]) -> int:
+    """How many copies of its states a ``Scan`` holds: ONNX Runtime double-buffers them, none for one slice, one for
+    two, two from three on; opset 8's ``Scan`` does so for each sequence of its batch.  Two where the length (or
+    the batch) is unknown."""
+    if not _scan8(node, formal):
+        length = _scan_length(node, types)
+        return 2 if length is None else min(max(length - 1, 0), 2)
+    n_scan = _num_scan_inputs(node)
+    first = types.get(node.input[len(node.input) - n_scan]) if n_scan else None
+    if first is None or first[1] is None or len(first[1]) < 2:
+        return 2
+    batch, length = first[1][:2]
+    return int(batch) * min(max(int(length) - 1, 0), 2)
+
+
+def _scan8(node: onnx.NodeProto, formal: Sequence[str]) -> bool:
+    """Whether a ``Scan`` is opset 8's: its first input is ``sequence_lens``, which its body has no input for, and it
+    scans a batch of sequences (axis 1); the sizes here are opset 9's, so the body does not size its outputs."""
+    return len(formal) == len(node.input) - 1
 
 
 def _num_scan_inputs(node: onnx.NodeProto) -> int:
@@ -426,6 +446,8 @@ def _output_sizes(node: onnx.NodeProto, body: Graph, formal: Sequence[str], decl
             exact = not (len(node.input) > 1 and node.input[1])  # no condition: it runs the trip count through
             pairs += [(name, stacked(o, trips) if exact or o is None else (o[0] * trips, o[1], None))
                       for name, o in zip(node.output[n_carried:n_out], outs[1 + n_carried:])]
+    elif _scan8(node, formal):
+        pairs = []
     else:  # Scan
         n_state = len(node.input) - _num_scan_inputs(node)
         pairs = [(name, carried(o, start)) for name, o, start in zip(node.output[:n_state], outs[:n_state], formal)]
