@@ -77,7 +77,7 @@ def test_leave_one_out_advantage_removes_what_a_steps_actions_share() -> None:
     """A reward shift common to the step's actions (the problem, the seed's luck) leaves the advantages unchanged;
     the advantages sum to zero, and an action better than the others gets a positive one."""
     torch = pytest.importorskip("torch")
-    from onnx_sched.models.training.regal_train import leave_one_out_advantage
+    from onnx_sched.models.training.regal_train import RegalTrainConfig, leave_one_out_advantage, train
 
     reward = torch.tensor([-0.98, -1.02, -0.95, -1.01])
     adv = leave_one_out_advantage(reward)
@@ -86,6 +86,8 @@ def test_leave_one_out_advantage_removes_what_a_steps_actions_share() -> None:
     assert int(adv.argmax()) == 2 and float(adv[2]) == pytest.approx(-0.95 - (-0.98 - 1.02 - 1.01) / 3)
     with pytest.raises(ValueError, match="at least 2 actions"):
         leave_one_out_advantage(reward[:1])
+    with pytest.raises(ValueError, match="advantage must be 'learned' or 'leave-one-out', got 'loo'"):
+        train(RegalTrainConfig(advantage="loo"))
 
 
 def test_dequantisation_formulas() -> None:

@@ -203,6 +203,8 @@ def imitate(policy: PolicyNet, instances: list[Instance], targets: list[np.ndarr
 def train(cfg: RegalTrainConfig, echo: Callable[[str], None] = print) -> dict[str, Any]:
     """Build the problems, train for ``cfg.minutes``; returns policy + baseline (the policy with the best validation
     on rank 0, the last one elsewhere), the log and ``last_policy`` (the last policy weights, the same on every rank)."""
+    if cfg.advantage not in ("learned", "leave-one-out"):
+        raise ValueError(f"advantage must be 'learned' or 'leave-one-out', got {cfg.advantage!r}")
     world = distributed.setup()
     main, echo = world.rank == 0, distributed.main_echo(echo)
     torch.set_num_threads(cfg.threads)
