@@ -1,4 +1,5 @@
-"""What ONNX Runtime's ``Loop`` holds: predicted vs measured heap on loops built to tell the parts apart.
+"""What ONNX Runtime's ``Loop`` (``--op If``, ``--op Scan``) holds: predicted vs measured heap on models built to tell
+the parts apart.
 
 A ``Loop`` body runs once per iteration as a graph of its own (``onnx_sched.importers.control_flow``): the op needs
 the body's peak beyond its inputs and outputs, and its own state (the carried values it owns from the second
@@ -16,8 +17,8 @@ view).
 ``--op If``: the same for an ``If`` (both branches alike) whose branch output is made in different ways -- by its
 last op, by its first op before a two-tensor peak, after that peak, by a ``Reshape``, an ``Identity`` of an outer
 value, a ``Constant``, with no declared shape, or also read inside the branch.  ONNX Runtime allocates an ``If``'s
-statically shaped outputs before it runs the branch, so they are live during the branch's peak; the memory model
-holds an op's outputs while it needs its body's memory, the same thing.
+outputs before it runs the branch (even one with no declared shape: its session infers it), so they are live during
+the branch's peak; the memory model holds an op's outputs while it needs its body's memory, the same thing.
 
     python benchmarks/loop_memory.py --op If --out docs/if_memory.json --markdown docs/if_memory.md
 
