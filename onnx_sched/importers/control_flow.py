@@ -139,8 +139,8 @@ def _formal_input_types(node: onnx.NodeProto, sub: onnx.GraphProto,
     if node.op_type == "Loop":
         derived = [(onnx.TensorProto.INT64, ()), (onnx.TensorProto.BOOL, ()), *outer[2:]]
     elif node.op_type == "Scan":
-        n_scan = next((int(a.i) for a in node.attribute if a.name == "num_scan_inputs"), 0)
-        axes = next((list(a.ints) for a in node.attribute if a.name == "scan_input_axes"), [0] * n_scan)
+        n_scan = _num_scan_inputs(node)
+        axes = _ints(node, "scan_input_axes", [0] * n_scan)
         n_state = len(outer) - n_scan
         scanned = []
         for t, axis in zip(outer[n_state:], axes):
@@ -317,8 +317,7 @@ def _state_copies(node: onnx.NodeProto, formal: Sequence[str], types: Mapping[st
     if not _scan8(node, formal):
         length = _scan_length(node, types)
         return 2 if length is None else min(max(length - 1, 0), 2)
-    n_scan = _num_scan_inputs(node)
-    first = types.get(node.input[len(node.input) - n_scan]) if n_scan else None
+    first = _first_scanned(node, types)
     if first is None or first[1] is None or len(first[1]) < 2:
         return 2
     batch, length = first[1][:2]
@@ -335,14 +334,24 @@ def _num_scan_inputs(node: onnx.NodeProto) -> int:
     return next((int(a.i) for a in node.attribute if a.name == "num_scan_inputs"), 0)
 
 
+def _ints(node: onnx.NodeProto, name: str, default: list[int]) -> list[int]:
+    """The node's ints attribute ``name`` (a ``Scan``'s axes), ``default`` where it has none."""
+    return next((list(a.ints) for a in node.attribute if a.name == name), default)
+
+
+def _first_scanned(node: onnx.NodeProto, types: Mapping[str, TensorType]) -> TensorType | None:
+    """The type of a ``Scan``'s first scanned input (its inputs end with the scanned ones), where known."""
+    n_scan = _num_scan_inputs(node)
+    return types.get(node.input[len(node.input) - n_scan]) if n_scan else None
+
+
 def _scan_length(node: onnx.NodeProto, types: Mapping[str, TensorType]) -> int | None:
     """How many slices a ``Scan`` runs its body on: its first scanned input's length along its scan axis, where
     that input's shape is known; ``None`` otherwise."""
-    n_scan = _num_scan_inputs(node)
-    first = types.get(node.input[len(node.input) - n_scan]) if n_scan else None
+    first = _first_scanned(node, types)
     if first is None or not first[1]:
         return None
-    axes = next((list(a.ints) for a in node.attribute if a.name == "scan_input_axes"), [0])
+    axes = _ints(node, "scan_input_axes", [0])
     return int(first[1][axes[0] % len(first[1])])
 
 
@@ -371,10 +380,8 @@ def _scan_copies(node: onnx.NodeProto, fixed: Mapping[str, tuple], types: Mappin
     """What ONNX Runtime's ``Scan`` holds beside its body and state for scan axes other than 0 (measured,
     docs/results.md 28): a transposed copy of each input scanned along another axis, for the whole run; and each
     output stacked along another axis, built along axis 0 first and transposed into the output at the end."""
-    n_scan = _num_scan_inputs(node)
-    n_state = len(node.input) - n_scan
-    in_axes = next((list(a.ints) for a in node.attribute if a.name == "scan_input_axes"), [])
-    out_axes = next((list(a.ints) for a in node.attribute if a.name == "scan_output_axes"), [])
+    n_state = len(node.input) - _num_scan_inputs(node)
+    in_axes, out_axes = _ints(node, "scan_input_axes", []), _ints(node, "scan_output_axes", [])
     held = 0
     for name, axis in zip(node.input[n_state:], in_axes):
         elem, shape = types.get(name, (0, None))
@@ -451,7 +458,7 @@ def _output_sizes(node: onnx.NodeProto, body: Graph, formal: Sequence[str], decl
     else:  # Scan
         n_state = len(node.input) - _num_scan_inputs(node)
         pairs = [(name, carried(o, start)) for name, o, start in zip(node.output[:n_state], outs[:n_state], formal)]
-        out_axes = next((list(a.ints) for a in node.attribute if a.name == "scan_output_axes"), [])
+        out_axes = _ints(node, "scan_output_axes", [])
         length = _scan_length(node, types)
         if length is not None:
             pairs += [(name, stacked(o, length, out_axes[i] if i < len(out_axes) else 0))
