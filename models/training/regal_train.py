@@ -98,6 +98,13 @@ class RegalTrainConfig:
     references: int = 1  # best-known solutions per problem (seeds seed + 1000 ..); several: consensus_action
     devices: int = 2  # devices of every problem (the first is the host); the checkpoint serves only this count
 
+    def __post_init__(self) -> None:
+        if self.advantage not in ("learned", "leave-one-out"):
+            raise ValueError(f"advantage must be 'learned' or 'leave-one-out', got {self.advantage!r}")
+        if self.advantage == "leave-one-out" and self.samples < 2:
+            raise ValueError("the leave-one-out advantage compares a step's actions with each other: give --samples 2 "
+                             f"or more (got {self.samples})")
+
 
 def leave_one_out_advantage(reward: torch.Tensor) -> torch.Tensor:
     """Each action's reward minus the mean reward of the step's other actions (REINFORCE leave-one-out).
@@ -203,8 +210,6 @@ def imitate(policy: PolicyNet, instances: list[Instance], targets: list[np.ndarr
 def train(cfg: RegalTrainConfig, echo: Callable[[str], None] = print) -> dict[str, Any]:
     """Build the problems, train for ``cfg.minutes``; returns policy + baseline (the policy with the best validation
     on rank 0, the last one elsewhere), the log and ``last_policy`` (the last policy weights, the same on every rank)."""
-    if cfg.advantage not in ("learned", "leave-one-out"):
-        raise ValueError(f"advantage must be 'learned' or 'leave-one-out', got {cfg.advantage!r}")
     world = distributed.setup()
     main, echo = world.rank == 0, distributed.main_echo(echo)
     torch.set_num_threads(cfg.threads)
@@ -257,8 +262,8 @@ def train(cfg: RegalTrainConfig, echo: Callable[[str], None] = print) -> dict[st
         adv_sq = 0.99 * adv_sq + 0.01 * distributed.sum_values([float((adv**2).mean())])[0] / world.size
         loss = -(adv / np.sqrt(adv_sq) * logp).mean() + cfg.baseline_weight / 2 * ((reward - b) ** 2).mean()
         if start_policy is not None:
-            held = torch.distributions.Categorical(logits=start_policy(*tensors))
-            loss = loss + cfg.anchor * torch.distributions.kl_divergence(dist, held).sum()
+            start_dist = torch.distributions.Categorical(logits=start_policy(*tensors))
+            loss = loss + cfg.anchor * torch.distributions.kl_divergence(dist, start_dist).sum()
         opt.zero_grad()
         loss.backward()
         distributed.average_gradients(params)

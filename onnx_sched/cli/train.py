@@ -200,9 +200,6 @@ def peak_mem(out_dir: str, variant: str, encoder: str, resume: bool, export_stem
 def regal(export_stem: str, **options: object) -> None:
     """Train REGAL's policy (paper 003) with REINFORCE on problems of --devices devices."""
     _check_sizes(options.get("min_ops"), options.get("max_ops"))
-    if options["advantage"] == "leave-one-out" and options["samples"] < 2:
-        raise click.UsageError("--advantage leave-one-out compares a step's actions with each other: give --samples 2 "
-                               f"or more (got {options['samples']})")
     _need_torch()
     from onnx_sched.models.training.distributed import is_main
     from onnx_sched.models.training.regal_train import RegalTrainConfig, export, train
