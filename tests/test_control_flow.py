@@ -247,14 +247,17 @@ def test_a_scan_double_buffers_its_state_and_copies_an_input_scanned_along_anoth
     assert held(4, axis=1) == 3 * one + 4 * one  # the transposed copy of all four slices
 
 
-def test_an_opset_8_scan_double_buffers_each_sequence_of_its_batch() -> None:
+@pytest.mark.parametrize("body_shapes", ["declared", "undeclared"])
+def test_an_opset_8_scan_double_buffers_each_sequence_of_its_batch(body_shapes: str) -> None:
     """Opset 8's Scan (``sequence_lens`` first, a batch of sequences along axis 1) double-buffers its state for every
     sequence of the batch (measured: ``benchmarks/loop_memory.py --op Scan``); its outputs keep their batch
-    dimension (the body, which has none, does not size them)."""
+    dimension (the body, which has none, does not size them).  A body that declares no shapes is sized from the
+    node's inputs: past ``sequence_lens``, less the batch axis (and the sequence axis of a scanned input)."""
     square = [N, N]
+    shape = square if body_shapes == "declared" else None
     body = helper.make_graph([helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Add", ["s", "r"], ["s2"])],
-                             "body", [helper.make_tensor_value_info(n, TensorProto.FLOAT, square) for n in "sx"],
-                             [helper.make_tensor_value_info("s2", TensorProto.FLOAT, square)])
+                             "body", [helper.make_tensor_value_info(n, TensorProto.FLOAT, shape) for n in "sx"],
+                             [helper.make_tensor_value_info("s2", TensorProto.FLOAT, shape)])
 
     def imported(batch: int, length: int) -> Any:
         node = helper.make_node("Scan", ["", "s0", "xs"], ["sf"], body=body, num_scan_inputs=1)

@@ -130,7 +130,8 @@ def _formal_input_types(node: onnx.NodeProto, sub: onnx.GraphProto,
                         types: Mapping[str, TensorType]) -> list[TensorType | None]:
     """The types of ``sub``'s formal inputs: as the body declares them when its shapes are whole; else from the
     node's inputs (``Loop``: the trip counter, the condition, then each carried value's initial value; ``Scan``: the
-    state's initial values, then one slice of each scanned input)."""
+    state's initial values, then one slice of each scanned input; opset 8's ``Scan``: the same for one sequence of its
+    batch, past its ``sequence_lens``)."""
     declared = [(vi.type.tensor_type.elem_type, _static(vi.type)) if vi.type.HasField("tensor_type") else None
                 for vi in sub.input]
     if all(t is not None and t[1] is not None for t in declared):
@@ -138,18 +139,31 @@ def _formal_input_types(node: onnx.NodeProto, sub: onnx.GraphProto,
     outer = [types.get(name) if name else None for name in node.input]
     if node.op_type == "Loop":
         derived = [(onnx.TensorProto.INT64, ()), (onnx.TensorProto.BOOL, ()), *outer[2:]]
+    elif node.op_type == "Scan" and _scan8(node, [vi.name for vi in sub.input]):
+        outer = outer[1:]  # sequence_lens: no body input; the body sees one sequence of the batch, one slice of it
+        n_state = len(outer) - _num_scan_inputs(node)
+        derived = [*(_without(t, [0]) for t in outer[:n_state]), *(_without(t, [0, 1]) for t in outer[n_state:])]
     elif node.op_type == "Scan":
         n_scan = _num_scan_inputs(node)
         axes = _ints(node, "scan_input_axes", [0] * n_scan)
         n_state = len(outer) - n_scan
-        scanned = []
-        for t, axis in zip(outer[n_state:], axes):
-            scanned.append(None if t is None or t[1] is None
-                           else (t[0], tuple(d for i, d in enumerate(t[1]) if i != axis % len(t[1]))))
-        derived = [*outer[:n_state], *scanned]
+        derived = [*outer[:n_state], *(_without(t, [axis]) for t, axis in zip(outer[n_state:], axes))]
     else:
         derived = []
     return [d if d is not None and d[1] is not None else t for d, t in zip(derived + [None] * len(declared), declared)]
+
+
+def _without(t: TensorType | None, axes: Sequence[int]) -> TensorType | None:
+    """``t`` with the dimensions ``axes`` (negative from the end) taken out: one slice of a scanned tensor; ``None``
+    where its shape is unknown or has too few dimensions.
+
+    >>> _without((1, (2, 3, 4)), [0, -1])
+    (1, (3,))
+    """
+    if t is None or t[1] is None or len(t[1]) < len(axes):
+        return None
+    drop = {a % len(t[1]) for a in axes}
+    return t[0], tuple(d for i, d in enumerate(t[1]) if i not in drop)
 
 
 def _static(t: onnx.TypeProto) -> tuple[int, ...] | None:
