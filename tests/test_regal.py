@@ -288,6 +288,30 @@ def test_the_anchor_holds_reinforce_near_the_policy_it_starts_from(monkeypatch) 
     assert held < 0.01 * free
 
 
+def test_a_cold_exploration_temperature_samples_only_the_mode_and_leaves_the_policy_as_it_was(monkeypatch) -> None:
+    """``--explore-temperature``: REINFORCE samples from softmax(logits / T).  Near T = 0 every sample is the mode, the
+    leave-one-out advantages are zero and the policy does not move; at T = 1 the same run moves it."""
+    torch = pytest.importorskip("torch")
+    from onnx_sched.models.training import regal_data, regal_train
+
+    monkeypatch.setattr(regal_data, "TRAIN_CORPUS", ())
+    monkeypatch.setattr(regal_data, "VALIDATION_CORPUS", ())
+
+    def moved(temperature: float) -> float:
+        cfg = regal_train.RegalTrainConfig(minutes=0.02, evaluations=500, synthetic=4, copies=0, min_ops=40,
+                                           max_ops=60, imitation_steps=0, lr=1e-2, advantage="leave-one-out",
+                                           explore_temperature=temperature, validate_every=10_000)
+        torch.manual_seed(0)  # train() seeds torch the same way before it builds the policy
+        start = regal_train.PolicyNet(n_node_features(2), 2, cfg.hidden, cfg.rounds).state_dict()
+        last = regal_train.train(cfg, echo=lambda s: None)["last_policy"]
+        return max(float((last[k] - start[k]).abs().max()) for k in start)
+
+    assert moved(1e-4) == 0.0
+    assert moved(1.0) > 1e-3
+    with pytest.raises(ValueError, match="exploration temperature must be above 0"):
+        regal_train.RegalTrainConfig(explore_temperature=0.0)
+
+
 def test_training_on_three_devices_exports_a_three_device_policy(monkeypatch, tmp_path) -> None:
     pytest.importorskip("torch")
     from onnx_sched.models.training import regal_data, regal_train

@@ -21,6 +21,10 @@ training problem (:func:`consensus_action` of ``references`` runs; validates wor
 prior, docs/results.md 14.4, session 21).  Two options, off by default, against REINFORCE drifting
 below its imitation start (14.4): ``advantage="leave-one-out"`` compares a step's actions with each
 other instead of with ``b(G)``, and ``anchor`` adds a KL penalty toward the policy the imitation left.
+``explore_temperature`` below 1 samples REINFORCE's actions from the tempered policy ``softmax(logits / T)``: the
+imitation's label smoothing leaves about 0.8 of each head's mass on its mode, so an untempered sample strays from
+the mode action inference takes on about a fifth of a graph's hundreds of heads; a tempered one on a few, and a
+step compares the mode's neighbours (the mode is the same at every temperature).
 
     onnx-sched train regal --minutes 35 --export models/checkpoints/regal
 
@@ -83,6 +87,8 @@ class RegalTrainConfig:
     # step's other actions (same problem, same seed; not in the paper)
     anchor: float = 0.0  # weight of KL(policy || the policy after imitation), summed over a graph's heads, added to
     # the loss to hold REINFORCE near its start (0: none, as the paper; not in the paper)
+    explore_temperature: float = 1.0  # REINFORCE samples from softmax(logits / T): below 1, near the mode action
+    # that inference takes (1: the policy itself, as the paper; not in the paper)
     hidden: int = 32
     rounds: int = 4
     validate_every: int = 100
@@ -104,6 +110,8 @@ class RegalTrainConfig:
         if self.advantage == "leave-one-out" and self.samples < 2:
             raise ValueError("the leave-one-out advantage compares a step's actions with each other: give --samples 2 "
                              f"or more (got {self.samples})")
+        if not self.explore_temperature > 0:
+            raise ValueError(f"the exploration temperature must be above 0, got {self.explore_temperature}")
 
 
 def leave_one_out_advantage(reward: torch.Tensor) -> torch.Tensor:
@@ -250,7 +258,7 @@ def train(cfg: RegalTrainConfig, echo: Callable[[str], None] = print) -> dict[st
     while not distributed.any_rank(time.time() >= deadline):
         inst = train_set[int(rng.integers(len(train_set)))]
         tensors = _tensors(inst)
-        dist = torch.distributions.Categorical(logits=policy(*tensors))
+        dist = torch.distributions.Categorical(logits=policy(*tensors) / cfg.explore_temperature)
         actions = dist.sample((cfg.samples,))  # (S, n, heads)
         logp = dist.log_prob(actions).sum(dim=(1, 2))
         seed = int(rng.integers(len(inst.standards)))
@@ -262,7 +270,7 @@ def train(cfg: RegalTrainConfig, echo: Callable[[str], None] = print) -> dict[st
         adv_sq = 0.99 * adv_sq + 0.01 * distributed.sum_values([float((adv**2).mean())])[0] / world.size
         loss = -(adv / np.sqrt(adv_sq) * logp).mean() + cfg.baseline_weight / 2 * ((reward - b) ** 2).mean()
         if start_policy is not None:
-            start_dist = torch.distributions.Categorical(logits=start_policy(*tensors))
+            start_dist = torch.distributions.Categorical(logits=start_policy(*tensors) / cfg.explore_temperature)
             loss = loss + cfg.anchor * torch.distributions.kl_divergence(dist, start_dist).sum()
         opt.zero_grad()
         loss.backward()

@@ -173,6 +173,9 @@ def peak_mem(out_dir: str, variant: str, encoder: str, resume: bool, export_stem
 @click.option("--anchor", type=click.FloatRange(min=0), default=0.0, show_default=True,
               help="Weight of the KL divergence from the policy after imitation (summed over a graph's heads), "
                    "added to REINFORCE's loss to keep it near its start; 0: none (the paper).")
+@click.option("--explore-temperature", type=click.FloatRange(min=0, min_open=True), default=1.0, show_default=True,
+              help="REINFORCE samples its actions from softmax(logits / T): below 1 they stay near the mode action "
+                   "inference takes; 1: the policy itself (the paper).")
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True)
 @click.option("--threads", type=click.IntRange(min=1), default=1, show_default=True, help="torch threads.")
 @click.option("--pin/--no-pin", default=False, show_default=True,
