@@ -61,13 +61,14 @@ from onnx_sched.models.training.regal_net import PolicyNet
 from onnx_sched.models.training.regal_train import _tensors, leave_one_out_advantage
 
 
-def load_policy(path: Path) -> PolicyNet:
-    """The torch policy of a ``regal.pt`` checkpoint (two devices)."""
+def load_policy(path: Path) -> tuple[PolicyNet, dict]:
+    """The torch policy of a ``regal.pt`` checkpoint and its training config (devices, symmetry pin, ...)."""
     saved = torch.load(path, weights_only=False)
     cfg = saved["config"]
-    policy = PolicyNet(n_node_features(cfg.get("devices", 2)), cfg.get("devices", 2), cfg["hidden"], cfg["rounds"])
+    devices = cfg.get("devices", 2)
+    policy = PolicyNet(n_node_features(devices), devices, cfg["hidden"], cfg["rounds"])
     policy.load_state_dict(saved["policy"])
-    return policy
+    return policy, cfg
 
 
 #: Points of the tabulated Beta quantile functions of ``--common-random-numbers``.
@@ -191,9 +192,15 @@ def main(argv: list[str] | None = None) -> int:
     torch.manual_seed(args.seed)
     rng = np.random.default_rng(args.seed)
     started = time.time()
-    policy = load_policy(args.model)
+    try:
+        policy, trained = load_policy(args.model)
+    except Exception as exc:  # noqa: BLE001 -- a missing file, not a torch checkpoint, another network's weights
+        print(f"regal_gradient_snr: {args.model}: not a REGAL regal.pt checkpoint ({type(exc).__name__}: "
+              f"{str(exc).splitlines()[0][:160] if str(exc) else ''})", file=sys.stderr)
+        return 2
     graphs = split_graphs("train", args.synthetic, args.copies, 50, 150, 0)
-    instances = make_instances(graphs, args.evaluations, echo=lambda s: None, pin=False, seeds=args.seed_pool)
+    instances = make_instances(graphs, args.evaluations, echo=lambda s: None, pin=trained.get("pin", False),
+                               seeds=args.seed_pool, n_devices=trained.get("devices", 2))
     real, null, rewards, strayed = [], [], [], []
     for _ in track(range(args.steps), description="policy gradients"):
         inst = instances[int(rng.integers(len(instances)))]
