@@ -277,6 +277,31 @@ def test_models_without_operators_and_crossed_sizes_are_one_line(tmp_path) -> No
                     "give --samples 2 or more")
 
 
+def test_a_model_onnx_runtime_folds_to_constants_is_one_line_naming_ort_graph(tmp_path) -> None:
+    """The input has an operator (an Identity of its input that nothing reads) beside a Relu of a constant, but
+    ONNX Runtime's --ort-graph drops the one and folds the other: the refusal names ORT's graph and the way out, not
+    "the model has no operators"; without --ort-graph the model is written."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])
+    c = numpy_helper.from_array(np.array([-1.0, 2.0], np.float32), "c")
+    nodes = [helper.make_node("Identity", ["x"], ["unread"]), helper.make_node("Constant", [], ["k"], value=c),
+             helper.make_node("Relu", ["k"], ["y"])]
+    graph = helper.make_graph(nodes, "folds", [x], [y])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 10
+    src = tmp_path / "folds.onnx"
+    onnx.save(model, src)
+    out = tmp_path / "out.onnx"
+    _one_line_error(CliRunner().invoke(main, ["optimize", str(src), "-o", str(out), "--ort-graph", "basic"]),
+                    "--ort-graph basic graph has no operators left", "run without --ort-graph")
+    assert not out.exists()
+    res = CliRunner().invoke(main, ["optimize", str(src), "-o", str(out)])
+    assert res.exit_code == 0, res.output
+    onnx.checker.check_model(onnx.load(out), full_check=True)
+
+
 def test_profile_refuses_options_it_would_ignore(tmp_path) -> None:
     model = tmp_path / "m.onnx"
     onnx.save(branchy_model(), model)

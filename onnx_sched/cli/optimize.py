@@ -18,7 +18,7 @@ from rich.text import Text
 
 from onnx_sched.cli._common import SECONDS, OutputFile, import_options, report_option, write_json_atomic
 from onnx_sched.deadline import Deadline
-from onnx_sched.errors import UnknownOpError, UnknownShapeError
+from onnx_sched.errors import NothingToScheduleError, UnknownOpError, UnknownShapeError
 from onnx_sched.objectives import OBJECTIVES, get_objective
 from onnx_sched.report import ReportTable
 
@@ -134,6 +134,13 @@ def command(model: Path, output: Path, objective: str, method: str, time_limit: 
                        **{k: v for k, v in (("candidates", candidates), ("top_k", top_k), ("target", target),
                                             ("temperature", temperature)) if v is not None}},
                       parse_memory_limits(memory_limits), inline, rewrite)
+        except NothingToScheduleError:
+            if ort_graph is None:
+                raise
+            # the input has operators, but ONNX Runtime folded every output into a constant
+            raise NothingToScheduleError(f"{model}: ONNX Runtime's --ort-graph {ort_graph} graph has no operators "
+                                         "left (it computed every output ahead of the run); there is nothing to "
+                                         "order or place in it: run without --ort-graph") from None
         except (UnknownShapeError, UnknownOpError) as exc:
             if ort_graph is None:
                 raise
