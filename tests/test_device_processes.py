@@ -88,18 +88,20 @@ def test_measured_per_device_heap_peaks_equal_the_predicted_ones():
 
 
 def test_graph_outputs_no_op_computes_come_back_too():
-    """Graph outputs that are a weight, or a constant subgraph's tensor (which the importer folds into weights),
-    are computed by no device process: the measurement still returns them, equal to ONNX Runtime's."""
+    """Graph outputs that are a weight (also when an op reads it), or a constant subgraph's tensor (which the importer
+    folds into weights), are computed by no device process: the measurement still returns them, equal to ONNX
+    Runtime's; a graph input that is also an output comes back from the host."""
     pytest.importorskip("memray")
     from onnx_sched.bench.runtimes.device_processes import measure_schedule
 
     w = onnx.numpy_helper.from_array(np.arange(S, dtype=np.float32), "w")
-    nodes = [helper.make_node("Exp", ["x"], ["a"], name="A"), helper.make_node("Neg", ["a"], ["y"], name="B"),
+    nodes = [helper.make_node("Exp", ["x"], ["a"], name="A"), helper.make_node("Add", ["a", "w"], ["y"], name="B"),
              helper.make_node("Neg", ["w"], ["folded"], name="W")]  # reads only a weight: a weight node
-    g = helper.make_graph(nodes, "weights_out", [_vi("x")], [_vi("y"), _vi("w"), _vi("folded")], [w])
+    g = helper.make_graph(nodes, "weights_out", [_vi("x")], [_vi("y"), _vi("w"), _vi("folded"), _vi("x")], [w])
     imported = import_onnx(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=10))
     problem = dm.DeviceMemoryProblem.build(imported.graph, ("CPU", "GPU"))
     t = {n: i for i, n in enumerate(imported.graph.tensor_names)}
+    assert "w" in t  # the op B reads it, so it is a tensor of the graph (and no device holds it)
     steps = (dm.Step("op", 0, 0), dm.Step("transfer", t["a"], 1, 0), dm.Step("op", 1, 1))
     result = measure_schedule(PlacedSchedule(imported, problem, steps), {"x": np.ones(S, np.float32)})
     assert result.outputs_equal and result.max_abs_diff == 0.0

@@ -203,6 +203,11 @@ def _op_model(model: onnx.ModelProto, node: onnx.NodeProto, weights: Mapping[str
     return for_onnx_runtime(m), feeds
 
 
+def _fed(model: onnx.ModelProto) -> set[str]:
+    """The graph inputs the caller feeds: every input but the initializers (IR < 4 lists those as inputs too)."""
+    return {i.name for i in model.graph.input} - {t.name for t in model.graph.initializer}
+
+
 def weight_outputs(imported: Any) -> dict[str, np.ndarray]:
     """The graph outputs no op computes and no caller feeds: initializers, and tensors a constant subgraph (the
     weight-producing nodes) computes.  No device process holds them, so the caller adds them to the outputs."""
@@ -211,7 +216,7 @@ def weight_outputs(imported: Any) -> dict[str, np.ndarray]:
     model = with_weights(imported)
     nodes = model.graph.node
     by_ops = {o for i in imported.op_node for o in nodes[int(i)].output}
-    fed = {i.name for i in model.graph.input}
+    fed = _fed(model)
     wanted = [o.name for o in model.graph.output if o.name not in by_ops and o.name not in fed]
     inits = {t.name: t for t in model.graph.initializer if t.name in wanted}
     out = {name: numpy_helper.to_array(t) for name, t in inits.items()}
@@ -276,9 +281,12 @@ def device_plans(sched: PlacedSchedule) -> list[DevicePlan]:
         m, feeds = _op_model(model, node, weights, vis)
         op_models[d][node_idx] = m.SerializeToString()
         actions[d].append(RunOp(node_idx, feeds, outs, tuple(frees)))
-    graph_outputs = [o.name for o in model.graph.output]
-    tensor_id = {n: i for i, n in enumerate(names)}
+    # graph outputs an op makes or the caller feeds, each from its home; a weight (one an op reads is a tensor of the
+    # graph too) no device holds: the caller adds it (weight_outputs)
+    fed, tensor_id = _fed(model), {n: i for i, n in enumerate(names)}
+    held = [o.name for o in model.graph.output
+            if o.name in tensor_id and (producer[tensor_id[o.name]] >= 0 or o.name in fed)]
     return [DevicePlan(device=d, name=name, actions=tuple(actions[d]), op_models=op_models[d],
-                       outputs=tuple(o for o in graph_outputs if o in tensor_id and home[tensor_id[o]] == d),
+                       outputs=tuple(o for o in held if home[tensor_id[o]] == d),
                        predicted_peak_bytes=predicted[d])
             for d, name in enumerate(problem.devices)]
