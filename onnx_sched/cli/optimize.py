@@ -137,10 +137,11 @@ def command(model: Path, output: Path, objective: str, method: str, time_limit: 
         except NothingToScheduleError:
             if ort_graph is None:
                 raise
-            # the input has operators, but ONNX Runtime folded every output into a constant
+            # ONNX Runtime dropped or folded every operator (the input may have some)
             raise NothingToScheduleError(f"{model}: ONNX Runtime's --ort-graph {ort_graph} graph has no operators "
-                                         "left (it computed every output ahead of the run); there is nothing to "
-                                         "order or place in it: run without --ort-graph") from None
+                                         "left (it computes every output ahead of the run); there is nothing to "
+                                         "order or place in it: run without --ort-graph to order the input's own "
+                                         "ops") from None
         except (UnknownShapeError, UnknownOpError) as exc:
             if ort_graph is None:
                 raise
