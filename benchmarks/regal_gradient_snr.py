@@ -56,14 +56,16 @@ from onnx_sched import brkga
 from onnx_sched.models import CHECKPOINTS
 from onnx_sched.models.inference.regal import solve_with_actions
 from onnx_sched.models.inference.regal_features import n_node_features
+from onnx_sched.models.training.checkpoint_io import load_checkpoint
 from onnx_sched.models.training.regal_data import make_instances, split_graphs
 from onnx_sched.models.training.regal_net import PolicyNet
 from onnx_sched.models.training.regal_train import _tensors, leave_one_out_advantage
 
 
 def load_policy(path: Path) -> tuple[PolicyNet, dict]:
-    """The torch policy of a ``regal.pt`` checkpoint and its training config (devices, symmetry pin, ...)."""
-    saved = torch.load(path, weights_only=False)
+    """The torch policy of a ``regal.pt`` checkpoint and its training config (devices, symmetry pin, ...);
+    ``ValueError`` for a file that is no torch checkpoint or lacks a policy and a config."""
+    saved = load_checkpoint(path, ("policy", "config"))
     cfg = saved["config"]
     devices = cfg.get("devices", 2)
     policy = PolicyNet(n_node_features(devices), devices, cfg["hidden"], cfg["rounds"])
@@ -194,7 +196,7 @@ def main(argv: list[str] | None = None) -> int:
     started = time.time()
     try:
         policy, trained = load_policy(args.model)
-    except Exception as exc:  # noqa: BLE001 -- a missing file, not a torch checkpoint, another network's weights
+    except (OSError, ValueError, KeyError, RuntimeError) as exc:  # missing, no checkpoint, another network's
         print(f"regal_gradient_snr: {args.model}: not a REGAL regal.pt checkpoint ({type(exc).__name__}: "
               f"{str(exc).splitlines()[0][:160] if str(exc) else ''})", file=sys.stderr)
         return 2
