@@ -238,6 +238,36 @@ def test_imitation_fits_the_feature_prior() -> None:
     assert result["steps"] == 300 and priority_match() > max(before, 0.6)
 
 
+def test_a_seeded_imitation_target_starts_from_the_feature_runs_elites(monkeypatch) -> None:
+    """``imitation_target="seeded"``: each reference run starts from the feature run's elites (REGAL's own BRKGA
+    does), ``"best-known"`` from scratch; either target holds its run's best placement in its means."""
+    pytest.importorskip("torch")
+    from onnx_sched.brkga import BrkgaParams
+    from onnx_sched.models.training import regal_train
+    from onnx_sched.models.training.regal_data import make_instance
+
+    inst = make_instance(generate("er", 40, 4), evaluations=500, pin=False)
+    p, solve, runs = inst.problem, regal_train.solve, []
+
+    def recording_solve(problem, params, *, seed, initial=None):
+        result = solve(problem, params, seed=seed, initial=initial)
+        runs.append((initial, result.best_keys))
+        return result
+
+    monkeypatch.setattr(regal_train, "solve", recording_solve)
+    for target in ("seeded", "best-known"):
+        cfg = regal_train.RegalTrainConfig(imitation_target=target, reference_evaluations=300)
+        (action,) = regal_train.imitation_targets([inst], cfg, print)
+        dist = rg.gene_distributions(p, action, None)
+        np.testing.assert_array_equal(dm.decode_keys(p, dist.alpha / (dist.alpha + dist.beta))[0],
+                                      dm.decode_keys(p, runs[-1][1])[0])
+    (seeded, _), (scratch, _) = runs
+    np.testing.assert_array_equal(seeded, inst.inputs.warm.population[:BrkgaParams().elites])
+    assert scratch is None
+    with pytest.raises(ValueError, match="imitation_target must be 'prior', 'best-known' or 'seeded', got 'x'"):
+        regal_train.RegalTrainConfig(imitation_target="x")
+
+
 def test_each_device_count_has_its_own_checkpoint(monkeypatch, tmp_path) -> None:
     """A 3-device problem loads ``regal_d3.onnx``; without it the pass says how to get one, in one line."""
     torch = pytest.importorskip("torch")

@@ -99,7 +99,8 @@ class RegalTrainConfig:
     seed_pool: int = 4  # seeds a step's actions and o_s share (o_s cached for each)
     imitation_steps: int = 4000  # cross-entropy steps toward the imitation target before REINFORCE (0: none)
     imitation_target: str = "prior"  # "prior": feature_prior; "best-known": solution_action of a BRKGA run of
-    # reference_evaluations per training problem (a near-optimal solution)
+    # reference_evaluations per training problem (a near-optimal solution); "seeded": the same run started from the
+    # feature run's elites
     reference_evaluations: int = 50_000
     references: int = 1  # best-known solutions per problem (seeds seed + 1000 ..); several: consensus_action
     devices: int = 2  # devices of every problem (the first is the host); the checkpoint serves only this count
@@ -110,6 +111,9 @@ class RegalTrainConfig:
         if self.advantage == "leave-one-out" and self.samples < 2:
             raise ValueError("the leave-one-out advantage compares a step's actions with each other: give --samples 2 "
                              f"or more (got {self.samples})")
+        if self.imitation_target not in ("prior", "best-known", "seeded"):
+            raise ValueError("imitation_target must be 'prior', 'best-known' or 'seeded', got "
+                             f"{self.imitation_target!r}")
         if not self.explore_temperature > 0:
             raise ValueError(f"the exploration temperature must be above 0, got {self.explore_temperature}")
 
@@ -176,15 +180,16 @@ def imitation_targets(instances: list[Instance], cfg: RegalTrainConfig,
                       echo: Callable[[str], None] = print) -> list[np.ndarray]:
     """The action each training problem's imitation fits (``cfg.imitation_target``): :func:`feature_prior`, or
     :func:`consensus_action` of ``cfg.references`` standard BRKGA runs of ``cfg.reference_evaluations`` (seeds
-    ``cfg.seed + 1000``, ``+ 1001``, ...)."""
+    ``cfg.seed + 1000``, ``+ 1001``, ...), started from scratch (``"best-known"``) or from the feature run's elites
+    (``"seeded"``: a solution in the basin the features describe, as REGAL's own BRKGA starts there)."""
     if cfg.imitation_target == "prior":
         return [feature_prior(inst.inputs, inst.problem.n_devices) for inst in instances]
-    if cfg.imitation_target != "best-known":
-        raise ValueError(f"imitation_target must be 'prior' or 'best-known', got {cfg.imitation_target!r}")
     targets = []
+    elites = BrkgaParams().elites
     for i, inst in enumerate(instances):
+        initial = inst.inputs.warm.population[:elites] if cfg.imitation_target == "seeded" else None
         solutions = [solve(inst.problem, BrkgaParams(evaluations=cfg.reference_evaluations),
-                           seed=cfg.seed + 1000 + r).best_keys for r in range(cfg.references)]
+                           seed=cfg.seed + 1000 + r, initial=initial).best_keys for r in range(cfg.references)]
         targets.append(consensus_action(inst.problem, solutions))
         if (i + 1) % 25 == 0:
             echo(f"  {i + 1}/{len(instances)} best-known solutions")

@@ -184,9 +184,11 @@ def peak_mem(out_dir: str, variant: str, encoder: str, resume: bool, export_stem
               help="Seeds shared by a step's actions and o_s (o_s cached per problem and seed).")
 @click.option("--imitation-steps", type=click.IntRange(min=0), default=4000, show_default=True,
               help="Cross-entropy steps toward the imitation target before REINFORCE (0: the paper's cold start).")
-@click.option("--imitation-target", type=click.Choice(["prior", "best-known"]), default="prior", show_default=True,
+@click.option("--imitation-target", type=click.Choice(["prior", "best-known", "seeded"]), default="prior",
+              show_default=True,
               help="prior: the hand-written feature prior; best-known: the action encoding a BRKGA run of "
-                   "--reference-evaluations per training problem (regal.solution_action).")
+                   "--reference-evaluations per training problem (regal.solution_action); seeded: the same run "
+                   "started from the feature run's elites.")
 @click.option("--reference-evaluations", type=click.IntRange(min=100), default=50_000, show_default=True,
               help="Budget of the BRKGA run that gives each training problem's best-known solution.")
 @click.option("--references", type=click.IntRange(min=1), default=1, show_default=True,
