@@ -67,6 +67,23 @@ def test_inspect_prints_statistics(tmp_path):
     assert res.returncode == 0, res.stderr
     stats = json.loads((tmp_path / "s.json").read_text())
     assert stats["ops"] == 10 and stats["file_order_peak_bytes"] >= stats["lower_bound_bytes"]
+    assert "placement" not in stats  # no node carries a device
+
+
+def test_inspect_says_when_devices_written_by_hand_leave_ops_unplaced(tmp_path):
+    import onnx
+
+    model = branchy_model(n=16)
+    for i, node in enumerate(model.graph.node):
+        if i % 2:
+            node.metadata_props.add(key="pkg.onnx_sched.device", value="GPU")
+    model.ir_version = 10
+    src = _save(model, tmp_path / "m.onnx")
+    onnx.checker.check_model(onnx.load(str(src)))
+    res = run_cli("inspect", str(src), "--json", str(tmp_path / "s.json"))
+    assert res.returncode == 0, res.stderr
+    placed = json.loads((tmp_path / "s.json").read_text())["placement"]
+    assert "no device for" in placed["error"] and "the placement does not cover the model" in res.stdout
 
 
 def _bad_models(tmp_path: Path) -> dict[str, tuple[Path, str]]:

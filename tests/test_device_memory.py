@@ -232,6 +232,16 @@ def test_cli_splits_a_corpus_model_over_two_devices(tmp_path) -> None:
     onnx.checker.check_model(model)
     devices = {p.value for n in model.graph.node for p in n.metadata_props if p.key == "pkg.onnx_sched.device"}
     assert devices <= {"CPU", "GPU"} and devices
+    # the written model alone holds the whole schedule: its node order, devices and recorded transfers
+    from onnx_sched.bench.runtimes.device_plan import load_schedule
+
+    alone = load_schedule(out)
+    assert alone.steps == steps_from_json(alone.problem, report["schedule"])
+    res = CliRunner().invoke(main, ["inspect", str(out), "--report", str(tmp_path / "i.json")])
+    assert res.exit_code == 0, res.output
+    placed = json.loads((tmp_path / "i.json").read_text())["placement"]
+    assert placed["per_device_peak_bytes"] == report["per_device_peak_bytes"]
+    assert placed["transfer_timing"] == "recorded" and placed["transfers"] == report["transfers"]
     import onnxruntime as ort
 
     from onnx_sched.bench.measure import random_inputs
@@ -241,6 +251,36 @@ def test_cli_splits_a_corpus_model_over_two_devices(tmp_path) -> None:
     b = ort.InferenceSession(str(out), providers=["CPUExecutionProvider"]).run(None, feed)
     names = [o.name for o in model.graph.output]
     assert compare_outputs(dict(zip(names, a)), dict(zip(names, b)))[0]
+
+
+def test_recorded_transfer_positions_give_back_the_schedule_that_the_node_order_alone_cannot() -> None:
+    """A transfer run late keeps a tensor off the GPU while other work is there; the written model's node order and
+    devices alone would run it as early as possible.  ``transfer_positions`` (what the export records) and
+    ``steps_in_file_order`` give back the schedule; a record that no longer fits falls back to as early as possible."""
+    from onnx_sched.objectives.peak_mem_devices import (
+        placed_steps,
+        schedule_json,
+        steps_in_file_order,
+        transfer_positions,
+    )
+
+    # op 0 (CPU, 100 B) is read by op 3; op 1 (80 B) is read by op 2 (1 B), read by op 3 (1 B, the output); 1-3 on GPU
+    g = Graph.from_edges(4, [(0, 3), (1, 2), (2, 3)], output_bytes=[100, 80, 1, 1], sinks_are_outputs=True)
+    p = dm.DeviceMemoryProblem.build(g, ("CPU", "GPU"))
+    placement = np.array([CPU, GPU, GPU, GPU])
+    late = (dm.Step("op", 0, CPU), dm.Step("op", 1, GPU), dm.Step("op", 2, GPU), dm.Step("transfer", 0, GPU, CPU),
+            dm.Step("op", 3, GPU))
+    recorded = transfer_positions(schedule_json(p, late))
+    assert recorded == [[g.tensor_names[0], "CPU", "GPU", 3]]
+    assert steps_in_file_order(p, placement, recorded) == late
+    assert placed_steps(p, placement, recorded) == (late, True)
+    early = steps_in_file_order(p, placement)
+    assert early[1] == dm.Step("transfer", 0, GPU, CPU)
+    assert dm.walk(p, late).per_device_peak.tolist() == [100, 102]
+    assert dm.walk(p, early).per_device_peak.tolist() == [100, 181]
+    before_its_producer = [[g.tensor_names[2], "GPU", "CPU", 0]]  # e.g. nodes reordered after the export
+    assert placed_steps(p, placement, before_its_producer) == (early, False)
+    assert placed_steps(p, placement, [["no such tensor", "CPU", "GPU", 1]]) == (early, False)
 
 
 def test_cli_rejects_a_memory_limit_without_devices(tmp_path) -> None:

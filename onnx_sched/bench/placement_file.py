@@ -68,23 +68,30 @@ def read_placement_map(path: str | os.PathLike) -> tuple[dict[str, str], list[st
     return dict(data["placement"]), list(data["devices"]), {k: v for k, v in data.items() if k != "placement"}
 
 
+def _json_list(model: Any, key: str) -> list[Any] | None:
+    """The JSON list in the model-level ``metadata_props`` entry ``key``, or None (no entry, not a JSON list)."""
+    raw = next((q.value for q in model.metadata_props if q.key == key), None)
+    try:
+        value = json.loads(raw) if raw is not None else None
+    except ValueError:
+        return None
+    return value if isinstance(value, list) else None
+
+
 def _listed_devices(model: Any) -> list[str] | None:
     """The model-level device list an onnx-sched export wrote (``onnx_sched.devices``), or None."""
     from onnx_sched.exporters.onnx import DEVICES_KEY
 
-    raw = next((q.value for q in model.metadata_props if q.key == DEVICES_KEY), None)
-    try:
-        listed = json.loads(raw) if raw is not None else None
-    except ValueError:
-        return None
-    ok = isinstance(listed, list) and listed and all(isinstance(d, str) for d in listed)
+    listed = _json_list(model, DEVICES_KEY)
+    ok = bool(listed) and all(isinstance(d, str) for d in listed)
     return listed if ok and len(set(listed)) == len(listed) else None
 
 
 def load_placement(path: str | os.PathLike, graph: Any) -> tuple[np.ndarray, list[str], dict[str, Any]]:
     """``(device index per op, device names, file metadata)`` from a placement JSON, an
     ONNX model with ``pkg.onnx_sched.device`` node metadata or an OpenVINO IR ``.xml``
-    with a placement in its rt_info (:mod:`onnx_sched.exporters.openvino_ir`)."""
+    with a placement in its rt_info (:mod:`onnx_sched.exporters.openvino_ir`).  An ONNX model's metadata has
+    ``transfer_steps`` when the export recorded where its transfers run (``onnx_sched.transfer_steps``)."""
     p = Path(path)
     if not p.is_file():
         raise OnnxSchedError(f"{p}: placement file not found")
@@ -99,6 +106,11 @@ def load_placement(path: str | os.PathLike, graph: Any) -> tuple[np.ndarray, lis
                    for name, n in zip(stable_op_names(nodes), nodes)}
         mapping = {name: by_node.get(name) for name in graph.op_names}
         meta: dict[str, Any] = {"source": "onnx-metadata"}
+        from onnx_sched.exporters.onnx import TRANSFER_STEPS_KEY
+
+        recorded = _json_list(m, TRANSFER_STEPS_KEY)  # where an export ran each transfer
+        if recorded is not None:
+            meta["transfer_steps"] = recorded
         devices = list(dict.fromkeys(v for v in mapping.values() if v is not None))
         listed = _listed_devices(m)
         if listed is not None and set(devices) <= set(listed):  # the devices the placement chose among, in order

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import click
 import numpy as np
@@ -68,5 +69,69 @@ def command(model: Path, inplace: bool, report_path: Path | None, input_shapes: 
     for t, c in Counter(g.op_types).most_common(12):
         types.add_row(Text(t), str(c))
     console.print(types)
+    placed = placement_stats(model, imported)
+    if placed is not None:
+        table, note = placement_table(placed)
+        console.print(table)
+        console.print(Text(note))
     if report_path is not None:
-        write_json_atomic({**stats, "op_types": dict(Counter(g.op_types))}, report_path)
+        write_json_atomic({**stats, "op_types": dict(Counter(g.op_types)),
+                           **({"placement": placed} if placed is not None else {})}, report_path)
+
+
+def placement_stats(model: Path, imported: Any) -> dict[str, Any] | None:
+    """What a placed model (``optimize --devices``, or devices written by hand) holds per device: ops, and for ONNX the
+    per-device peaks of its file order with the transfers where the export recorded them (else as early as
+    possible); None for a model without a placement, ``{"error": ...}`` for one that does not place every op."""
+    from onnx_sched.bench.placement_file import load_placement, placement_of_ir
+    from onnx_sched.cost import device_memory as dm
+    from onnx_sched.errors import OnnxSchedError
+    from onnx_sched.exporters.onnx import DEVICE_KEY
+    from onnx_sched.objectives.peak_mem_devices import placed_steps
+
+    g = imported.graph
+    is_ir = model.suffix.lower() == ".xml"
+    if not is_ir and not any(q.key == DEVICE_KEY for n in imported.model.graph.node for q in n.metadata_props):
+        return None
+    try:
+        placement, devices, meta = load_placement(placement_of_ir(model) if is_ir else model, g)
+    except OnnxSchedError as exc:
+        if is_ir and "carries no onnx-sched placement" in str(exc):
+            return None
+        return {"error": str(exc)}
+    out: dict[str, Any] = {"devices": list(devices),
+                           "ops_per_device": {d: int(c) for d, c in zip(devices, np.bincount(placement,
+                                                                                           minlength=len(devices)))}}
+    if is_ir:  # OpenVINO plans its own order: no file order to walk
+        return out
+    problem = dm.DeviceMemoryProblem.build(g, devices)
+    steps, recorded = placed_steps(problem, placement, meta.get("transfer_steps"))
+    walked = dm.walk(problem, steps)
+    moved = [s.item for s in steps if s.kind == "transfer"]
+    out.update({"per_device_peak_bytes": {d: int(v) for d, v in zip(devices, walked.per_device_peak)},
+                "peak_bytes": walked.peak, "transfers": len(moved),
+                "transferred_bytes": int(problem.arrays.size[moved].sum()) if moved else 0,
+                "transfer_timing": "recorded" if recorded else "as early as possible"})
+    return out
+
+
+def placement_table(placed: dict[str, Any]) -> tuple[Table, str]:
+    """One row per device (its ops and its peak) and a line on the transfers."""
+    table = Table(title="placement")
+    if "error" in placed:
+        table.add_column("placement")
+        table.add_row(Text(placed["error"]))
+        return table, "the placement does not cover the model"
+    table.add_column("device")
+    table.add_column("ops", justify="right")
+    peaks = placed.get("per_device_peak_bytes")
+    if peaks is not None:
+        table.add_column("peak", justify="right")
+    for d in placed["devices"]:
+        row = [Text(d), str(placed["ops_per_device"][d])]
+        table.add_row(*row, *([fmt_bytes(peaks[d])] if peaks is not None else []))
+    if peaks is None:
+        return table, "an OpenVINO IR: OpenVINO plans its own order, so no per-device peaks"
+    when = "where the model records them" if placed["transfer_timing"] == "recorded" else "each as early as it can"
+    return table, (f"peaks of the file's order with {placed['transfers']} transfers "
+                   f"({fmt_bytes(placed['transferred_bytes'])}), {when}")

@@ -35,12 +35,17 @@ from onnx_sched.importers.onnx import ImportedOnnx
 from onnx_sched.onnx_structure import copy_except
 from onnx_sched.schedule import Schedule
 
-__all__ = ["DEVICES_KEY", "DEVICE_KEY", "MAX_IR_VERSION", "RESULT_KEYS_KEY", "export_onnx", "save_model_atomic"]
+__all__ = ["DEVICES_KEY", "DEVICE_KEY", "MAX_IR_VERSION", "RESULT_KEYS_KEY", "TRANSFER_STEPS_KEY", "export_onnx",
+           "save_model_atomic"]
 
 DEVICE_KEY = "pkg.onnx_sched.device"
 #: model-level ``metadata_props`` key: the placement's devices in order (a JSON list), those no op uses included,
 #: so a placement that keeps every op on one device still names the devices it chose among
 DEVICES_KEY = "onnx_sched.devices"
+#: model-level ``metadata_props`` key: where each transfer of a multi-device schedule runs, a JSON list of
+#: ``[tensor, from device, to device, ops run before it]`` (the ops in the file's order); with the nodes'
+#: ``pkg.onnx_sched.device`` it gives back the whole schedule, which the node order alone cannot
+TRANSFER_STEPS_KEY = "onnx_sched.transfer_steps"
 #: ``metadata_props`` key listing the keys a result wrote, so the next run on the written model replaces them
 #: (keys describing the model itself, such as ``onnx_sched.op_param_bytes``, stay).
 RESULT_KEYS_KEY = "onnx_sched.result_keys"

@@ -11,14 +11,16 @@ first device in input order.  Passes live in ``passes/device_memory/``.
 
 from __future__ import annotations
 
+import json
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from onnx_sched.cost import device_memory as dm
+from onnx_sched.exporters.onnx import TRANSFER_STEPS_KEY
 from onnx_sched.graph import Graph
 from onnx_sched.objectives.objective import META_PREFIX, ProblemOptions, warm_up_graph
 from onnx_sched.report import ReportTable, fmt_bytes, yes_no
@@ -27,7 +29,8 @@ from onnx_sched.schedule import Schedule
 if TYPE_CHECKING:
     from onnx_sched.passes import PassContext
 
-__all__ = ["OBJECTIVE", "PeakMemoryDevices", "schedule_json", "steps_from_json"]
+__all__ = ["OBJECTIVE", "PeakMemoryDevices", "placed_steps", "schedule_json", "steps_from_json",
+           "steps_in_file_order", "transfer_positions"]
 
 
 def schedule_json(problem: dm.DeviceMemoryProblem, steps: tuple[dm.Step, ...]) -> list[dict[str, str]]:
@@ -64,6 +67,65 @@ def steps_from_json(problem: dm.DeviceMemoryProblem, schedule: list[Mapping[str,
     except KeyError as exc:
         raise ValueError(f"schedule entry names an unknown op, tensor or device: {exc}") from None
     return tuple(steps)
+
+
+def transfer_positions(schedule: list[Mapping[str, str]]) -> list[list[str | int]]:
+    """The transfers of a report's ``schedule``, each ``[tensor, from, to, ops run before it]``: what the written
+    model records (``onnx_sched.transfer_steps``) beside its node order and per-node devices.
+
+    >>> transfer_positions([{"op": "a", "output": "x", "device": "CPU"}, {"transfer": "x", "from": "CPU", "to": "GPU"},
+    ...                     {"op": "b", "output": "y", "device": "GPU"}])
+    [['x', 'CPU', 'GPU', 1]]
+    """
+    out: list[list[str | int]] = []
+    ops = 0
+    for entry in schedule:
+        if "op" in entry:
+            ops += 1
+        else:
+            out.append([entry["transfer"], entry["from"], entry["to"], ops])
+    return out
+
+
+def steps_in_file_order(problem: dm.DeviceMemoryProblem, placement: np.ndarray,
+                        transfers: Sequence[Sequence[str | int]] | None = None) -> tuple[dm.Step, ...]:
+    """The steps of a placed model: its ops in the graph's (the file's) order on ``placement``'s devices, each
+    transfer of ``transfers`` (:func:`transfer_positions`) where the schedule ran it, or, with ``transfers`` None,
+    every transfer as early as it can run.  ``ValueError`` names a transfer that does not fit this graph."""
+    n = problem.graph.n_ops
+    placement = np.asarray(placement, dtype=np.int64)
+    if transfers is None:
+        return dm.decode(problem, placement, np.arange(n, 0, -1, dtype=np.float64))  # file order first
+    tensors = {name: i for i, name in enumerate(problem.graph.tensor_names)}
+    devices = {name: i for i, name in enumerate(problem.devices)}
+    at: list[list[dm.Step]] = [[] for _ in range(n + 1)]
+    for entry in transfers:
+        try:
+            tensor, source, dest, ops = entry
+            at[int(ops)].append(dm.Step("transfer", tensors[tensor], devices[dest], devices[source]))
+        except (KeyError, IndexError, TypeError, ValueError):
+            raise ValueError(f"recorded transfer {entry!r} does not fit this graph ({n} ops, devices "
+                             f"{list(problem.devices)})") from None
+    steps = list(at[0])
+    for j in range(n):
+        steps.append(dm.Step("op", j, int(placement[j])))
+        steps += at[j + 1]
+    return tuple(steps)
+
+
+def placed_steps(problem: dm.DeviceMemoryProblem, placement: np.ndarray,
+                 recorded: Sequence[Sequence[str | int]] | None = None) -> tuple[tuple[dm.Step, ...], bool]:
+    """A placed model's steps (:func:`steps_in_file_order`) and whether they follow ``recorded``: the transfers where
+    ``recorded`` puts them when that is a valid schedule of this graph, else as early as possible (no record, or
+    nodes reordered since it was written)."""
+    if recorded is not None:
+        try:
+            steps = steps_in_file_order(problem, placement, recorded)
+            dm.walk(problem, steps)
+            return steps, True
+        except ValueError:
+            pass
+    return steps_in_file_order(problem, placement), False
 
 
 @dataclass(frozen=True)
@@ -147,6 +209,7 @@ class PeakMemoryDevices:
             f"{META_PREFIX}predicted_peak_bytes": str(report["peak_bytes"]["output"]),
             f"{META_PREFIX}per_device_peak_bytes": ",".join(f"{d}={v}" for d, v in report["per_device_peak_bytes"].items()),
             f"{META_PREFIX}transfers": str(report["transfers"]),
+            TRANSFER_STEPS_KEY: json.dumps(transfer_positions(report["schedule"]), separators=(",", ":")),
             **({f"{META_PREFIX}memory_limits_met": str(report["feasible"]).lower()}
                if report.get("memory_limits") else {}),
         }

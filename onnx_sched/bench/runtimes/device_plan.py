@@ -122,11 +122,12 @@ def load_schedule(model: str | os.PathLike | onnx.ModelProto, report: Mapping[st
                   devices: Sequence[str] | None = None) -> PlacedSchedule:
     """The schedule of an optimized model: ``report["schedule"]`` when given (its device
     order is ``report["devices"]``, the host first), else the per-node device metadata with
-    ops in file order and transfers as early as possible (``devices`` names the order,
+    ops in file order and the transfers where the model records them (``onnx_sched.transfer_steps``), or as early
+    as possible when it records none or the record no longer fits its nodes (``devices`` names the order,
     default: the order the nodes first use them)."""
     from onnx_sched.bench.placement_file import load_placement
     from onnx_sched.importers.onnx import import_onnx
-    from onnx_sched.objectives.peak_mem_devices import steps_from_json
+    from onnx_sched.objectives.peak_mem_devices import placed_steps, steps_from_json
 
     imported = import_onnx(model)
     graph = imported.graph
@@ -135,14 +136,14 @@ def load_schedule(model: str | os.PathLike | onnx.ModelProto, report: Mapping[st
         return PlacedSchedule(imported, problem, steps_from_json(problem, report["schedule"]))
     if isinstance(model, onnx.ModelProto):
         raise TypeError("load_schedule: a schedule from node metadata needs the model's path (or pass report)")
-    placement, found, _ = load_placement(model, graph)
+    placement, found, meta = load_placement(model, graph)
     names = list(devices) if devices else found
     if not set(found) <= set(names):
         raise ValueError(f"devices {names} do not include every device of the model ({found})")
     problem = dm.DeviceMemoryProblem.build(graph, names)
     remap = np.array([names.index(d) for d in found], dtype=np.int64)
-    order_priority = np.arange(graph.n_ops, 0, -1, dtype=np.float64)  # file order first
-    return PlacedSchedule(imported, problem, dm.decode(problem, remap[placement], order_priority))
+    steps, _ = placed_steps(problem, remap[placement], meta.get("transfer_steps"))
+    return PlacedSchedule(imported, problem, steps)
 
 
 def single_device(imported: Any, devices: Sequence[str]) -> PlacedSchedule:
