@@ -133,5 +133,6 @@ def placement_table(placed: dict[str, Any]) -> tuple[Table, str]:
     if peaks is None:
         return table, "an OpenVINO IR: OpenVINO plans its own order, so no per-device peaks"
     when = "where the model records them" if placed["transfer_timing"] == "recorded" else "each as early as it can"
-    return table, (f"peaks of the file's order with {placed['transfers']} transfers "
+    n = placed["transfers"]
+    return table, (f"peaks of the file's order with {n} transfer{'' if n == 1 else 's'} "
                    f"({fmt_bytes(placed['transferred_bytes'])}), {when}")
