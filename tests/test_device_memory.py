@@ -281,6 +281,8 @@ def test_recorded_transfer_positions_give_back_the_schedule_that_the_node_order_
     before_its_producer = [[g.tensor_names[2], "GPU", "CPU", 0]]  # e.g. nodes reordered after the export
     assert placed_steps(p, placement, before_its_producer) == (early, False)
     assert placed_steps(p, placement, [["no such tensor", "CPU", "GPU", 1]]) == (early, False)
+    with pytest.raises(ValueError, match="does not fit this graph"):
+        steps_in_file_order(p, placement, [[g.tensor_names[0], "CPU", "GPU", -1]])  # not the last slot
 
 
 def test_cli_rejects_a_memory_limit_without_devices(tmp_path) -> None:

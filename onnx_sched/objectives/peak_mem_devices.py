@@ -102,6 +102,8 @@ def steps_in_file_order(problem: dm.DeviceMemoryProblem, placement: np.ndarray,
     for entry in transfers:
         try:
             tensor, source, dest, ops = entry
+            if not 0 <= int(ops) <= n:
+                raise IndexError(ops)
             at[int(ops)].append(dm.Step("transfer", tensors[tensor], devices[dest], devices[source]))
         except (KeyError, IndexError, TypeError, ValueError):
             raise ValueError(f"recorded transfer {entry!r} does not fit this graph ({n} ops, devices "
