@@ -170,3 +170,38 @@ def test_a_cuda_device_peak_is_the_allocators_high_water_mark():
     assert gpu.predicted_peak_bytes == 4 * MIB <= gpu.heap_peak_bytes <= 4 * MIB + SLACK, gpu
     assert gpu.heap_end_bytes == 0  # c left for the CPU and nothing else stays
     assert cpu.predicted_peak_bytes <= cpu.heap_peak_bytes <= cpu.predicted_peak_bytes + SLACK
+
+
+@pytest.mark.parametrize("recorded", [True, False])
+def test_bench_placement_memory_measures_each_device_of_a_placed_model(tmp_path, recorded):
+    """``bench-placement M --placement M --runtime ort --memory``: one process per device runs the model's own
+    placement (its transfers where it records them, else as early as possible) and reports each device's heap
+    peak next to the predicted one."""
+    pytest.importorskip("memray")
+    import json
+
+    from click.testing import CliRunner
+
+    from onnx_sched.cli import main
+    from onnx_sched.exporters.onnx import DEVICE_KEY, DEVICES_KEY, TRANSFER_STEPS_KEY
+
+    model = _model()
+    for node, device in zip(model.graph.node, ("CPU", "GPU", "GPU", "CPU")):
+        node.metadata_props.add(key=DEVICE_KEY, value=device)
+    model.metadata_props.add(key=DEVICES_KEY, value='["CPU", "GPU"]')
+    if recorded:
+        model.metadata_props.add(key=TRANSFER_STEPS_KEY, value='[["a","CPU","GPU",1],["c","GPU","CPU",3]]')
+    path = tmp_path / "placed.onnx"
+    onnx.save(model, str(path))
+    res = CliRunner().invoke(main, ["bench-placement", str(path), "--placement", str(path), "--runtime", "ort",
+                                    "--devices", "CPU,GPU", "--memory", "--repeats", "2", "--warmup", "1",
+                                    "--report", str(tmp_path / "r.json")])
+    assert res.exit_code == 0, res.output
+    measured = json.loads((tmp_path / "r.json").read_text())["device_memory"]
+    assert measured["outputs_equal"]
+    assert measured["transfer_timing"] == ("where the model records them" if recorded else "each as early as it can")
+    assert [d["predicted_peak_bytes"] for d in measured["devices"]] == [5 * MIB, 4 * MIB]
+    for d in measured["devices"]:
+        assert d["predicted_peak_bytes"] <= d["heap_peak_bytes"] <= d["predicted_peak_bytes"] + SLACK, d
+    refused = CliRunner().invoke(main, ["bench-placement", str(path), "--placement", str(path), "--memory"])
+    assert refused.exit_code != 0 and "--memory runs each device as an ONNX Runtime process" in refused.output

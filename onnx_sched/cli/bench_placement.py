@@ -15,16 +15,23 @@ GPU); tensors crossing devices are copied, outputs are compared with one ONNX
 Runtime session within the torch tolerance
 (:data:`~onnx_sched.bench.runtimes.torch_parts.TOLERANCE`).  These need the
 ``[gpu]`` extra (torch, onnx2torch); plain labels never import torch.
+
+``--memory`` (``ort``) also runs the placement with one OS process per device
+(:mod:`onnx_sched.bench.runtimes.device_processes`) and measures each device's heap peak against the
+``peak-mem-devices`` model's prediction: ops in MODEL's order, the transfers where MODEL records them (an
+``optimize --devices`` output read as its own placement), else each as early as it can.
 """
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import click
 
 from onnx_sched.cli._common import SECONDS, OutputFile, import_options, report_option, runtime_hint
+from onnx_sched.report import fmt_bytes
 
 __all__ = ["command"]
 
@@ -49,12 +56,16 @@ __all__ = ["command"]
 @click.option("--repeats", type=click.IntRange(1, 100_000), default=10, show_default=True)
 @click.option("--time-limit", type=SECONDS, default=10.0, show_default=True, help="Seconds for --method.")
 @click.option("--save-placement", type=OutputFile(), default=None, help="Write the placement used.")
+@click.option("--memory", is_flag=True,
+              help="ort: also run the placement with one OS process per device and measure each device's peak "
+                   "memory (memray) next to the predicted one (ops in MODEL's order, transfers where MODEL records "
+                   "them, else as early as possible).")
 @report_option("-o", "--output")
 @import_options
 def command(model: str, placement_path: str | None, method: str | None, profiles: tuple[str, ...],
             profile_devices: str | None, mode: str, runtime: str, devices: str | None, threads: int, pin: bool,
             sequential: bool, warmup: int, repeats: int, time_limit: float, save_placement: Path | None,
-            report_path: Path | None, input_shapes: tuple[str, ...], dims: tuple[str, ...]) -> None:
+            memory: bool, report_path: Path | None, input_shapes: tuple[str, ...], dims: tuple[str, ...]) -> None:
     """Run MODEL split by a device placement; report latency, sub-models and output equality."""
     from onnx_sched.api import require_operators
     from onnx_sched.bench.placement_file import load_placement, placement_of_ir
@@ -73,6 +84,13 @@ def command(model: str, placement_path: str | None, method: str | None, profiles
     ir = is_openvino_source(model)
     if ir and runtime != "openvino":
         raise ValueError(f"{model}: ONNX Runtime cannot run an OpenVINO IR; use --runtime openvino")
+    if memory:
+        from onnx_sched.bench.heap import MISSING_TRACKER, heap_tracker_available
+
+        if runtime != "ort":
+            raise ValueError("--memory runs each device as an ONNX Runtime process: use --runtime ort")
+        if not heap_tracker_available():
+            raise ValueError(f"--memory: {MISSING_TRACKER}")
     if ir and placement_path is None and method is None:
         placement_path = str(placement_of_ir(model))
     if (placement_path is None) == (method is None):
@@ -118,6 +136,10 @@ def command(model: str, placement_path: str | None, method: str | None, profiles
                  for i in range(k)]
         report = bench_ort(imported, placement, specs, warmup=warmup, repeats=repeats, concurrent=not sequential)
         ran_on = dict(zip(labels, names))
+        if memory:
+            own = placement_path is not None and Path(placement_path).resolve() == Path(model).resolve()
+            report["device_memory"] = _device_memory(imported, placement, names, labels,
+                                                     meta.get("transfer_steps") if own else None)
     report = {"model": graph.name, "ops": graph.n_ops, "placement_devices": names,
               "ops_per_device": {names[i]: int((placement == i).sum()) for i in range(k)}, **meta, **report}
     if report_path:
@@ -147,6 +169,29 @@ def command(model: str, placement_path: str | None, method: str | None, profiles
         what = ("summed op times per device (OpenVINO PERF_COUNT, median run; overlapping ops can sum past the "
                 "run)" if runtime == "openvino" else "busy per device (median run)")
         click.echo(f"{what}: {busy}")
-    if report.get("outputs_equal") is False:
-        raise click.ClickException(f"the split's outputs differ from the whole model's (max abs error "
-                                   f"{report['max_abs_error']:.3g})")
+    memory_report = report.get("device_memory")
+    if memory_report:
+        for d in memory_report["devices"]:
+            click.echo(f"{d['device']}: predicted peak {fmt_bytes(d['predicted_peak_bytes'])}, heap peak "
+                       f"{fmt_bytes(d['heap_peak_bytes'])} ({d['ratio']:.3f} of it), peak RSS "
+                       f"+{fmt_bytes(d['peak_rss_delta'])}; {d['ops']} ops, {d['receives']} tensors received")
+        click.echo(f"one process per device, transfers {memory_report['transfer_timing']}; outputs "
+                   f"{'equal' if memory_report['outputs_equal'] else 'DIFFER'}")
+    if report.get("outputs_equal") is False or (memory_report and not memory_report["outputs_equal"]):
+        worst = report["max_abs_error"] if report.get("outputs_equal") is False else memory_report["max_abs_diff"]
+        raise click.ClickException(f"the split's outputs differ from the whole model's (max abs error {worst:.3g})")
+
+
+def _device_memory(imported: Any, placement: Any, names: list[str], labels: list[str],
+                   recorded: list | None) -> dict[str, Any]:
+    """One process per device running ``placement`` (torch labels as in the split executor), measured."""
+    from onnx_sched.bench.inputs import import_feed
+    from onnx_sched.bench.runtimes.device_plan import placed_schedule
+    from onnx_sched.bench.runtimes.device_processes import measure_schedule
+    from onnx_sched.bench.runtimes.torch_parts import torch_device
+
+    sched, followed = placed_schedule(imported, placement, names, recorded)
+    torch_devices = {name: label for name, label in zip(names, labels) if torch_device(label) is not None}
+    measured = measure_schedule(sched, import_feed(imported, seed=0), torch_devices)
+    return {**measured.to_dict(),
+            "transfer_timing": "where the model records them" if followed else "each as early as it can"}

@@ -23,8 +23,9 @@ one ``peak-mem-devices`` scores.
 
 :func:`load_schedule` reads a schedule from an optimized model and its report
 (``schedule``: ops and transfers by name), or from the model's per-node
-``pkg.onnx_sched.device`` metadata alone (ops in file order, each transfer as
-soon as its tensor exists).
+``pkg.onnx_sched.device`` metadata alone (ops in file order, each transfer where the model records it,
+``onnx_sched.transfer_steps``, or as soon as its tensor exists); :func:`placed_schedule` builds one from any
+placement of an import the same way.
 
 Example:
     >>> sched = load_schedule("out.onnx", report=json.load(open("r.json")))   # doctest: +SKIP
@@ -49,7 +50,7 @@ from onnx_sched.importers.onnx_weights import with_weights
 from onnx_sched.ort_crashes import for_onnx_runtime
 
 __all__ = ["Action", "DevicePlan", "PlacedSchedule", "Recv", "RunOp", "Send", "device_plans", "load_schedule",
-           "single_device", "weight_values"]
+           "placed_schedule", "single_device", "weight_values"]
 
 
 @dataclass(frozen=True)
@@ -127,7 +128,7 @@ def load_schedule(model: str | os.PathLike | onnx.ModelProto, report: Mapping[st
     default: the order the nodes first use them)."""
     from onnx_sched.bench.placement_file import load_placement
     from onnx_sched.importers.onnx import import_onnx
-    from onnx_sched.objectives.peak_mem_devices import placed_steps, steps_from_json
+    from onnx_sched.objectives.peak_mem_devices import steps_from_json
 
     imported = import_onnx(model)
     graph = imported.graph
@@ -140,10 +141,21 @@ def load_schedule(model: str | os.PathLike | onnx.ModelProto, report: Mapping[st
     names = list(devices) if devices else found
     if not set(found) <= set(names):
         raise ValueError(f"devices {names} do not include every device of the model ({found})")
-    problem = dm.DeviceMemoryProblem.build(graph, names)
     remap = np.array([names.index(d) for d in found], dtype=np.int64)
-    steps, _ = placed_steps(problem, remap[placement], meta.get("transfer_steps"))
-    return PlacedSchedule(imported, problem, steps)
+    sched, _ = placed_schedule(imported, remap[placement], names, meta.get("transfer_steps"))
+    return sched
+
+
+def placed_schedule(imported: Any, placement: np.ndarray, devices: Sequence[str],
+                    recorded: Sequence[Sequence[Any]] | None = None) -> tuple[PlacedSchedule, bool]:
+    """``placement`` (a device index per op of ``imported``) as a schedule to run: ops in the import's (file)
+    order, transfers where ``recorded`` (:func:`~onnx_sched.objectives.peak_mem_devices.transfer_positions`)
+    puts them when it fits, else as early as possible; and whether the record was followed."""
+    from onnx_sched.objectives.peak_mem_devices import placed_steps
+
+    problem = dm.DeviceMemoryProblem.build(imported.graph, devices)
+    steps, followed = placed_steps(problem, np.asarray(placement, dtype=np.int64), recorded)
+    return PlacedSchedule(imported, problem, steps), followed
 
 
 def single_device(imported: Any, devices: Sequence[str]) -> PlacedSchedule:
