@@ -203,5 +203,10 @@ def test_bench_placement_memory_measures_each_device_of_a_placed_model(tmp_path,
     assert [d["predicted_peak_bytes"] for d in measured["devices"]] == [5 * MIB, 4 * MIB]
     for d in measured["devices"]:
         assert d["predicted_peak_bytes"] <= d["heap_peak_bytes"] <= d["predicted_peak_bytes"] + SLACK, d
+    saved = tmp_path / "p.json"  # a placement file keeps the devices, not positions counted in this file's order
+    res = CliRunner().invoke(main, ["bench-placement", str(path), "--placement", str(path), "--runtime", "ort",
+                                    "--devices", "CPU,GPU", "--repeats", "1", "--save-placement", str(saved)])
+    assert res.exit_code == 0, res.output
+    assert "transfer_steps" not in json.loads(saved.read_text())
     refused = CliRunner().invoke(main, ["bench-placement", str(path), "--placement", str(path), "--memory"])
     assert refused.exit_code != 0 and "--memory runs each device as an ONNX Runtime process" in refused.output

@@ -115,7 +115,9 @@ def command(model: str, placement_path: str | None, method: str | None, profiles
         meta = {"method": method, "predicted_latency_s": sched.info["latency"], "mode": mode,
                 "simulated": problem.simulated}
     if save_placement:
-        write_placement(save_placement, graph, placement, names, **{k: v for k, v in meta.items() if k != "format"})
+        # transfer positions count MODEL's ops in its file order: a placement file may be applied to another order
+        write_placement(save_placement, graph, placement, names,
+                        **{k: v for k, v in meta.items() if k not in ("format", "transfer_steps")})
     k = len(names)
     if runtime == "openvino":
         run_devs = list(device_names(devices, "--devices") or cpu_devices(k))
