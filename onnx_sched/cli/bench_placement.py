@@ -177,7 +177,8 @@ def command(model: str, placement_path: str | None, method: str | None, profiles
             share = f"{d['ratio']:.3f} of it" if d["predicted_peak_bytes"] else "none predicted"
             click.echo(f"{d['device']}: predicted peak {fmt_bytes(d['predicted_peak_bytes'])}, heap peak "
                        f"{fmt_bytes(d['heap_peak_bytes'])} ({share}), peak RSS +{fmt_bytes(d['peak_rss_delta'])}; "
-                       f"{d['ops']} ops, {d['receives']} tensor{'' if d['receives'] == 1 else 's'} received")
+                       f"{d['ops']} op{'' if d['ops'] == 1 else 's'}, {d['receives']} tensor{'' if d['receives'] == 1 else 's'} "
+                       "received")
         click.echo(f"one process per device, transfers {memory_report['transfer_timing']}; outputs "
                    f"{'equal' if memory_report['outputs_equal'] else 'DIFFER'}")
     if report.get("outputs_equal") is False or (memory_report and not memory_report["outputs_equal"]):
