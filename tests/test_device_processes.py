@@ -210,3 +210,24 @@ def test_bench_placement_memory_measures_each_device_of_a_placed_model(tmp_path,
     assert "transfer_steps" not in json.loads(saved.read_text())
     refused = CliRunner().invoke(main, ["bench-placement", str(path), "--placement", str(path), "--memory"])
     assert refused.exit_code != 0 and "--memory runs each device as an ONNX Runtime process" in refused.output
+
+
+def test_a_contrib_op_whose_type_onnx_cannot_infer_runs_in_its_device_process():
+    """``com.microsoft.Gelu``: onnx's shape inference gives its output no type, the import does; each op's
+    session is built with the import's types (it was a one-line refusal: no type known)."""
+    pytest.importorskip("memray")
+    from onnx_sched.bench.runtimes.device_plan import placed_schedule
+    from onnx_sched.bench.runtimes.device_processes import measure_schedule
+
+    nodes = [helper.make_node("Relu", ["x"], ["a"], name="A"),
+             helper.make_node("Gelu", ["a"], ["g"], name="G", domain="com.microsoft"),
+             helper.make_node("Add", ["g", "x"], ["y"], name="Y")]
+    g = helper.make_graph(nodes, "contrib", [_vi("x")], [_vi("y")])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)],
+                              ir_version=10)
+    imported = import_onnx(model)
+    sched, _ = placed_schedule(imported, np.array([0, 1, 0]), ("CPU", "GPU"))
+    result = measure_schedule(sched, {"x": np.random.default_rng(0).random(S, dtype=np.float32)})
+    assert result.outputs_equal
+    for d in result.devices:
+        assert d.predicted_peak_bytes <= d.heap_peak_bytes <= d.predicted_peak_bytes + SLACK, d

@@ -172,7 +172,7 @@ def weight_values(imported: Any, also: Sequence[str] = ()) -> dict[str, np.ndarr
 
     from onnx_sched.bench.ort_runner import make_session_options
     from onnx_sched.bench.ort_session import inference_session
-    from onnx_sched.bench.split_executor import _reads, _value_infos
+    from onnx_sched.bench.split_executor import _imported_types, _reads, _value_infos
 
     model = with_weights(imported)
     nodes = model.graph.node
@@ -182,6 +182,7 @@ def weight_values(imported: Any, also: Sequence[str] = ()) -> dict[str, np.ndarr
     if not wanted:
         return {}
     vis = _value_infos(model)
+    vis.update(_imported_types(imported.graph, vis))
     inits = {t.name: t for t in model.graph.initializer}
     used = sorted({x for i in wnodes for x in _reads(nodes[i]) if x in inits})
     g = helper.make_graph([nodes[i] for i in wnodes], "weights", [], [vis[x] for x in wanted],
@@ -244,7 +245,7 @@ def device_plans(sched: PlacedSchedule) -> list[DevicePlan]:
     """One :class:`DevicePlan` per device of ``sched.problem`` (validates the steps first)."""
     from onnx import helper
 
-    from onnx_sched.bench.split_executor import _value_infos
+    from onnx_sched.bench.split_executor import _imported_types, _value_infos
 
     predicted = sched.predicted_peaks()
     problem, imported = sched.problem, sched.imported
@@ -252,6 +253,7 @@ def device_plans(sched: PlacedSchedule) -> list[DevicePlan]:
     model = with_weights(imported)
     nodes = model.graph.node
     vis = _value_infos(model)
+    vis.update(_imported_types(imported.graph, vis))  # where onnx's inference stops (contrib ops), the import's
     weights = weight_values(imported)
     names = graph.tensor_names
     placement = dm.placement_of(graph.n_ops, sched.steps)
