@@ -11,7 +11,8 @@ one fresh ``onnx-sched`` process, checked as the guide asks of every command:
   refuses is bad input, not a bug);
 * on exit 0, what the command promises: ``inspect``'s report written; ``bench IN OUT`` (OUT:
   ``optimize``'s peak-mem output) with OUT's outputs equal to IN's; ``profile``'s file readable by
-  ``load_profiles``; ``bench-placement``'s split with the whole model's outputs.
+  ``load_profiles``; ``bench-placement``'s split with the whole model's outputs (``--memory``: also its one
+  process per device).
 
     python benchmarks/unseen_commands.py --out docs/unseen_commands.json --markdown docs/unseen_commands.md
     python benchmarks/unseen_commands.py --source kinds --out docs/unseen_command_kinds.json
@@ -73,6 +74,8 @@ COMMANDS: dict[str, tuple[list[str], str | None]] = {
                              "{dims}"], "{o}.bp_ort.json"),
     "bench-placement openvino": (["bench-placement", "{m}", "--report", "{o}.bp_ov.json", *PLACE, "{dims}"],
                                  "{o}.bp_ov.json"),
+    "bench-placement ort --memory": (["bench-placement", "{m}", "--runtime", "ort", "--memory", "--report",
+                                      "{o}.bp_mem.json", *PLACE, "{dims}"], "{o}.bp_mem.json"),
 }
 
 
@@ -103,6 +106,8 @@ def promise_kept(name: str, report: Path, paired: bool) -> bool | str:
     compared = name.startswith("bench-placement") or (name.startswith("bench") and paired)
     if compared and data.get("outputs_equal") is not True:
         return f"outputs_equal {data.get('outputs_equal')}, max abs error {data.get('max_abs_error')}"
+    if name.endswith("--memory") and (data.get("device_memory") or {}).get("outputs_equal") is not True:
+        return "the per-device processes' outputs differ from the whole model's (or were not measured)"
     return True
 
 
