@@ -269,6 +269,37 @@ def test_torch_runner_cli_bench_placement_and_profile(tmp_path) -> None:
     assert res.exit_code == 0, (res.output, res.exception)
 
 
+def test_torch_runner_large_sums_are_compared_at_the_outputs_scale(tmp_path) -> None:
+    """Two 1024-long MatMuls in torch and in ONNX Runtime round differently by ~1e-3 on outputs of ~1e3 (another
+    summation order): the split and the per-device processes are equal within the torch tolerance taken relative to
+    each output's scale (per element, elements near zero failed: outputs DIFFER, exit 1)."""
+    pytest.importorskip("memray")
+    from onnx import TensorProto, helper, numpy_helper
+
+    from onnx_sched.cli import main
+    from onnx_sched.exporters.onnx import DEVICE_KEY
+
+    w = numpy_helper.from_array(np.random.default_rng(0).standard_normal((1024, 1024)).astype(np.float32), "w")
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["a"], name="mm1"),
+             helper.make_node("Relu", ["a"], ["b"], name="r"),
+             helper.make_node("MatMul", ["b", "w"], ["c"], name="mm2"),
+             helper.make_node("Add", ["c", "a"], ["y"], name="add")]
+    for node, device in zip(nodes, ("CPU", "GPU", "GPU", "GPU")):
+        node.metadata_props.add(key=DEVICE_KEY, value=device)
+    vi = helper.make_tensor_value_info
+    g = helper.make_graph(nodes, "sums", [vi("x", TensorProto.FLOAT, [64, 1024])],
+                          [vi("y", TensorProto.FLOAT, [64, 1024])], [w])
+    model = tmp_path / "sums.onnx"
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=10), model)
+    res = CliRunner().invoke(main, ["bench-placement", str(model), "--placement", str(model), "--runtime", "ort",
+                                    "--devices", "CPU,torch:cpu", "--memory", "--repeats", "2",
+                                    "-o", str(tmp_path / "r.json")])
+    assert res.exit_code == 0, (res.output, res.exception)
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert report["outputs_equal"] and report["device_memory"]["outputs_equal"]
+    assert report["max_abs_error"] < 0.1
+
+
 def test_torch_runner_ort_only_devices_and_devices_command_import_no_torch(tmp_path) -> None:
     """With torch blocked, bench-placement on ORT CPU devices and onnx-sched devices still run."""
     from onnx_sched.bench.placement_file import save_placement

@@ -43,7 +43,8 @@ Tolerance (:data:`TOLERANCE`): a torch part computes what ONNX Runtime computes
 with different kernels, so outputs are compared with ``rtol = atol = 1e-4`` on
 torch's CPU device (measured max abs diff on the corpus: docs) and
 ``1e-3`` on CUDA, with TF32 switched off (cuDNN / cuBLAS still pick other
-reduction orders than ORT's CPU kernels).
+reduction orders than ORT's CPU kernels); ``atol`` is a share of each output's largest magnitude
+(``compare_outputs(scaled=True)``), since another summation order's error grows with the magnitudes summed.
 
 torch and onnx2torch are imported only when a torch device is used; this module
 imports without them.  onnx2torch imports torchvision for two ops (NMS,
@@ -105,7 +106,7 @@ def outputs_close(ref: Mapping[str, np.ndarray], got: Mapping[str, np.ndarray], 
     sequences element by element): :func:`~onnx_sched.bench.outputs.compare_outputs` with the torch tolerance."""
     from onnx_sched.bench.outputs import compare_outputs
 
-    return compare_outputs(ref, got, rtol, atol=atol)[0]
+    return compare_outputs(ref, got, rtol, atol=atol, scaled=True)[0]
 
 
 def _stub_torchvision(exc: BaseException) -> None:
