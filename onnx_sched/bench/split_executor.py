@@ -244,7 +244,9 @@ def _groups(nodes: Sequence[onnx.NodeProto], compute: list[int], dev: Mapping[in
     return out
 
 
-def _value_infos(model: onnx.ModelProto) -> dict[str, onnx.ValueInfoProto]:
+def _value_infos(model: onnx.ModelProto, graph: Any) -> dict[str, onnx.ValueInfoProto]:
+    """The type of every tensor of ``model`` that a part or a one-op session declares: onnx's shape inference, and
+    the import's (``graph``'s) where that inference stops."""
     try:
         inferred = infer_shapes(model, check_type=False, strict_mode=False)
     except Exception:  # noqa: BLE001 - keep what the file has
@@ -254,6 +256,7 @@ def _value_infos(model: onnx.ModelProto) -> dict[str, onnx.ValueInfoProto]:
         tensor = vi.type.HasField("tensor_type") and vi.type.tensor_type.elem_type
         if tensor or vi.type.HasField("sequence_type") or vi.type.HasField("optional_type"):  # a list, an array or None
             out.setdefault(vi.name, vi)
+    out.update(_imported_types(graph, out))
     return out
 
 
@@ -287,8 +290,7 @@ def iter_parts(imported: Any, placement: np.ndarray) -> Iterator[SubModel]:
     inits = {t.name: t for t in model.graph.initializer}
     weight_producer = {o: i for i in weight_nodes for o in nodes[i].output if o}
     graph_outputs = [o.name for o in model.graph.output]
-    vis = _value_infos(model)
-    vis.update(_imported_types(imported.graph, vis))
+    vis = _value_infos(model, imported.graph)
     group_of: dict[int, int] = {i: g for g, members in enumerate(groups) for i in members}
     produced_by: dict[str, int] = {o: group_of[i] for i in compute for o in nodes[i].output if o}
     fed = {i.name for i in model.graph.input} - set(inits)

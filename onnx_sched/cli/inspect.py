@@ -83,21 +83,24 @@ def placement_stats(model: Path, imported: Any) -> dict[str, Any] | None:
     """What a placed model (``optimize --devices``, or devices written by hand) holds per device: ops, and for ONNX the
     per-device peaks of its file order with the transfers where the export recorded them (else as early as
     possible); None for a model without a placement, ``{"error": ...}`` for one that does not place every op."""
-    from onnx_sched.bench.placement_file import load_placement, placement_of_ir
+    from onnx_sched.bench.placement_file import load_placement, placement_of_ir, sidecar_path
     from onnx_sched.cost import device_memory as dm
     from onnx_sched.errors import OnnxSchedError
     from onnx_sched.exporters.onnx import DEVICE_KEY
+    from onnx_sched.exporters.openvino import placement_from_rt_info
     from onnx_sched.objectives.peak_mem_devices import placed_steps
 
     g = imported.graph
     is_ir = model.suffix.lower() == ".xml"
-    if not is_ir and not any(q.key == DEVICE_KEY for n in imported.model.graph.node for q in n.metadata_props):
+    if is_ir:
+        placed = sidecar_path(model).is_file() or placement_from_rt_info(imported.model) is not None
+    else:
+        placed = any(q.key == DEVICE_KEY for n in imported.model.graph.node for q in n.metadata_props)
+    if not placed:
         return None
     try:
         placement, devices, meta = load_placement(placement_of_ir(model) if is_ir else model, g)
     except OnnxSchedError as exc:
-        if is_ir and "carries no onnx-sched placement" in str(exc):
-            return None
         return {"error": str(exc)}
     out: dict[str, Any] = {"devices": list(devices),
                            "ops_per_device": {d: int(c) for d, c in zip(devices, np.bincount(placement,

@@ -172,7 +172,7 @@ def weight_values(imported: Any, also: Sequence[str] = ()) -> dict[str, np.ndarr
 
     from onnx_sched.bench.ort_runner import make_session_options
     from onnx_sched.bench.ort_session import inference_session
-    from onnx_sched.bench.split_executor import _imported_types, _reads, _value_infos
+    from onnx_sched.bench.split_executor import _reads, _value_infos
 
     model = with_weights(imported)
     nodes = model.graph.node
@@ -181,8 +181,7 @@ def weight_values(imported: Any, also: Sequence[str] = ()) -> dict[str, np.ndarr
     wanted = sorted({x for i in imported.op_node for x in _reads(nodes[int(i)]) if x in made} | (set(also) & made))
     if not wanted:
         return {}
-    vis = _value_infos(model)
-    vis.update(_imported_types(imported.graph, vis))
+    vis = _value_infos(model, imported.graph)
     inits = {t.name: t for t in model.graph.initializer}
     used = sorted({x for i in wnodes for x in _reads(nodes[i]) if x in inits})
     g = helper.make_graph([nodes[i] for i in wnodes], "weights", [], [vis[x] for x in wanted],
@@ -245,15 +244,14 @@ def device_plans(sched: PlacedSchedule) -> list[DevicePlan]:
     """One :class:`DevicePlan` per device of ``sched.problem`` (validates the steps first)."""
     from onnx import helper
 
-    from onnx_sched.bench.split_executor import _imported_types, _value_infos
+    from onnx_sched.bench.split_executor import _value_infos
 
     predicted = sched.predicted_peaks()
     problem, imported = sched.problem, sched.imported
     graph, a = problem.graph, problem.arrays
     model = with_weights(imported)
     nodes = model.graph.node
-    vis = _value_infos(model)
-    vis.update(_imported_types(imported.graph, vis))  # where onnx's inference stops (contrib ops), the import's
+    vis = _value_infos(model, imported.graph)
     weights = weight_values(imported)
     names = graph.tensor_names
     placement = dm.placement_of(graph.n_ops, sched.steps)
