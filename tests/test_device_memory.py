@@ -464,3 +464,18 @@ def test_an_infeasible_split_says_which_device_is_over_and_by_how_much(tmp_path)
     over = [f"{d} by" for d, b in report["over_limit_bytes"].items() if b > 0]
     text = " ".join(res.output.split())
     assert over and all(o in text for o in over) and "{" not in text.split("over:")[1].split(")")[0]
+
+
+def test_the_table_shows_the_limits_and_whether_the_input_fits_them() -> None:
+    from onnx_sched.objectives.peak_mem_devices import PeakMemoryDevices
+
+    report = {"peak_bytes": {"input": 3 * 2**20, "output": 2 * 2**20, "lower_bound": 2**20}, "devices": ["CPU", "GPU"],
+              "per_device_peak_bytes": {"CPU": 2 * 2**20, "GPU": 2**20}, "ops_per_device": {"CPU": 3, "GPU": 2},
+              "transfers": 1, "transferred_bytes": 2**20, "memory_limits": {"CPU": 2 * 2**20}, "feasible": True,
+              "over_limit_bytes": {}, "kept_input_order": False, "method_used": "brkga", "seconds": 0.1,
+              "model": "m", "ops": 5}
+    rows = {label: cells for label, *cells in PeakMemoryDevices().table(report).rows}
+    assert rows["Memory limits"] == ["CPU 2.00 MiB", "CPU 2.00 MiB"]
+    assert rows["Fits the limits"] == ["no", "yes"]  # the input runs everything on the CPU: 3 MiB
+    rows = {label: cells for label, *cells in PeakMemoryDevices().table({**report, "memory_limits": {"GPU": 1}}).rows}
+    assert rows["Fits the limits"][0] == "yes"  # a limit on another device only: the input leaves it empty

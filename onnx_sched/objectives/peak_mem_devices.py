@@ -227,10 +227,13 @@ class PeakMemoryDevices:
                  ("Ops per device", f"{devices[0]}: all", ", ".join(f"{d}: {n}" for d, n in report["ops_per_device"].items())),
                  ("Transfers", "0", f"{report['transfers']} ({fmt_bytes(report['transferred_bytes'])})")]
         if report["memory_limits"]:
-            limits = ", ".join(f"{d} {fmt_bytes(v)}" for d, v in report["memory_limits"].items())
-            rows.append(("Fits the limits", limits, yes_no(report["feasible"])
-                         + ("" if report["feasible"] else " (over: " + ", ".join(
-                             f"{d} by {fmt_bytes(b)}" for d, b in report["over_limit_bytes"].items() if b > 0) + ")")))
+            limits = report["memory_limits"]
+            shown = ", ".join(f"{d} {fmt_bytes(v)}" for d, v in limits.items())
+            input_fits = pk["input"] <= limits.get(devices[0], pk["input"])  # every op on the first device
+            rows += [("Memory limits", shown, shown),
+                     ("Fits the limits", yes_no(input_fits), yes_no(report["feasible"])
+                      + ("" if report["feasible"] else " (over: " + ", ".join(
+                          f"{d} by {fmt_bytes(b)}" for d, b in report["over_limit_bytes"].items() if b > 0) + ")"))]
         rows += [("Method", f"{devices[0]} only, input order", report["method_used"] + kept),
                  ("Seconds", "-", f"{report['seconds']:.2f}")]
         return ReportTable(
