@@ -37,6 +37,10 @@ def test_a_transfer_holds_the_tensor_on_both_devices_until_its_readers_ran() -> 
     # GPU: t0 arrives (8), op 1 adds t1 (4) -> 12, t0 dies; t1 leaves with its transfer
     assert w.live[:, GPU].tolist() == [0, 8, 4, 0, 0]
     assert w.per_device_peak.tolist() == [8, 12]
+    # while a step runs: op 1 holds its input and output at once (12 on the GPU); a transfer's source keeps the
+    # tensor until the copy is done (8 on the CPU at step 1, 4 on the GPU at step 3)
+    assert w.during[:, CPU].tolist() == [8, 8, 0, 4, 6]
+    assert w.during[:, GPU].tolist() == [0, 8, 12, 4, 0]
 
 
 def test_a_graph_input_stays_on_the_host_and_its_copy_dies_after_its_readers() -> None:
@@ -479,3 +483,12 @@ def test_the_table_shows_the_limits_and_whether_the_input_fits_them() -> None:
     assert rows["Fits the limits"] == ["no", "yes"]  # the input runs everything on the CPU: 3 MiB
     rows = {label: cells for label, *cells in PeakMemoryDevices().table({**report, "memory_limits": {"GPU": 1}}).rows}
     assert rows["Fits the limits"][0] == "yes"  # a limit on another device only: the input leaves it empty
+
+
+def test_the_most_held_while_a_step_runs_reaches_each_device_peak() -> None:
+    g = er_graph(60, seed=3, p=0.08)
+    p = dm.DeviceMemoryProblem.build(g, ("CPU", "GPU", "NPU"))
+    rng = np.random.default_rng(0)
+    w = dm.walk(p, dm.decode(p, rng.integers(0, 3, g.n_ops), rng.random(g.n_ops)))
+    assert w.during.max(axis=0).tolist() == w.per_device_peak.tolist()
+    assert (w.during >= w.live).all() and (w.during.max(axis=0) > w.live.max(axis=0)).any()

@@ -187,6 +187,7 @@ class Walk:
     steps: tuple[Step, ...]
     per_device_peak: np.ndarray  # int64 bytes per device
     live: np.ndarray  # (steps, devices) live bytes after each step
+    during: np.ndarray  # (steps, devices) the most bytes while each step runs (its maximum is the peak)
 
     @property
     def peak(self) -> int:
@@ -270,14 +271,14 @@ def walk(problem: DeviceMemoryProblem, steps: Sequence[Step]) -> Walk:
     if len(steps) and (dev.min() < 0 or dev.max() >= nd):
         raise ValueError(f"step devices must be in 0..{nd - 1}")
     peak = np.zeros(nd, dtype=np.int64)
-    live = np.zeros((len(steps), nd), dtype=np.int64)
-    bad = walk_kernel(kind, item, dev, src, len(steps), placement, nd, *problem.kernel_args(), peak, live)
+    live, during = np.zeros((len(steps), nd), dtype=np.int64), np.zeros((len(steps), nd), dtype=np.int64)
+    bad = walk_kernel(kind, item, dev, src, len(steps), placement, nd, *problem.kernel_args(), peak, live, during)
     if bad >= 0:
         s = steps[bad]
         raise ValueError(f"step {bad} ({s.kind} {s.item} on {problem.devices[s.device]}) is invalid: an input is "
                          "not on its device yet, or the transfer's tensor is not where it comes from")
     # every op's inputs present means every needed transfer ran; graph outputs stay to the end
-    return Walk(steps=tuple(steps), per_device_peak=peak, live=live)
+    return Walk(steps=tuple(steps), per_device_peak=peak, live=live, during=during)
 
 
 def evaluate_keys(problem: DeviceMemoryProblem, keys: np.ndarray, *, transferred: bool = False) -> Any:

@@ -43,6 +43,7 @@ class Work(NamedTuple):
     home: np.ndarray  # per read tensor: the device it is produced on
     present: np.ndarray  # (tensor, device): there (written by the steps, read by the walk)
     live: np.ndarray  # bytes per device
+    step_peak: np.ndarray  # bytes per device, the most during the step being walked
     hf: np.ndarray  # the ready heap: keys
     hv: np.ndarray  # the ready heap: op j, or transfer n + t * n_dev + d
     hi: np.ndarray  # (tensor, device): where the tensor's readers on the device end in ``readers``
@@ -69,6 +70,7 @@ def work_arrays(n_dev: int, in_ptr: np.ndarray, in_idx: np.ndarray, is_input: np
     pairs = n_t * n_dev
     return Work(remaining=np.zeros(pairs, np.int64), waits=np.zeros(n, np.int64), home=np.zeros(n_t, np.int64),
                 present=np.zeros(pairs, np.bool_), live=np.zeros(n_dev, np.int64),
+                step_peak=np.zeros(n_dev, np.int64),
                 hf=np.empty(n + pairs, np.float64), hv=np.empty(n + pairs, np.int64),
                 hi=np.zeros(pairs, np.int64), readers=np.zeros(len(in_idx) * n_dev, np.int64),
                 okey=np.zeros(n, np.float64), xkey=np.zeros(pairs, np.float64), placement=np.zeros(n, np.int64),
@@ -249,9 +251,10 @@ def order_kernel(placement, op_prio, xfer_prio, slot, n_dev, in_ptr, in_idx, out
 
 @numba.njit(cache=True)
 def walk_kernel(kind, item, dev, src, steps, placement, n_dev, in_ptr, in_idx, out_ptr, out_idx, size, keep, param,  # noqa: ANN001, ANN201
-                producer, cons_ptr, cons_idx, base, work, peak, live_trace):
-    """Run the given steps; fill ``peak`` (per device) and ``live_trace`` (live bytes per device
-    after each step).  Returns -1 if valid, else the index of the first invalid step."""
+                producer, cons_ptr, cons_idx, base, work, peak, live_trace, during_trace):
+    """Run the given steps; fill ``peak`` (per device), ``live_trace`` (live bytes per device after each step) and
+    ``during_trace`` (the most bytes on each device while the step runs: an op's inputs, outputs and transient
+    bytes at once; the peak is the largest).  Returns -1 if valid, else the index of the first invalid step."""
     remaining, present, live = work.remaining, work.present, work.live
     remaining[:] = 0
     for s in range(steps):
@@ -263,8 +266,11 @@ def walk_kernel(kind, item, dev, src, steps, placement, n_dev, in_ptr, in_idx, o
             remaining[item[s] * n_dev + src[s]] += 1
     _start(work.inputs, base, peak, live, present)
     home = homes(placement, producer)
+    step_peak = work.step_peak
     for s in range(steps):
         d = dev[s]
+        for e in range(n_dev):
+            step_peak[e] = live[e]  # the step raises it where it allocates
         if kind[s] == 0:
             j = item[s]
             if placement[j] != d:
@@ -272,15 +278,19 @@ def walk_kernel(kind, item, dev, src, steps, placement, n_dev, in_ptr, in_idx, o
             for k in range(in_ptr[j], in_ptr[j + 1]):
                 if not present[in_idx[k] * n_dev + d]:
                     return s
-            _run_op(j, d, live, peak, remaining, present, home, in_ptr, in_idx, out_ptr, out_idx, size, keep, param)
+            _run_op(j, d, live, step_peak, remaining, present, home, in_ptr, in_idx, out_ptr, out_idx, size, keep,
+                    param)
         else:
             t = item[s]
             h = src[s]
             if h != home[t] or h == d or not present[t * n_dev + h] or present[t * n_dev + d]:
                 return s
-            _run_transfer(t, h, d, live, peak, remaining, present, size, keep)
+            _run_transfer(t, h, d, live, step_peak, remaining, present, size, keep)
         for e in range(n_dev):
             live_trace[s, e] = live[e]
+            during_trace[s, e] = step_peak[e]
+            if step_peak[e] > peak[e]:
+                peak[e] = step_peak[e]
     return -1
 
 

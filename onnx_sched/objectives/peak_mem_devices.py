@@ -241,16 +241,19 @@ class PeakMemoryDevices:
             columns=("Original", "Optimized"), rows=tuple(rows))
 
     def plot(self, graph: Graph, ctx: PassContext, schedule: Schedule, path: str | os.PathLike) -> None:
-        """Live memory per device over the steps."""
+        """Memory per device over the steps (at each step the most it holds while the step runs, as the peak
+        counts it), each device's peak marked."""
         from onnx_sched.plot import pyplot, save_figure
 
         walked = self._walk(ctx, schedule)
         plt = pyplot()
         fig, ax = plt.subplots(figsize=(9, 4))
         for d, name in enumerate(ctx.problem.devices):
-            mib = walked.live[:, d] / 2**20
-            ax.plot(range(len(mib)), mib, label=f"{name} (peak {walked.per_device_peak[d] / 2**20:.2f} MiB)",
-                    linewidth=1)
+            mib = walked.during[:, d] / 2**20
+            line, = ax.plot(range(len(mib)), mib, linewidth=1,
+                            label=f"{name} (peak {walked.per_device_peak[d] / 2**20:.2f} MiB)")
+            if len(mib):
+                ax.scatter([int(mib.argmax())], [mib.max()], s=14, color=line.get_color())
         ax.set_xlabel("step (ops and transfers)")
         ax.set_ylabel("live memory (MiB)")
         ax.set_title(f"{graph.name}: live memory per device ({schedule.method})")
