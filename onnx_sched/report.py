@@ -7,9 +7,10 @@ terminal agree on what was compared.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
-__all__ = ["ReportTable", "fmt_bytes", "yes_no"]
+__all__ = ["ReportTable", "fmt_bytes", "fmt_times", "yes_no"]
 
 
 def fmt_bytes(n: float | int | None) -> str:
@@ -27,6 +28,20 @@ def fmt_bytes(n: float | int | None) -> str:
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.2f} {unit}"
         n /= 1024
     return f"{n:.2f} GiB"
+
+
+def fmt_times(*seconds: float) -> list[str]:
+    """Durations in seconds, in the one unit (s, ms or µs) that suits the largest, to four significant digits,
+    so a table's rows compare at a glance.
+
+    Example:
+        >>> fmt_times(0.00143661, 0.000793036)
+        ['1.437 ms', '0.793 ms']
+    """
+    top = max((abs(s) for s in seconds), default=0.0)
+    scale, unit = (1.0, "s") if top >= 1 else (1e3, "ms") if top >= 1e-3 else (1e6, "µs")
+    digits = max(0, 3 - math.floor(math.log10(top * scale))) if top > 0 else 3
+    return [f"{s * scale:.{digits}f} {unit}" for s in seconds]
 
 
 def yes_no(flag: bool) -> str:

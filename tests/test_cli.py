@@ -14,6 +14,8 @@ import pytest
 from conftest import assert_bitwise_equal, branchy_model, run_ort
 from onnx import TensorProto, helper, numpy_helper
 
+from onnx_sched.report import fmt_times
+
 EXE = [sys.executable, "-m", "onnx_sched.cli.__main__"]
 
 
@@ -196,6 +198,8 @@ def test_makespan_on_a_corpus_model_writes_model_report_and_gantt(tmp_path):
     assert res.returncode == 0, res.stderr
     r = json.loads(report.read_text())
     assert r["makespan"]["lower_bound"] <= r["makespan"]["output"] <= r["makespan"]["list_cp"]
+    shown = fmt_times(r["makespan"]["list_cp"], r["makespan"]["output"])  # the table's times, in one unit
+    assert any("Makespan" in line and all(t in line for t in shown) for line in res.stdout.splitlines()), res.stdout
     assert gantt.stat().st_size > 5000
     onnx.checker.check_model(onnx.load(str(out)), full_check=True)
     assert_bitwise_equal(run_ort(src), run_ort(onnx.load(str(out))))

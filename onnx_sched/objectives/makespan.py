@@ -20,7 +20,7 @@ import numpy as np
 from onnx_sched.cost import makespan as ms
 from onnx_sched.graph import Graph
 from onnx_sched.objectives.objective import META_PREFIX, ProblemOptions, warm_up_graph
-from onnx_sched.report import ReportTable, yes_no
+from onnx_sched.report import ReportTable, fmt_times, yes_no
 from onnx_sched.schedule import Schedule
 
 if TYPE_CHECKING:
@@ -141,12 +141,13 @@ class Makespan:
 
     def table(self, report: Mapping[str, Any]) -> ReportTable:
         m = report["makespan"]
+        base, out, bound = fmt_times(m["list_cp"], m["output"], m["lower_bound"])  # seconds: every CLI problem
         return ReportTable(
             title=f"onnx-sched: {report['model']} ({report['ops']} ops, makespan)",
             columns=("List (CP)", "Optimized"),
             rows=(
-                ("Makespan", f"{m['list_cp']:.6g}", f"{m['output']:.6g}"),
-                ("Lower bound", f"{m['lower_bound']:.6g}", f"{m['lower_bound']:.6g}"),
+                ("Makespan", base, out),
+                ("Lower bound", bound, bound),
                 ("Gap to bound", "-", f"{report['gap']:.1%}"),
                 ("Speedup (work / makespan)", "-", f"{report['speedup']:.3f}"),
                 ("Proven optimal", "-", yes_no(report["optimal"])),
