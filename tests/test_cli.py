@@ -198,6 +198,7 @@ def test_makespan_on_a_corpus_model_writes_model_report_and_gantt(tmp_path):
     assert res.returncode == 0, res.stderr
     r = json.loads(report.read_text())
     assert r["makespan"]["lower_bound"] <= r["makespan"]["output"] <= r["makespan"]["list_cp"]
+    assert r["time_unit"] == "s"  # a roofline machine file
     shown = fmt_times(r["makespan"]["list_cp"], r["makespan"]["output"])  # the table's times, in one unit
     assert any("Makespan" in line and all(t in line for t in shown) for line in res.stdout.splitlines()), res.stdout
     assert gantt.stat().st_size > 5000

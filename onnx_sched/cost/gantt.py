@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from onnx_sched.cost.makespan import MakespanProblem, evaluate
+from onnx_sched.report import fmt_times
 from onnx_sched.schedule import Schedule
 
 __all__ = ["lanes", "plot_gantt", "plot_latency"]
@@ -65,10 +66,13 @@ def plot_gantt(problem: MakespanProblem, schedule: Schedule, path: str | os.Path
     labels = [problem.graph.op_names[v] + (f" x{problem.demand[v]}" if problem.demand[v] > 1 else "") for v in range(n)]
     bars = [_Bar(row_of[(int(place[v]), int(lane[v]))], start[v], dur[v], int(place[v]), labels[v]) for v in range(n)]
     names = problem.device_names
+    seconds = problem.in_seconds
+    times = (res.makespan, res.lower_bound)
+    span, bound = fmt_times(*times) if seconds else [f"{t:.4g}" for t in times]
     _draw(path, [f"{names[p]}[{k}]" for p, k in rows], bars, res.makespan, lower_bound=res.lower_bound,
-          seconds=problem.source in ("roofline", "profile"),
-          title=title or (f"{problem.graph.name}: {schedule.method}, makespan {res.makespan:.4g} "
-                          f"(lower bound {res.lower_bound:.4g}, speedup {res.speedup:.2f})"))
+          seconds=seconds,
+          title=title or f"{problem.graph.name}: {schedule.method}, makespan {span} (lower bound {bound}, speedup "
+                         f"{res.speedup:.2f})")
 
 
 def plot_latency(problem: Any, placement: np.ndarray, path: str | os.PathLike, title: str = "",

@@ -115,6 +115,8 @@ class Makespan:
         bound = max(float(ms.lower_bound(ctx.problem)), float(chosen.lower_bound or 0.0))
         return {
             "makespan": {"output": float(result.makespan), "list_cp": list_cp, "lower_bound": bound},
+            # seconds from a roofline or profiles; durations a caller gave (synthetic graphs) have no unit
+            "time_unit": "s" if ctx.problem.in_seconds else None,
             "speedup": float(result.speedup),
             "gap": (result.makespan - bound) / bound if bound else 0.0,
             "optimal": bool(chosen.optimal),
@@ -141,7 +143,8 @@ class Makespan:
 
     def table(self, report: Mapping[str, Any]) -> ReportTable:
         m = report["makespan"]
-        base, out, bound = fmt_times(m["list_cp"], m["output"], m["lower_bound"])  # seconds: every CLI problem
+        times = (m["list_cp"], m["output"], m["lower_bound"])
+        base, out, bound = fmt_times(*times) if report.get("time_unit") == "s" else [f"{t:.6g}" for t in times]
         return ReportTable(
             title=f"onnx-sched: {report['model']} ({report['ops']} ops, makespan)",
             columns=("List (CP)", "Optimized"),

@@ -60,6 +60,12 @@ class MakespanProblem:
     source: str = "array"  # where durations came from: attrs / roofline / profile / array
     info: Mapping[str, Any] = field(default_factory=dict)
 
+    @property
+    def in_seconds(self) -> bool:
+        """Whether durations are seconds (a roofline or profiles); a caller's array or synthetic attributes have no
+        unit."""
+        return self.source in ("roofline", "profile")
+
     def __post_init__(self) -> None:
         n, p = self.graph.n_ops, len(self.machines.units)
         d = np.ascontiguousarray(self.durations, dtype=np.float64)
