@@ -467,6 +467,19 @@ def test_auto_portfolio_includes_hsdag_and_the_exact_optimum(devices) -> None:
         assert s.info["latency"] == pytest.approx(mincut_placement(problem)[1])
 
 
+@pytest.mark.parametrize("mode", ["sequential", "concurrent"])
+def test_auto_on_one_device_is_its_one_placement_proven(mode) -> None:
+    from pathlib import Path
+
+    from onnx_sched.profiling import load_profiles
+
+    profiles = load_profiles(Path(__file__).resolve().parents[1] / "examples" / "profiles_cpu_igpu_dgpu.json")
+    g = import_onnx(CORPUS / "onnx" / "light_squeezenet.onnx").graph
+    problem = lat.placement_problem(g, profiles, mode, ["GPU.1"])
+    s = get_pass("auto", "latency")(g, PassContext(time_limit=5, problem=problem))
+    assert s.optimal and s.method == "single:GPU.1" and (s.placement == 0).all()
+    assert "portfolio" not in s.info  # nothing searched: there is no other placement
+
 # ------------------------------------------------- unnamed / duplicate-named nodes
 def anonymous_model(duplicates: bool = True) -> onnx.ModelProto:
     """Two branches whose nodes have no names or (``duplicates``) share one, as many exporters write

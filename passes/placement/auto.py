@@ -66,8 +66,11 @@ def portfolio(graph: Graph, ctx: PassContext) -> Schedule:
     from onnx_sched.bench.runtimes.placement_timing import measured_target_seconds
 
     start = Deadline(ctx.time_limit)
-    measuring = ctx.measure_by(start)  # on a measured target, the runs
     problem = problem_of(graph, ctx)
+    if problem.n_devices == 1:  # one placement there is: nothing to search, nothing to choose by measuring
+        return make_placement_schedule(problem, single_device(problem, 0), f"single:{problem.device_names[0]}",
+                                       optimal=True)
+    measuring = ctx.measure_by(start)  # on a measured target, the runs
     # the search's: measured_choice also times the single devices besides the host (the caller held back the result's)
     clock = Deadline(max(start.left() - measured_target_seconds(ctx, problem.device_names, rows=0,
                                                                 singles=problem.n_devices - 1), 0.1))
