@@ -550,3 +550,17 @@ def test_openvino_refusing_an_onnx_model_names_the_file(tmp_path, args):
     lines = res.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"onnx-sched: error: {src}: OpenVINO cannot read"), res.stderr
     assert "Frob" in lines[0] and lines[0].endswith("(--runtime ort runs an ONNX model with ONNX Runtime)")
+
+
+def test_makespan_on_one_device_is_proven_with_no_gap(tmp_path):
+    from conftest import CORPUS
+
+    from onnx_sched.api import optimize_model
+
+    machines = tmp_path / "one.json"
+    machines.write_text(json.dumps({"name": "one", "links": [], "devices": [
+        {"name": "CPU", "streams": 1, "peak_flops": 1.0e12, "mem_bandwidth": 6.0e10, "overhead": 5.0e-6}]}))
+    report = optimize_model(CORPUS / "onnx" / "light_squeezenet.onnx", "makespan", time_limit=5,
+                            machines=machines).report
+    assert report["optimal"] and report["gap"] == 0.0  # one device runs the ops' total: the bound, up to ulps
+    assert report["makespan"]["output"] == pytest.approx(report["makespan"]["lower_bound"], rel=1e-12)

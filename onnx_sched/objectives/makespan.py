@@ -118,7 +118,7 @@ class Makespan:
             # seconds from a roofline or profiles; durations a caller gave (synthetic graphs) have no unit
             "time_unit": "s" if ctx.problem.in_seconds else None,
             "speedup": float(result.speedup),
-            "gap": (result.makespan - bound) / bound if bound else 0.0,
+            "gap": max(0.0, (result.makespan - bound) / bound) if bound else 0.0,  # the bound sums durations: ulps
             "optimal": bool(chosen.optimal),
             **self._target_report(ctx, chosen),
         }
