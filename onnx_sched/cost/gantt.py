@@ -134,7 +134,11 @@ def _draw(path: str | os.PathLike, rows: list[str], bars: list[_Bar], end: float
     ax.axvline(end, color="red", linewidth=0.8)
     if lower_bound is not None:
         ax.axvline(lower_bound, color="gray", linestyle="--", linewidth=0.8)
-    ax.set_xlabel("time (s)" if seconds else "time")
+    if seconds and end < 1:  # model runs take milliseconds: tick labels in ms
+        from matplotlib.ticker import FuncFormatter
+
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: f"{x * 1e3:g}"))
+    ax.set_xlabel(("time (ms)" if end < 1 else "time (s)") if seconds else "time")
     ax.set_title(title)
     fig.tight_layout()
     save_figure(fig, path)
