@@ -201,6 +201,8 @@ def test_bench_placement_memory_measures_each_device_of_a_placed_model(tmp_path,
     assert measured["outputs_equal"]
     assert measured["transfer_timing"] == ("where the model records them" if recorded else "each as early as it can")
     assert [d["predicted_peak_bytes"] for d in measured["devices"]] == [5 * MIB, 4 * MIB]
+    assert measured["graph_input_bytes"] == MIB
+    assert "leave out the caller's graph inputs (1.00 MiB on CPU)" in res.output
     for d in measured["devices"]:
         assert d["predicted_peak_bytes"] <= d["heap_peak_bytes"] <= d["predicted_peak_bytes"] + SLACK, d
     saved = tmp_path / "p.json"  # a placement file keeps the devices, not positions counted in this file's order

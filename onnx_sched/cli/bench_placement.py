@@ -179,8 +179,11 @@ def command(model: str, placement_path: str | None, method: str | None, profiles
                        f"{fmt_bytes(d['heap_peak_bytes'])} ({share}), peak RSS +{fmt_bytes(d['peak_rss_delta'])}; "
                        f"{d['ops']} op{'' if d['ops'] == 1 else 's'}, {d['receives']} tensor{'' if d['receives'] == 1 else 's'} "
                        "received")
+        held = memory_report["graph_input_bytes"]
+        apart = (f"; predicted peaks leave out the caller's graph inputs ({fmt_bytes(held)} on "
+                 f"{memory_report['devices'][0]['device']}), allocated before the run" if held else "")
         click.echo(f"one process per device, transfers {memory_report['transfer_timing']}; outputs "
-                   f"{'equal' if memory_report['outputs_equal'] else 'DIFFER'}")
+                   f"{'equal' if memory_report['outputs_equal'] else 'DIFFER'}{apart}")
     if report.get("outputs_equal") is False or (memory_report and not memory_report["outputs_equal"]):
         worst = report["max_abs_error"] if report.get("outputs_equal") is False else memory_report["max_abs_diff"]
         raise click.ClickException(f"the split's outputs differ from the whole model's (max abs error {worst:.3g})")
@@ -197,5 +200,5 @@ def _device_memory(imported: Any, placement: Any, names: list[str], labels: list
     sched, followed = placed_schedule(imported, placement, names, recorded)
     torch_devices = {name: label for name, label in zip(names, labels) if torch_device(label) is not None}
     measured = measure_schedule(sched, import_feed(imported, seed=0), torch_devices)
-    return {**measured.to_dict(),
+    return {**measured.to_dict(), "graph_input_bytes": int(sched.problem.arrays.base),  # the caller's, on the host
             "transfer_timing": "where the model records them" if followed else "each as early as it can"}
