@@ -564,3 +564,11 @@ def test_makespan_on_one_device_is_proven_with_no_gap(tmp_path):
                             machines=machines).report
     assert report["optimal"] and report["gap"] == 0.0  # one device runs the ops' total: the bound, up to ulps
     assert report["makespan"]["output"] == pytest.approx(report["makespan"]["lower_bound"], rel=1e-12)
+
+
+def test_inspect_shows_floats_briefly_and_counts_per_kind():
+    from onnx_sched.cli.inspect import _shown
+
+    assert _shown("gflops", 22.442464652) == "22.44"
+    assert _shown("shape_sources", {}) == "-" and _shown("shape_sources", {"ort-run": 2}) == "ort-run: 2"
+    assert _shown("lower_bound_bytes", 3 * 2**20) == "3.00 MiB" and _shown("gap_to_bound", 0.125) == "12.5%"

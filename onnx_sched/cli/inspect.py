@@ -59,8 +59,7 @@ def command(model: Path, inplace: bool, report_path: Path | None, input_shapes: 
     table.add_column("statistic")
     table.add_column("value", justify="right")
     for key, value in stats.items():
-        shown = fmt_bytes(value) if key.endswith("bytes") else (f"{value:.1%}" if key == "gap_to_bound" else str(value))
-        table.add_row(key, Text(shown))
+        table.add_row(key, Text(_shown(key, value)))
     console = Console()
     console.print(table)
     types = Table(title="op types (top 12)")
@@ -77,6 +76,20 @@ def command(model: Path, inplace: bool, report_path: Path | None, input_shapes: 
     if report_path is not None:
         write_json_atomic({**stats, "op_types": dict(Counter(g.op_types)),
                            **({"placement": placed} if placed is not None else {})}, report_path)
+
+
+def _shown(key: str, value: Any) -> str:
+    """A statistic as the table shows it: bytes in binary units, the gap in percent, other floats to four significant
+    digits, a count per kind as ``kind: n`` (``-`` when none: every shape from onnx's inference)."""
+    if key.endswith("bytes"):
+        return fmt_bytes(value)
+    if key == "gap_to_bound":
+        return f"{value:.1%}"
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    if isinstance(value, dict):
+        return ", ".join(f"{k}: {v}" for k, v in value.items()) or "-"
+    return str(value)
 
 
 def placement_stats(model: Path, imported: Any) -> dict[str, Any] | None:
