@@ -51,7 +51,7 @@ def plot_memory(profiles: Mapping[str, MemoryProfile], path: str | os.PathLike, 
     fig, ax = plt.subplots(figsize=(9, 4))
     for label, prof in profiles.items():
         mib = prof.step / 2**20
-        ax.plot(range(len(mib)), mib, label=f"{label} (peak {prof.peak / 2**20:.1f} MiB)", linewidth=1)
+        ax.plot(range(len(mib)), mib, label=f"{label} (peak {prof.peak / 2**20:.2f} MiB)", linewidth=1)
         ax.scatter([prof.peak_step], [prof.peak / 2**20], s=14)
     ax.set_xlabel("step")
     ax.set_ylabel("live activation memory (MiB)")
