@@ -67,8 +67,8 @@ def render(table: ReportTable) -> Table:
                    "--top-k, choose on --target (paper 002).")
 @click.option("--top-k", "top_k", type=int, default=None, help="Candidates evaluated on the target (default 100).")
 @click.option("--target", type=click.Choice(["proxy", "noisy", "bandwidth", "latency", "measured"]), default=None,
-              help="makespan: what chooses among candidates and scores the result: the cost model (proxy), a "
-                   "target model, or real split-executor runs (measured). Default proxy.")
+              help="makespan and latency: what chooses among candidates and scores the result: the cost model "
+                   "(proxy), a target model, or real split-executor runs (measured). Default proxy.")
 @click.option("--temperature", type=float, default=None, help="gflownet: sampling temperature sigma (default 0.005).")
 @report_option()
 @click.option("--plot", "plot_path", type=OutputFile(), default=None,
