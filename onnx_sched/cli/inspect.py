@@ -97,11 +97,10 @@ def placement_stats(model: Path, imported: Any) -> dict[str, Any] | None:
     per-device peaks of its file order with the transfers where the export recorded them (else as early as
     possible); None for a model without a placement, ``{"error": ...}`` for one that does not place every op."""
     from onnx_sched.bench.placement_file import load_placement, placement_of_ir, sidecar_path
-    from onnx_sched.cost import device_memory as dm
+    from onnx_sched.bench.runtimes.device_plan import placed_schedule
     from onnx_sched.errors import OnnxSchedError
     from onnx_sched.exporters.onnx import DEVICE_KEY
     from onnx_sched.exporters.openvino import placement_from_rt_info
-    from onnx_sched.objectives.peak_mem_devices import placed_steps
 
     g = imported.graph
     is_ir = model.suffix.lower() == ".xml"
@@ -120,13 +119,12 @@ def placement_stats(model: Path, imported: Any) -> dict[str, Any] | None:
                                                                                            minlength=len(devices)))}}
     if is_ir:  # OpenVINO plans its own order: no file order to walk
         return out
-    problem = dm.DeviceMemoryProblem.build(g, devices)
-    steps, recorded = placed_steps(problem, placement, meta.get("transfer_steps"))
-    walked = dm.walk(problem, steps)
-    moved = [s.item for s in steps if s.kind == "transfer"]
+    sched, recorded = placed_schedule(imported, placement, devices, meta.get("transfer_steps"))
+    walked = sched.walk
+    moved = [s.item for s in sched.steps if s.kind == "transfer"]
     out.update({"per_device_peak_bytes": {d: int(v) for d, v in zip(devices, walked.per_device_peak)},
                 "peak_bytes": walked.peak, "transfers": len(moved),
-                "transferred_bytes": int(problem.arrays.size[moved].sum()) if moved else 0,
+                "transferred_bytes": int(sched.problem.arrays.size[moved].sum()) if moved else 0,
                 "transfer_timing": "recorded" if recorded else "as early as possible"})
     return out
 
