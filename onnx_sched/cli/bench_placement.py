@@ -193,7 +193,7 @@ def _device_memory(imported: Any, placement: Any, names: list[str], labels: list
                    recorded: list | None) -> dict[str, Any]:
     """One process per device running ``placement`` (torch labels as in the split executor), measured."""
     from onnx_sched.bench.inputs import import_feed
-    from onnx_sched.bench.runtimes.device_plan import placed_schedule
+    from onnx_sched.bench.runtimes.device_plan import placed_schedule, transfer_timing
     from onnx_sched.bench.runtimes.device_processes import measure_schedule
     from onnx_sched.bench.runtimes.torch_parts import torch_device
 
@@ -201,4 +201,4 @@ def _device_memory(imported: Any, placement: Any, names: list[str], labels: list
     torch_devices = {name: label for name, label in zip(names, labels) if torch_device(label) is not None}
     measured = measure_schedule(sched, import_feed(imported, seed=0), torch_devices)
     return {**measured.to_dict(), "graph_input_bytes": int(sched.problem.arrays.base),  # the caller's, on the host
-            "transfer_timing": "where the model records them" if followed else "each as early as it can"}
+            "transfer_timing": transfer_timing(followed)}

@@ -146,7 +146,9 @@ def placement_table(placed: dict[str, Any]) -> tuple[Table, str]:
         table.add_row(*row, *([fmt_bytes(peaks[d])] if peaks is not None else []))
     if peaks is None:
         return table, "an OpenVINO IR: OpenVINO plans its own order, so no per-device peaks"
-    when = "where the model records them" if placed["transfer_timing"] == "recorded" else "each as early as it can"
+    from onnx_sched.bench.runtimes.device_plan import transfer_timing
+
+    when = transfer_timing(placed["transfer_timing"] == "recorded")
     n = placed["transfers"]
     return table, (f"peaks of the file's order with {n} transfer{'' if n == 1 else 's'} "
                    f"({fmt_bytes(placed['transferred_bytes'])}), {when}")

@@ -50,7 +50,7 @@ from onnx_sched.importers.onnx_weights import with_weights
 from onnx_sched.ort_crashes import for_onnx_runtime
 
 __all__ = ["Action", "DevicePlan", "PlacedSchedule", "Recv", "RunOp", "Send", "device_plans", "load_schedule",
-           "placed_schedule", "single_device", "weight_values"]
+           "placed_schedule", "single_device", "transfer_timing", "weight_values"]
 
 
 @dataclass(frozen=True)
@@ -156,6 +156,11 @@ def placed_schedule(imported: Any, placement: np.ndarray, devices: Sequence[str]
     problem = dm.DeviceMemoryProblem.build(imported.graph, devices)
     steps, followed = placed_steps(problem, np.asarray(placement, dtype=np.int64), recorded)
     return PlacedSchedule(imported, problem, steps), followed
+
+
+def transfer_timing(followed: bool) -> str:
+    """How :func:`placed_schedule` timed the transfers, in words for the commands that print it."""
+    return "where the model records them" if followed else "each as early as it can"
 
 
 def single_device(imported: Any, devices: Sequence[str]) -> PlacedSchedule:
