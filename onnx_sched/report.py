@@ -37,11 +37,13 @@ def fmt_times(*seconds: float) -> list[str]:
     Example:
         >>> fmt_times(0.00143661, 0.000793036)
         ['1.437 ms', '0.793 ms']
+        >>> fmt_times(2.5, float("inf"))
+        ['2.500 s', 'inf']
     """
-    top = max((abs(s) for s in seconds), default=0.0)
+    top = max((abs(s) for s in seconds if math.isfinite(s)), default=0.0)
     scale, unit = (1.0, "s") if top >= 1 else (1e3, "ms") if top >= 1e-3 else (1e6, "µs")
     digits = max(0, 3 - math.floor(math.log10(top * scale))) if top > 0 else 3
-    return [f"{s * scale:.{digits}f} {unit}" for s in seconds]
+    return [f"{s * scale:.{digits}f} {unit}" if math.isfinite(s) else str(s) for s in seconds]
 
 
 def yes_no(flag: bool) -> str:
