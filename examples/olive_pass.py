@@ -2,9 +2,10 @@
 
     python examples/olive_pass.py [MODEL.onnx] [--method auto] [--time-limit 10]
 
-Builds an Olive workflow config whose only pass is
-``onnx_sched.plugins.olive_pass.OnnxSchedOlivePass`` and runs it.  Without Olive
-it prints the config and how to install Olive, and exits 0.
+Builds an Olive workflow config whose only pass is onnx-sched's
+(``OnnxSchedOlivePass``) and runs it with Olive's package config plus that pass
+(``olive_pass.package_config()``: Olive finds a pass's class only through it).
+Without Olive it prints the config and how to install Olive, and exits 0.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ def workflow_config(model: str, method: str, time_limit: float, output_dir: str)
         "input_model": {"type": "ONNXModel", "model_path": model},
         "passes": {
             "schedule": {
-                "type": "onnx_sched.plugins.olive_pass.OnnxSchedOlivePass",
+                "type": "OnnxSchedOlivePass",
                 "objective": "peak-mem",
                 "method": method,
                 "time_limit": time_limit,
@@ -42,12 +43,13 @@ def main() -> None:
     args = parser.parse_args()
     config = workflow_config(args.model, args.method, args.time_limit, str(Path.cwd() / "olive_out"))
     if not olive_pass.HAVE_OLIVE:
-        print("olive-ai is not installed (pip install olive-ai); the workflow would be:")
+        print(f"Olive cannot be imported ({olive_pass.OLIVE_IMPORT_ERROR}; pip install olive-ai); the workflow "
+              "would be:")
         print(json.dumps(config, indent=2))
         return
     from olive.workflows import run as olive_run
 
-    print(olive_run(config))
+    print(olive_run(config, package_config=olive_pass.package_config()))
 
 
 if __name__ == "__main__":

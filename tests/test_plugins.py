@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib.util
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -169,6 +171,64 @@ def test_examples_run(script: str, tmp_path: Path) -> None:
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "peak" in proc.stdout or "olive-ai" in proc.stdout
+
+
+# Runs a script with Olive importable where this machine's torchvision is not: the torchvision wheel here is built for
+# CUDA torch and cannot load beside the CPU torch, and torchmetrics (which Olive imports) imports torchvision whenever
+# pip's metadata lists it.  So when torchvision fails to import, the script sees it as not installed.
+_OLIVE_BOOT = """
+import importlib.metadata as md, runpy, sys
+try:
+    import torchvision  # noqa: F401
+except Exception:
+    for name in [m for m in sys.modules if m == "torchvision" or m.startswith("torchvision.")]:
+        del sys.modules[name]
+    sys.modules["torchvision"] = None
+    _version = md.version
+    def version(name):
+        if name.lower() == "torchvision":
+            raise md.PackageNotFoundError(name)
+        return _version(name)
+    md.version = version
+sys.argv = sys.argv[1:]
+runpy.run_path(sys.argv[0], run_name="__main__")
+"""
+
+
+@pytest.mark.skipif(importlib.util.find_spec("olive") is None, reason="olive-ai is not installed")
+def test_an_olive_workflow_runs_the_pass_and_writes_the_reordered_model(tmp_path: Path) -> None:
+    """The example's workflow through Olive's own engine: Olive loads the pass from the package config, runs it and
+    saves the model; the saved model is onnx-sched's, with a lower peak and the same outputs."""
+    model = tmp_path / "branchy.onnx"
+    proto = branchy_model(branches=3, n=128)
+    onnx.save(proto, model)
+    proc = subprocess.run(
+        [sys.executable, "-c", _OLIVE_BOOT, str(ROOT / "examples" / "olive_pass.py"), str(model), "--method", METHOD,
+         "--time-limit", "2"], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = onnx.load(tmp_path / "olive_out" / "model.onnx")
+    onnx.checker.check_model(out, full_check=True)
+    assert {p.key: p.value for p in out.metadata_props}["onnx_sched.objective"] == "peak-mem"
+    assert _file_peak(out) < _file_peak(proto)
+    assert_bitwise_equal(run_ort(proto), run_ort(out))
+
+
+def test_the_olive_package_config_command_writes_olive_passes_and_this_one(tmp_path: Path) -> None:
+    """``python -m onnx_sched.plugins.olive_pass PKG.json``: with Olive, its package config plus this pass; without
+    it (or with an Olive that cannot be imported), one line on stderr and exit 1."""
+    out = tmp_path / "pkg.json"
+    boot = _OLIVE_BOOT.replace("runpy.run_path(sys.argv[0], run_name=\"__main__\")",
+                               "runpy.run_module(sys.argv[0], run_name=\"__main__\")")
+    proc = subprocess.run([sys.executable, "-c", boot, "onnx_sched.plugins.olive_pass", str(out)],
+                          capture_output=True, text=True, timeout=300)
+    if importlib.util.find_spec("olive") is None:
+        assert proc.returncode == 1 and not out.exists()
+        assert proc.stderr.strip().splitlines() == [proc.stderr.strip()] and "pip install olive-ai" in proc.stderr
+        return
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    passes = json.loads(out.read_text())["passes"]
+    assert passes["OnnxSchedOlivePass"] == olive_pass.PASS_MODULE_CONFIG
+    assert "OnnxPeepholeOptimizer" in passes  # Olive's own passes stay usable beside it
 
 
 @pytest.mark.parametrize("objective, method, problem", [  # deterministic methods, so the two runs agree

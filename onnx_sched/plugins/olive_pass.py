@@ -3,10 +3,15 @@
 When ``olive-ai`` is installed, :class:`OnnxSchedOlivePass` is an
 ``olive.passes.Pass`` usable in an Olive workflow config as::
 
-    "passes": {"schedule": {"type": "onnx_sched.plugins.olive_pass.OnnxSchedOlivePass",
-                            "objective": "peak-mem", "time_limit": 10}}
+    "passes": {"schedule": {"type": "OnnxSchedOlivePass", "objective": "peak-mem", "time_limit": 10}}
 
-(or registered in Olive's pass registry under any name).  Its config is
+Olive finds a pass's class only through its package config, so the workflow runs
+with :func:`package_config` (Olive's own passes plus this one)::
+
+    olive.workflows.run(workflow, package_config=olive_pass.package_config())
+
+or, from the shell, ``python -m onnx_sched.plugins.olive_pass PKG.json`` writes it
+for ``olive run --config WORKFLOW.json --package-config PKG.json``.  Its config is
 ``objective``, ``method``, ``time_limit``, ``seed``, ``inplace``, the objective's
 problem (``machines`` for makespan, ``profiles`` for latency, ``devices``,
 ``latency_mode``; lists comma-separated) plus Olive's usual external-data
@@ -23,13 +28,16 @@ and the attribute configs of newer ones are accepted.
 
 from __future__ import annotations
 
+import json
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from onnx_sched.devices import device_names
 
-__all__ = ["HAVE_OLIVE", "OLIVE_IMPORT_ERROR", "OnnxSchedOlivePass", "problem_arguments", "require_olive"]
+__all__ = ["HAVE_OLIVE", "OLIVE_IMPORT_ERROR", "PASS_MODULE_CONFIG", "OnnxSchedOlivePass", "package_config",
+           "problem_arguments", "require_olive"]
 
 _INSTALL_HINT = (
     "OnnxSchedOlivePass needs Olive: pip install olive-ai "
@@ -39,9 +47,10 @@ _INSTALL_HINT = (
 try:
     from olive.passes import Pass as _OlivePass
     from olive.passes.pass_config import PassConfigParam as _PassConfigParam
-except ImportError as _exc:  # olive-ai is optional
+except Exception as _exc:  # noqa: BLE001 - olive-ai is optional, and an installed one fails to import when a
+    # dependency of its own is broken (torchmetrics imports a torchvision built for another torch: RuntimeError)
     HAVE_OLIVE = False
-    OLIVE_IMPORT_ERROR: ImportError | None = _exc
+    OLIVE_IMPORT_ERROR: Exception | None = _exc
 else:
     HAVE_OLIVE = True
     OLIVE_IMPORT_ERROR = None
@@ -50,7 +59,26 @@ else:
 def require_olive() -> None:
     """Raise a clear ``ImportError`` when Olive is not importable."""
     if not HAVE_OLIVE:
-        raise ImportError(f"{_INSTALL_HINT}; import failed with: {OLIVE_IMPORT_ERROR}") from OLIVE_IMPORT_ERROR
+        raise ImportError(f"{_INSTALL_HINT}; import failed with {type(OLIVE_IMPORT_ERROR).__name__}: "
+                          f"{OLIVE_IMPORT_ERROR}") from OLIVE_IMPORT_ERROR
+
+
+#: This pass's entry in an Olive package config (how Olive maps a workflow's pass ``type`` to a class).
+PASS_MODULE_CONFIG: dict[str, Any] = {"module_path": "onnx_sched.plugins.olive_pass.OnnxSchedOlivePass",
+                                      "supported_providers": ["*"], "supported_accelerators": ["*"],
+                                      "supported_precisions": ["*"]}
+
+
+def package_config() -> dict[str, Any]:
+    """Olive's default package config with :class:`OnnxSchedOlivePass` added, for
+    ``olive.workflows.run(..., package_config=...)`` or ``olive run --package-config``: a workflow can then name
+    ``"type": "OnnxSchedOlivePass"`` beside Olive's own passes."""
+    require_olive()
+    from olive.package_config import OlivePackageConfig
+
+    config = json.loads(Path(OlivePackageConfig.get_default_config_path()).read_text())
+    config.setdefault("passes", {})["OnnxSchedOlivePass"] = dict(PASS_MODULE_CONFIG)
+    return config
 
 
 def _get(config: Any, key: str) -> Any:
@@ -120,7 +148,12 @@ if HAVE_OLIVE:
             }
 
         def _run_for_config(self, model: Any, config: Any, output_model_path: str) -> Any:
-            from olive.passes.onnx.common import model_proto_to_olive_model, resolve_onnx_path
+            from olive.passes.onnx.common import model_proto_to_olive_model
+
+            try:
+                from olive.model.utils import resolve_onnx_path
+            except ImportError:  # older Olive releases kept it beside model_proto_to_olive_model
+                from olive.passes.onnx.common import resolve_onnx_path
 
             from onnx_sched.api import optimize
 
@@ -147,3 +180,26 @@ else:
 
         def __init_subclass__(cls, **kwargs: Any) -> None:
             require_olive()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m onnx_sched.plugins.olive_pass PKG.json``: write :func:`package_config` to ``PKG.json``."""
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 1 or args[0].startswith("-"):
+        print("usage: python -m onnx_sched.plugins.olive_pass PKG.json  (Olive's package config plus "
+              "OnnxSchedOlivePass, for olive run --package-config PKG.json)", file=sys.stderr)
+        return 2
+    try:
+        config = package_config()
+    except ImportError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    from onnx_sched.cli._common import write_json_atomic
+
+    write_json_atomic(config, args[0])
+    print(f"wrote {args[0]}: Olive's package config with OnnxSchedOlivePass")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
