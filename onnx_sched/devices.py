@@ -31,7 +31,7 @@ from typing import Any
 from onnx_sched.errors import DeviceError
 
 __all__ = ["CPU_ALIAS", "DeviceInfo", "device_kind", "device_names", "is_cpu_alias", "list_devices", "openvino_core",
-           "register_cpu_alias"]
+           "parse_memory_limits", "register_cpu_alias"]
 
 CPU_ALIAS = "CPUB"  # second name for the OpenVINO CPU plugin (two-CPU HETERO split)
 
@@ -83,6 +83,35 @@ def device_names(value: str | Sequence[str] | None, what: str = "devices") -> tu
                              "give each device once")
         seen[name.upper()] = name
     return names
+
+
+def parse_memory_limits(specs: str | Sequence[str], what: str = "--memory-limit") -> dict[str, int]:
+    """Memory limits as the user gave them -- ``DEVICE=SIZE`` items, in a sequence or a comma list
+    (``"GPU=4GiB, NPU=512MB"``) -- as bytes per device name; a bad item is a ``ValueError`` naming
+    ``what`` (the flag or option it came from).
+
+    >>> parse_memory_limits(["GPU=4GiB", "NPU=1.5MB", "CPU=1000"])
+    {'GPU': 4294967296, 'NPU': 1500000, 'CPU': 1000}
+    >>> parse_memory_limits("GPU=4GiB, CPU=8GiB", what="memory_limits")
+    {'GPU': 4294967296, 'CPU': 8589934592}
+    """
+    units = {"": 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "KIB": 2**10, "MIB": 2**20, "GIB": 2**30}
+    out: dict[str, int] = {}
+    for spec in ([s for s in specs.split(",") if s.strip()] if isinstance(specs, str) else specs):
+        name, sep, value = spec.partition("=")
+        number = value.strip().upper().rstrip("BIKMG")
+        unit = value.strip().upper()[len(number):]
+        try:
+            size = int(float(number) * units[unit])
+        except (KeyError, ValueError, OverflowError):  # OverflowError: inf, 1e400
+            raise ValueError(f"{what} expects DEVICE=SIZE (e.g. GPU=4GiB), got {spec!r}") from None
+        if not sep or not name.strip() or size <= 0:
+            raise ValueError(f"{what} expects DEVICE=SIZE with a positive, finite size (e.g. GPU=4GiB), "
+                             f"got {spec!r}")
+        if name.strip() in out:
+            raise ValueError(f"{what}: device {name.strip()!r} is given twice")
+        out[name.strip()] = size
+    return out
 
 
 def device_kind(name: str, full_name: str = "", device_type: str = "") -> str:

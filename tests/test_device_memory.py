@@ -10,10 +10,10 @@ import pytest
 from conftest import CORPUS
 
 from onnx_sched.brkga import BrkgaParams, brkga
-from onnx_sched.cli.optimize import parse_memory_limits
 from onnx_sched.cost import device_memory as dm
 from onnx_sched.cost.memory import peak_memory
 from onnx_sched.deadline import Deadline
+from onnx_sched.devices import parse_memory_limits
 from onnx_sched.graph import Graph
 from onnx_sched.objectives import build_problem, get_objective
 from onnx_sched.passes import PassContext, available, get_pass

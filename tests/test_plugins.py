@@ -261,11 +261,19 @@ def test_olive_config_carries_the_objectives_problem_to_optimize() -> None:
     from onnx_sched.api import optimize
     from onnx_sched.exporters.onnx import DEVICE_KEY
 
-    unset = {"machines": None, "profiles": None, "devices": None, "latency_mode": "sequential"}
+    unset = {"machines": None, "profiles": None, "devices": None, "memory_limits": None, "latency_mode": "sequential"}
     assert olive_pass.problem_arguments(unset) == {"machines": None, "profiles": (), "devices": None,
-                                                   "latency_mode": "sequential"}
+                                                   "memory_limits": None, "latency_mode": "sequential"}
     config = {**unset, "profiles": str(ROOT / "examples" / "profiles_cpu_igpu_dgpu.json"), "devices": "CPU, GPU.1"}
     out = optimize(branchy_model(branches=3, n=64), "latency", "heft-place", time_limit=5.0,
                    **olive_pass.problem_arguments(config))
     placed = {p.value for n in out.graph.node for p in n.metadata_props if p.key == DEVICE_KEY}
     assert placed and placed <= {"CPU", "GPU.1"}
+    split = {**unset, "devices": "CPU,GPU", "memory_limits": "GPU=1GiB, CPU=2GiB"}
+    assert olive_pass.problem_arguments(split)["memory_limits"] == {"GPU": 2**30, "CPU": 2**31}
+    out = optimize(branchy_model(branches=3, n=64), "peak-mem", "partition-dfs", time_limit=5.0,
+                   **olive_pass.problem_arguments(split))
+    meta = {p.key: p.value for p in out.metadata_props}
+    assert meta["onnx_sched.objective"] == "peak-mem-devices"
+    with pytest.raises(ValueError, match="memory_limits expects DEVICE=SIZE"):
+        olive_pass.problem_arguments({**split, "memory_limits": "GPU:1GiB"})

@@ -8,7 +8,6 @@ OpenVINO plans its own op order.
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Sequence
 from pathlib import Path
 
 import click
@@ -18,6 +17,7 @@ from rich.text import Text
 
 from onnx_sched.cli._common import SECONDS, OutputFile, import_options, report_option, write_json_atomic
 from onnx_sched.deadline import Deadline
+from onnx_sched.devices import parse_memory_limits
 from onnx_sched.errors import NothingToScheduleError, UnknownOpError, UnknownShapeError
 from onnx_sched.objectives import OBJECTIVES, get_objective
 from onnx_sched.report import ReportTable
@@ -170,31 +170,6 @@ def parse_pass_options(items: tuple[str, ...]) -> dict[str, object]:
             except ValueError:
                 continue
         out[key.strip()] = value
-    return out
-
-
-def parse_memory_limits(specs: Sequence[str]) -> dict[str, int]:
-    """``["GPU=4GiB", "NPU=512MB"]`` -> bytes per device name.
-
-    >>> parse_memory_limits(["GPU=4GiB", "NPU=1.5MB", "CPU=1000"])
-    {'GPU': 4294967296, 'NPU': 1500000, 'CPU': 1000}
-    """
-    units = {"": 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "KIB": 2**10, "MIB": 2**20, "GIB": 2**30}
-    out: dict[str, int] = {}
-    for spec in specs:
-        name, sep, value = spec.partition("=")
-        number = value.strip().upper().rstrip("BIKMG")
-        unit = value.strip().upper()[len(number):]
-        try:
-            size = int(float(number) * units[unit])
-        except (KeyError, ValueError, OverflowError):  # OverflowError: inf, 1e400
-            raise ValueError(f"--memory-limit expects DEVICE=SIZE (e.g. GPU=4GiB), got {spec!r}") from None
-        if not sep or not name.strip() or size <= 0:
-            raise ValueError(f"--memory-limit expects DEVICE=SIZE with a positive, finite size (e.g. GPU=4GiB), "
-                             f"got {spec!r}")
-        if name.strip() in out:
-            raise ValueError(f"--memory-limit: device {name.strip()!r} is given twice")
-        out[name.strip()] = size
     return out
 
 

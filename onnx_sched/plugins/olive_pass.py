@@ -14,7 +14,7 @@ or, from the shell, ``python -m onnx_sched.plugins.olive_pass PKG.json`` writes 
 for ``olive run --config WORKFLOW.json --package-config PKG.json``.  Its config is
 ``objective``, ``method``, ``time_limit``, ``seed``, ``inplace``, the objective's
 problem (``machines`` for makespan, ``profiles`` for latency, ``devices``,
-``latency_mode``; lists comma-separated) plus Olive's usual external-data
+``memory_limits`` (``"GPU=4GiB,CPU=8GiB"``), ``latency_mode``; lists comma-separated) plus Olive's usual external-data
 options; it calls :func:`onnx_sched.api.optimize` and saves the reordered model
 with Olive's helpers.
 
@@ -34,7 +34,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from onnx_sched.devices import device_names
+from onnx_sched.devices import device_names, parse_memory_limits
 
 __all__ = ["HAVE_OLIVE", "OLIVE_IMPORT_ERROR", "PASS_MODULE_CONFIG", "OnnxSchedOlivePass", "package_config",
            "problem_arguments", "require_olive"]
@@ -92,14 +92,17 @@ def problem_arguments(config: Any) -> dict[str, Any]:
     """``optimize``'s problem arguments from the pass config (comma-separated strings split into lists).
 
     >>> problem_arguments({"machines": None, "profiles": "a.json,b.json", "devices": "CPU,GPU",
-    ...                    "latency_mode": "sequential"})
-    {'machines': None, 'profiles': ('a.json', 'b.json'), 'devices': ('CPU', 'GPU'), 'latency_mode': 'sequential'}
+    ...                    "memory_limits": "GPU=1KiB", "latency_mode": "sequential"})  # doctest: +NORMALIZE_WHITESPACE
+    {'machines': None, 'profiles': ('a.json', 'b.json'), 'devices': ('CPU', 'GPU'), 'memory_limits': {'GPU': 1024},
+     'latency_mode': 'sequential'}
     """
     def split(key: str) -> list[str]:
         return [v.strip() for v in (_get(config, key) or "").split(",") if v.strip()]
 
     return {"machines": _get(config, "machines"), "profiles": tuple(split("profiles")),
-            "devices": device_names(_get(config, "devices") or None), "latency_mode": _get(config, "latency_mode")}
+            "devices": device_names(_get(config, "devices") or None),
+            "memory_limits": parse_memory_limits(_get(config, "memory_limits") or "", "memory_limits") or None,
+            "latency_mode": _get(config, "latency_mode")}
 
 
 def _external_data_config() -> dict[str, Any]:
@@ -140,6 +143,10 @@ if HAVE_OLIVE:
                 "devices": _PassConfigParam(
                     type_=str, default_value=None,
                     description="comma-separated devices (latency: profiled devices; peak-mem: split over them)",
+                ),
+                "memory_limits": _PassConfigParam(
+                    type_=str, default_value=None,
+                    description="peak-mem over devices: per-device limits, comma-separated DEVICE=SIZE (GPU=4GiB)",
                 ),
                 "latency_mode": _PassConfigParam(
                     type_=str, default_value="sequential", description="latency: sequential or concurrent"
