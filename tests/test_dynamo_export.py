@@ -5,7 +5,8 @@ the TorchScript exporter's the other tests' torch models come from: opset 20 (``
 ``Trilu`` from ``scaled_dot_product_attention``), dims named by ``torch.export.Dim``, torch's metadata on every node
 and the weights in a ``.data`` file beside the model.  ``data/dynamo_decoder.onnx`` is such a file, a two-block
 GPT-style decoder exported with the defaults (``python benchmarks/model_kinds.py tests/data/dynamo_decoder.onnx``,
-torch 2.13 + onnxscript 0.7.2); CI has no onnxscript, so the file is committed.
+torch 2.13 + onnxscript 0.7.2), committed so that the test reads the same file whatever exporter versions are
+installed (onnxscript arrives in CI only through olive-ai).
 """
 
 from __future__ import annotations
