@@ -14,16 +14,16 @@ or, from the shell, ``python -m onnx_sched.plugins.olive_pass PKG.json`` writes 
 for ``olive run --config WORKFLOW.json --package-config PKG.json``.  Its config is
 ``objective``, ``method``, ``time_limit``, ``seed``, ``inplace``, the objective's
 problem (``machines`` for makespan, ``profiles`` for latency, ``devices``,
-``memory_limits`` (``"GPU=4GiB,CPU=8GiB"``), ``latency_mode``; lists comma-separated) plus Olive's usual external-data
-options; it calls :func:`onnx_sched.api.optimize` and saves the reordered model
-with Olive's helpers.
+``memory_limits`` (``"GPU=4GiB,CPU=8GiB"``), ``latency_mode``; lists
+comma-separated) plus Olive's usual external-data options; it calls
+:func:`onnx_sched.api.optimize` and saves the reordered model with Olive's helpers.
 
-Without Olive this module still imports (so tooling can list plugins), but
-using :class:`OnnxSchedOlivePass` raises an ``ImportError`` that says what to
-install.  Written against Olive's documented Pass API
-(``_default_config(cls, accelerator_spec)``, ``_run_for_config(self, model,
-config, output_model_path)``); both the dict configs of older Olive releases
-and the attribute configs of newer ones are accepted.
+Without Olive (or with an Olive that fails to import) this module still imports,
+so tooling can list plugins, but using :class:`OnnxSchedOlivePass` raises an
+``ImportError`` that says what to install and why the import failed.  Tested with
+Olive 0.13 (``tests/test_plugins.py`` runs ``examples/olive_pass.py``'s workflow
+through Olive's engine); both the dict configs of older Olive releases and the
+attribute configs of newer ones are accepted.
 """
 
 from __future__ import annotations
