@@ -5,6 +5,7 @@ a device or a pipe, nor overwrite a profile, a machine file or an IR's weights."
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import subprocess
 import sys
@@ -273,8 +274,9 @@ def test_models_without_operators_and_crossed_sizes_are_one_line(tmp_path) -> No
     for trainer in ("peak-mem", "regal"):
         _one_line_error(CliRunner().invoke(main, ["train", trainer, "--min-ops", "300", "--max-ops", "100"]),
                         "--min-ops 300 is above --max-ops 100")
+    has_torch = importlib.util.find_spec("torch") is not None  # the trainer's own checks come after torch's import
     _one_line_error(CliRunner().invoke(main, ["train", "regal", "--advantage", "leave-one-out", "--samples", "1"]),
-                    "give --samples 2 or more")
+                    "give --samples 2 or more" if has_torch else "training needs torch")
 
 
 def test_a_model_onnx_runtime_folds_to_constants_is_one_line_naming_ort_graph(tmp_path) -> None:
@@ -389,7 +391,9 @@ def test_a_model_openvino_crashes_on_is_one_line_for_profile_and_bench(tmp_path)
         if done.returncode == 0:  # a later OpenVINO may run it: then nothing to say
             continue
         assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
-        assert done.stderr.strip().splitlines() == [done.stderr.strip()] and "SIGSEGV" in done.stderr
+        # OpenVINO 2025.0 refuses the model instead of crashing on it: one line all the same
+        said = "SIGSEGV" if "SIGSEGV" in done.stderr else "OpenVINO cannot compile"
+        assert done.stderr.strip().splitlines() == [done.stderr.strip()] and said in done.stderr, done.stderr
 
 
 def test_a_model_openvino_cannot_compile_is_one_line_for_profile_and_bench(tmp_path) -> None:
@@ -397,9 +401,14 @@ def test_a_model_openvino_cannot_compile_is_one_line_for_profile_and_bench(tmp_p
     ``tests/data/openvino_refuses.onnx``, written from ``onnx.backend.test.case.node``): OpenVINO 2026.4's CPU plugin
     refuses to compile it.  ``profile`` raised OpenVINO's RuntimeError as a traceback; both now quote its reason."""
     model = Path(__file__).parent / "data" / "openvino_refuses.onnx"
+    old_onnx = onnx.IR_VERSION < onnx.load(model).ir_version  # onnx 1.17 checks IR 10 at most: it may refuse first
     for args in (["profile", str(model), "-o", str(tmp_path / "p.json"), "--repeats", "1"],
                  ["bench", str(model), "--runtime", "openvino", "--repeats", "1", "--warmup", "0", "--no-heap"]):
         res = CliRunner().invoke(main, args)
         if res.exit_code == 0:  # a later OpenVINO may compile it: then nothing to say
             continue
-        _one_line_error(res, "OpenVINO cannot compile", "not implemented for op")
+        _one_line_error(res)
+        if old_onnx and "invalid ONNX model" in res.output:
+            continue
+        reason = res.output.partition("OpenVINO cannot compile")[2].partition(" on CPU: ")[2]
+        assert reason.strip(), res.output  # OpenVINO's own words (2026.4: "... not implemented for op ...")
