@@ -203,7 +203,11 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     from onnx_sched.cli._common import write_json_atomic
 
-    write_json_atomic(config, args[0])
+    try:
+        write_json_atomic(config, args[0])
+    except OSError as exc:
+        print(f"error: cannot write {args[0]}: {exc.strerror or exc}", file=sys.stderr)
+        return 1
     print(f"wrote {args[0]}: Olive's package config with OnnxSchedOlivePass")
     return 0
 
