@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -194,6 +195,8 @@ sys.argv = sys.argv[1:]
 runpy.run_path(sys.argv[0], run_name="__main__")
 """
 
+_OLIVE_ENV = {**os.environ, "OLIVE_DISABLE_TELEMETRY": "1"}  # Olive would send usage events from the tests
+
 
 @pytest.mark.skipif(importlib.util.find_spec("olive") is None, reason="olive-ai is not installed")
 def test_an_olive_workflow_runs_the_pass_and_writes_the_reordered_model(tmp_path: Path) -> None:
@@ -204,7 +207,7 @@ def test_an_olive_workflow_runs_the_pass_and_writes_the_reordered_model(tmp_path
     onnx.save(proto, model)
     proc = subprocess.run(
         [sys.executable, "-c", _OLIVE_BOOT, str(ROOT / "examples" / "olive_pass.py"), str(model), "--method", METHOD,
-         "--time-limit", "2"], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+         "--time-limit", "2"], capture_output=True, text=True, timeout=300, cwd=tmp_path, env=_OLIVE_ENV)
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = onnx.load(tmp_path / "olive_out" / "model.onnx")
     onnx.checker.check_model(out, full_check=True)
@@ -220,7 +223,7 @@ def test_the_olive_package_config_command_writes_olive_passes_and_this_one(tmp_p
     boot = _OLIVE_BOOT.replace("runpy.run_path(sys.argv[0], run_name=\"__main__\")",
                                "runpy.run_module(sys.argv[0], run_name=\"__main__\")")
     proc = subprocess.run([sys.executable, "-c", boot, "onnx_sched.plugins.olive_pass", str(out)],
-                          capture_output=True, text=True, timeout=300)
+                          capture_output=True, text=True, timeout=300, env=_OLIVE_ENV)
     if importlib.util.find_spec("olive") is None:
         assert proc.returncode == 1 and not out.exists()
         assert proc.stderr.strip().splitlines() == [proc.stderr.strip()] and "pip install olive-ai" in proc.stderr
