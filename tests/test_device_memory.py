@@ -492,3 +492,40 @@ def test_the_most_held_while_a_step_runs_reaches_each_device_peak() -> None:
     w = dm.walk(p, dm.decode(p, rng.integers(0, 3, g.n_ops), rng.random(g.n_ops)))
     assert w.during.max(axis=0).tolist() == w.per_device_peak.tolist()
     assert (w.during >= w.live).all() and (w.during.max(axis=0) > w.live.max(axis=0)).any()
+
+
+@pytest.mark.parametrize("tied", [False, True])
+def test_a_wide_ready_set_is_decoded_in_priority_order_like_a_heap(tied: bool) -> None:
+    """On a wide graph dozens of ops are ready at once, so the decoder's ready set outgrows its binary heap into
+    the bucket queue (``QUEUE_FROM``); the op order must still be Kahn's order with the highest priority first and
+    ties to the smaller op, as ``heapq`` gives it."""
+    import heapq
+
+    from onnx_sched.cost.device_memory_kernels import QUEUE_FROM
+    from onnx_sched.synth.random_dags import ws_graph
+
+    g = ws_graph(400, 5)
+    p = dm.DeviceMemoryProblem.build(g, ("CPU",))
+    keys = np.random.default_rng(1).random(dm.chromosome_size(p))
+    if tied:
+        keys = np.round(keys * 4) / 4
+    prio = keys[g.n_ops: 2 * g.n_ops]
+    indptr, preds = g.op_preds.indptr, g.op_preds.indices
+    waits = np.diff(indptr).copy()
+    succs = [[] for _ in range(g.n_ops)]
+    for v in range(g.n_ops):
+        for u in preds[indptr[v]:indptr[v + 1]]:
+            succs[u].append(v)
+    ready = [(-prio[v], v) for v in range(g.n_ops) if waits[v] == 0]
+    heapq.heapify(ready)
+    want, widest = [], len(ready)
+    while ready:
+        _, u = heapq.heappop(ready)
+        want.append(u)
+        for v in succs[u]:
+            waits[v] -= 1
+            if waits[v] == 0:
+                heapq.heappush(ready, (-prio[v], v))
+        widest = max(widest, len(ready))
+    assert widest > QUEUE_FROM  # the bucket queue took over
+    assert dm.decode_op_order(p, keys).tolist() == want

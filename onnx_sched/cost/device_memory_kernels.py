@@ -21,7 +21,11 @@ operations) around every inlined step and heap operation, about half the time; e
 chromosome's consumers are grouped by device once (flat loops over the consumer
 entries), so releasing a tensor's readers touches only the readers on its device; the
 priorities are copied in order before the heap reads them at random; a step's frees
-are counted without a branch (whether a tensor leaves is a coin flip).
+are counted without a branch (whether a tensor leaves is a coin flip).  The ready set is a
+binary heap while it is small (most networks hold a few ready items) and a bucket queue once
+it reaches ``QUEUE_FROM`` items (wide graphs: ws-500 holds about 51, where the heap was over
+half the time): buckets over the chromosome's key range, found by two bit scans; both pop the
+smallest (key, item), so the steps are the same.
 """
 
 from __future__ import annotations
@@ -30,6 +34,9 @@ from typing import NamedTuple
 
 import numba
 import numpy as np
+from llvmlite import ir
+from numba import types
+from numba.core.extending import intrinsic
 
 from onnx_sched import dag_kernels
 
@@ -46,10 +53,18 @@ class Work(NamedTuple):
     step_peak: np.ndarray  # bytes per device, the most during the step being walked
     hf: np.ndarray  # the ready heap: keys
     hv: np.ndarray  # the ready heap: op j, or transfer n + t * n_dev + d
+    q_mode: np.ndarray  # [0]: 1 once this chromosome's ready set outgrew the heap (QUEUE_FROM), so the bucket
+    # queue holds it; [1]: the transfer keys this chromosome wrote (``xkey``'s first entries; the rest is stale)
+    q_key: np.ndarray  # the bucket queue, per item (op j, or transfer n + t * n_dev + d): its key while queued
+    q_next: np.ndarray  # the bucket queue, per item: the next item in its bucket (-1: the last)
+    q_head: np.ndarray  # the ready queue, per bucket: its first item (-1: empty)
+    q_bits: np.ndarray  # the ready queue: bit b of word w set when bucket 64 w + b holds an item
+    q_sum: np.ndarray  # the ready queue: bit w set when word w of q_bits is not 0
+    q_range: np.ndarray  # the ready queue: the smallest key and buckets per unit of key (this chromosome's)
     hi: np.ndarray  # (tensor, device): where the tensor's readers on the device end in ``readers``
     readers: np.ndarray  # per tensor and device, its readers there (room for all its consumers on each device)
-    okey: np.ndarray  # per op: its heap key, -priority
-    xkey: np.ndarray  # (transfer slot, device): the heap key of the transfer there
+    okey: np.ndarray  # per op: its queue key, -priority
+    xkey: np.ndarray  # (transfer slot, device): the queue key of the transfer there
     placement: np.ndarray  # per op: its device (the population's decoder)
     reads: np.ndarray  # the tensors some op reads
     inputs: np.ndarray  # the graph inputs
@@ -72,6 +87,10 @@ def work_arrays(n_dev: int, in_ptr: np.ndarray, in_idx: np.ndarray, is_input: np
                 present=np.zeros(pairs, np.bool_), live=np.zeros(n_dev, np.int64),
                 step_peak=np.zeros(n_dev, np.int64),
                 hf=np.empty(n + pairs, np.float64), hv=np.empty(n + pairs, np.int64),
+                q_mode=np.empty(2, np.int64), q_key=np.empty(n + pairs, np.float64),
+                q_next=np.empty(n + pairs, np.int64), q_head=np.empty(QUEUE_BUCKETS, np.int64),
+                q_bits=np.empty(QUEUE_BUCKETS // 64, np.int64),
+                q_sum=np.empty(1, np.int64), q_range=np.empty(2, np.float64),
                 hi=np.zeros(pairs, np.int64), readers=np.zeros(len(in_idx) * n_dev, np.int64),
                 okey=np.zeros(n, np.float64), xkey=np.zeros(pairs, np.float64), placement=np.zeros(n, np.int64),
                 reads=np.flatnonzero(np.diff(cons_ptr) > 0).astype(np.int64),
@@ -90,6 +109,72 @@ def fresh(work: Work) -> Work:
 # calls from kernels compiled without reference counting would otherwise count references
 heap_push = numba.njit(inline="always")(dag_kernels.heap_push.py_func)
 heap_pop = numba.njit(inline="always")(dag_kernels.heap_pop.py_func)
+
+#: Buckets of the ready queue (a multiple of 64, at most 64 * 64).
+QUEUE_BUCKETS = 1024
+#: Ready items at which the binary heap hands over to the bucket queue (wide graphs: ws-500 holds about 51).
+QUEUE_FROM = 24
+
+
+@intrinsic
+def _trailing_zeros(typingctx, x):  # noqa: ANN001, ANN202, ARG001
+    """The trailing zero bits of a nonzero int64 (LLVM's cttz, one instruction)."""
+    def codegen(context, builder, signature, args):  # noqa: ANN001, ANN202, ARG001
+        return builder.cttz(args[0], ir.Constant(ir.IntType(1), 1))
+
+    return types.int64(types.int64), codegen
+
+
+@numba.njit(cache=True, inline="always")
+def _queue_reset(q_head, q_bits, q_sum):  # noqa: ANN001, ANN202
+    for b in range(len(q_head)):
+        q_head[b] = -1
+    for w in range(len(q_bits)):
+        q_bits[w] = 0
+    q_sum[0] = 0
+
+
+@numba.njit(cache=True, inline="always")
+def _queue_push(q_key, q_next, q_head, q_bits, q_sum, q_range, nh, key, v):  # noqa: ANN001, ANN202
+    """Queue item ``v`` with ``key``; returns the new size.  A bucket queue over the chromosome's key range:
+    a smaller key never lies in a later bucket, so the lowest non-empty bucket (two bit scans) holds the
+    smallest key."""
+    x = (key - q_range[0]) * q_range[1]
+    b = 0
+    if x > 0:  # NaN stays in bucket 0
+        b = len(q_head) - 1 if x >= len(q_head) - 1 else int(x)
+    q_key[v] = key
+    q_next[v] = q_head[b]
+    q_head[b] = v
+    q_bits[b >> 6] |= np.int64(1) << (b & 63)
+    q_sum[0] |= np.int64(1) << (b >> 6)
+    return nh + 1
+
+
+@numba.njit(cache=True, inline="always")
+def _queue_pop(q_key, q_next, q_head, q_bits, q_sum, nh):  # noqa: ANN001, ANN202
+    """Take the item with the smallest (key, item), as a binary heap's pop would; returns (item, new size)."""
+    w = _trailing_zeros(q_sum[0])
+    b = (w << 6) + _trailing_zeros(q_bits[w])
+    best = q_head[b]
+    before = -1  # the item ahead of best in the bucket's list
+    prev = best
+    v = q_next[best]
+    while v >= 0:
+        if q_key[v] < q_key[best] or (q_key[v] == q_key[best] and v < best):
+            best = v
+            before = prev
+        prev = v
+        v = q_next[v]
+    if before < 0:
+        q_head[b] = q_next[best]
+    else:
+        q_next[before] = q_next[best]
+    if q_head[b] < 0:
+        q_bits[w] &= ~(np.int64(1) << (b & 63))
+        if q_bits[w] == 0:
+            q_sum[0] &= ~(np.int64(1) << w)
+    return best, nh - 1
 
 
 @numba.njit(cache=True)
@@ -156,21 +241,60 @@ def _start(inputs, base, peak, live, present):  # noqa: ANN001, ANN202
 
 
 @numba.njit(cache=True, inline="always")
-def _release_readers(td, lo, hi, readers, waits, okey, hf, hv, nh):  # noqa: ANN001, ANN202
+def _queue_start(work, nh):  # noqa: ANN001, ANN202
+    """The ready set reached QUEUE_FROM items: bucket the chromosome's key range and move the heap's items
+    into the bucket queue, which holds the ready set from here to the end of the chromosome."""
+    low, high = np.inf, -np.inf
+    for k in work.okey:
+        low = min(low, k)
+        high = max(high, k)
+    for i in range(work.q_mode[1]):
+        low = min(low, work.xkey[i])
+        high = max(high, work.xkey[i])
+    work.q_range[0] = low
+    work.q_range[1] = (len(work.q_head) - 1) / (high - low) if high > low else 0.0
+    _queue_reset(work.q_head, work.q_bits, work.q_sum)
+    for i in range(nh):
+        _queue_push(work.q_key, work.q_next, work.q_head, work.q_bits, work.q_sum, work.q_range, 0, work.hf[i],
+                    work.hv[i])
+    work.q_mode[0] = 1
+
+
+@numba.njit(cache=True, inline="always")
+def _ready_push(work, nh, key, v):  # noqa: ANN001, ANN202
+    """Item ``v`` is ready: into the binary heap while the ready set is small (most networks), into the
+    bucket queue once it is wide; returns the new size."""
+    if work.q_mode[0] == 0:
+        if nh < QUEUE_FROM:
+            return heap_push(work.hf, work.hv, nh, key, v)
+        _queue_start(work, nh)
+    return _queue_push(work.q_key, work.q_next, work.q_head, work.q_bits, work.q_sum, work.q_range, nh, key, v)
+
+
+@numba.njit(cache=True, inline="always")
+def _ready_pop(work, nh):  # noqa: ANN001, ANN202
+    """The ready item with the smallest (key, item) and the new size (both structures pop the same)."""
+    if work.q_mode[0] == 0:
+        return heap_pop(work.hf, work.hv, nh)
+    return _queue_pop(work.q_key, work.q_next, work.q_head, work.q_bits, work.q_sum, nh)
+
+
+@numba.njit(cache=True, inline="always")
+def _release_readers(td, lo, hi, readers, waits, okey, work, nh):  # noqa: ANN001, ANN202
     """Tensor ``t`` is now on device ``d`` (``td = t * n_dev + d``): readers there wait for one
-    input less; push the ready ones."""
+    input less; queue the ready ones."""
     for c in range(lo[td], hi[td]):
         j = readers[c]
         waits[j] -= 1
         if waits[j] == 0:
-            nh = heap_push(hf, hv, nh, okey[j], j)
+            nh = _ready_push(work, nh, okey[j], j)
     return nh
 
 
 @numba.njit(cache=True, inline="always")
 def _prepare(placement, op_prio, xfer_prio, n_dev, producer, cons_idx, work):  # noqa: ANN001, ANN202
     """Per chromosome: the waits, reader counts (+ outgoing transfers at home), homes, readers
-    grouped by device and heap keys.  Flat loops, no branch on the placement."""
+    grouped by device and ready keys.  Flat loops, no branch on the placement."""
     remaining, waits, home, lo, hi, readers, okey, xkey = (work.remaining, work.waits, work.home, work.lo, work.hi,
                                                            work.readers, work.okey, work.xkey)
     n_in, n_graph_in, cons_t = work.n_in, work.n_graph_in, work.cons_t
@@ -179,6 +303,8 @@ def _prepare(placement, op_prio, xfer_prio, n_dev, producer, cons_idx, work):  #
         okey[j] = -op_prio[j]
     for i in range(len(xfer_prio)):
         xkey[i] = -xfer_prio[i]
+    work.q_mode[0] = 0
+    work.q_mode[1] = len(xfer_prio)
     for i in range(len(hi)):
         hi[i] = lo[i]
     for c in range(len(cons_idx)):
@@ -205,8 +331,7 @@ def order_kernel(placement, op_prio, xfer_prio, slot, n_dev, in_ptr, in_idx, out
     step arrays (when they have room) and ``peak`` per device (plus, in an extra last slot if
     ``peak`` has one, the bytes transferred); returns the step count."""
     _prepare(placement, op_prio, xfer_prio, n_dev, producer, cons_idx, work)
-    remaining, waits, home, present, live, hf, hv = (work.remaining, work.waits, work.home, work.present, work.live,
-                                                     work.hf, work.hv)
+    remaining, waits, home, present, live = work.remaining, work.waits, work.home, work.present, work.live
     lo, hi, readers, okey, xkey = work.lo, work.hi, work.readers, work.okey, work.xkey
     n = len(placement)
     _start(work.inputs, base, peak, live, present)
@@ -216,14 +341,14 @@ def order_kernel(placement, op_prio, xfer_prio, slot, n_dev, in_ptr, in_idx, out
     nh = 0
     for j in range(n):
         if waits[j] == 0:
-            nh = heap_push(hf, hv, nh, okey[j], j)
+            nh = _ready_push(work, nh, okey[j], j)
     for t in work.inputs:
         for d in range(1, n_dev):
             if remaining[t * n_dev + d] > 0:
-                nh = heap_push(hf, hv, nh, xkey[slot[t] * n_dev + d], n + t * n_dev + d)
+                nh = _ready_push(work, nh, xkey[slot[t] * n_dev + d], n + t * n_dev + d)
     steps = 0
     while nh > 0:
-        v, nh = heap_pop(hf, hv, nh)
+        v, nh = _ready_pop(work, nh)
         if v < n:
             d = placement[v]
             _run_op(v, d, live, peak, remaining, present, home, in_ptr, in_idx, out_ptr, out_idx, size, keep, param)
@@ -231,10 +356,10 @@ def order_kernel(placement, op_prio, xfer_prio, slot, n_dev, in_ptr, in_idx, out
                 kind[steps], item[steps], dev[steps], src[steps] = 0, v, d, -1
             for k in range(out_ptr[v], out_ptr[v + 1]):
                 t = out_idx[k]
-                nh = _release_readers(t * n_dev + d, lo, hi, readers, waits, okey, hf, hv, nh)
+                nh = _release_readers(t * n_dev + d, lo, hi, readers, waits, okey, work, nh)
                 for e in range(n_dev):
                     if e != d and remaining[t * n_dev + e] > 0:  # read on e: nothing there can have run yet
-                        nh = heap_push(hf, hv, nh, xkey[slot[t] * n_dev + e], n + t * n_dev + e)
+                        nh = _ready_push(work, nh, xkey[slot[t] * n_dev + e], n + t * n_dev + e)
         else:
             t = (v - n) // n_dev
             d = (v - n) % n_dev
@@ -244,7 +369,7 @@ def order_kernel(placement, op_prio, xfer_prio, slot, n_dev, in_ptr, in_idx, out
                 peak[n_dev] += size[t]
             if record:
                 kind[steps], item[steps], dev[steps], src[steps] = 1, t, d, h
-            nh = _release_readers(t * n_dev + d, lo, hi, readers, waits, okey, hf, hv, nh)
+            nh = _release_readers(t * n_dev + d, lo, hi, readers, waits, okey, work, nh)
         steps += 1
     return steps
 
