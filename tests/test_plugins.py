@@ -174,9 +174,10 @@ def test_examples_run(script: str, tmp_path: Path) -> None:
     assert "peak" in proc.stdout or "olive-ai" in proc.stdout
 
 
-# Runs a script with Olive importable where this machine's torchvision is not: the torchvision wheel here is built for
-# CUDA torch and cannot load beside the CPU torch, and torchmetrics (which Olive imports) imports torchvision whenever
-# pip's metadata lists it.  So when torchvision fails to import, the script sees it as not installed.
+# Runs a script (or a module) with Olive importable where this machine's torchvision is not: the torchvision wheel
+# here is built for CUDA torch and cannot load beside the CPU torch, and torchmetrics (which Olive imports) imports
+# torchvision whenever pip's metadata lists it.  So when torchvision fails to import, the script sees it as not
+# installed.
 _OLIVE_BOOT = """
 import importlib.metadata as md, runpy, sys
 try:
@@ -191,8 +192,8 @@ except Exception:
             raise md.PackageNotFoundError(name)
         return _version(name)
     md.version = version
-sys.argv = sys.argv[1:]
-runpy.run_path(sys.argv[0], run_name="__main__")
+sys.argv = sys.argv[1:]  # a script path, or a module name
+(runpy.run_path if sys.argv[0].endswith(".py") else runpy.run_module)(sys.argv[0], run_name="__main__")
 """
 
 _OLIVE_ENV = {**os.environ, "OLIVE_DISABLE_TELEMETRY": "1"}  # Olive would send usage events from the tests
@@ -220,9 +221,7 @@ def test_the_olive_package_config_command_writes_olive_passes_and_this_one(tmp_p
     """``python -m onnx_sched.plugins.olive_pass PKG.json``: with Olive, its package config plus this pass; without
     it (or with an Olive that cannot be imported), one line on stderr and exit 1."""
     out = tmp_path / "pkg.json"
-    boot = _OLIVE_BOOT.replace("runpy.run_path(sys.argv[0], run_name=\"__main__\")",
-                               "runpy.run_module(sys.argv[0], run_name=\"__main__\")")
-    proc = subprocess.run([sys.executable, "-c", boot, "onnx_sched.plugins.olive_pass", str(out)],
+    proc = subprocess.run([sys.executable, "-c", _OLIVE_BOOT, "onnx_sched.plugins.olive_pass", str(out)],
                           capture_output=True, text=True, timeout=300, env=_OLIVE_ENV)
     if importlib.util.find_spec("olive") is None:
         assert proc.returncode == 1 and not out.exists()

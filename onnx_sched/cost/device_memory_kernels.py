@@ -53,18 +53,18 @@ class Work(NamedTuple):
     step_peak: np.ndarray  # bytes per device, the most during the step being walked
     hf: np.ndarray  # the ready heap: keys
     hv: np.ndarray  # the ready heap: op j, or transfer n + t * n_dev + d
-    q_mode: np.ndarray  # [0]: 1 once this chromosome's ready set outgrew the heap (QUEUE_FROM), so the bucket
-    # queue holds it; [1]: the transfer keys this chromosome wrote (``xkey``'s first entries; the rest is stale)
+    q_mode: np.ndarray  # 1 once this chromosome's ready set outgrew the heap (QUEUE_FROM): the bucket queue holds it
+    n_xkey: np.ndarray  # the transfer keys this chromosome wrote (``xkey``'s first entries; the rest is stale)
     q_key: np.ndarray  # the bucket queue, per item (op j, or transfer n + t * n_dev + d): its key while queued
     q_next: np.ndarray  # the bucket queue, per item: the next item in its bucket (-1: the last)
-    q_head: np.ndarray  # the ready queue, per bucket: its first item (-1: empty)
-    q_bits: np.ndarray  # the ready queue: bit b of word w set when bucket 64 w + b holds an item
-    q_sum: np.ndarray  # the ready queue: bit w set when word w of q_bits is not 0
-    q_range: np.ndarray  # the ready queue: the smallest key and buckets per unit of key (this chromosome's)
+    q_head: np.ndarray  # the bucket queue, per bucket: its first item (-1: empty)
+    q_bits: np.ndarray  # the bucket queue: bit b of word w set when bucket 64 w + b holds an item
+    q_sum: np.ndarray  # the bucket queue: bit w set when word w of q_bits is not 0
+    q_range: np.ndarray  # the bucket queue: the smallest key and buckets per unit of key (this chromosome's)
     hi: np.ndarray  # (tensor, device): where the tensor's readers on the device end in ``readers``
     readers: np.ndarray  # per tensor and device, its readers there (room for all its consumers on each device)
-    okey: np.ndarray  # per op: its queue key, -priority
-    xkey: np.ndarray  # (transfer slot, device): the queue key of the transfer there
+    okey: np.ndarray  # per op: its ready key, -priority
+    xkey: np.ndarray  # (transfer slot, device): the ready key of the transfer there
     placement: np.ndarray  # per op: its device (the population's decoder)
     reads: np.ndarray  # the tensors some op reads
     inputs: np.ndarray  # the graph inputs
@@ -87,7 +87,7 @@ def work_arrays(n_dev: int, in_ptr: np.ndarray, in_idx: np.ndarray, is_input: np
                 present=np.zeros(pairs, np.bool_), live=np.zeros(n_dev, np.int64),
                 step_peak=np.zeros(n_dev, np.int64),
                 hf=np.empty(n + pairs, np.float64), hv=np.empty(n + pairs, np.int64),
-                q_mode=np.empty(2, np.int64), q_key=np.empty(n + pairs, np.float64),
+                q_mode=np.empty(1, np.int64), n_xkey=np.empty(1, np.int64), q_key=np.empty(n + pairs, np.float64),
                 q_next=np.empty(n + pairs, np.int64), q_head=np.empty(QUEUE_BUCKETS, np.int64),
                 q_bits=np.empty(QUEUE_BUCKETS // 64, np.int64),
                 q_sum=np.empty(1, np.int64), q_range=np.empty(2, np.float64),
@@ -248,7 +248,7 @@ def _queue_start(work, nh):  # noqa: ANN001, ANN202
     for k in work.okey:
         low = min(low, k)
         high = max(high, k)
-    for i in range(work.q_mode[1]):
+    for i in range(work.n_xkey[0]):
         low = min(low, work.xkey[i])
         high = max(high, work.xkey[i])
     work.q_range[0] = low
@@ -304,7 +304,7 @@ def _prepare(placement, op_prio, xfer_prio, n_dev, producer, cons_idx, work):  #
     for i in range(len(xfer_prio)):
         xkey[i] = -xfer_prio[i]
     work.q_mode[0] = 0
-    work.q_mode[1] = len(xfer_prio)
+    work.n_xkey[0] = len(xfer_prio)
     for i in range(len(hi)):
         hi[i] = lo[i]
     for c in range(len(cons_idx)):
