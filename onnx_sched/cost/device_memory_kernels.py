@@ -25,7 +25,10 @@ are counted without a branch (whether a tensor leaves is a coin flip).  The read
 binary heap while it is small (most networks hold a few ready items) and a bucket queue once
 it reaches ``QUEUE_FROM`` items (wide graphs: ws-500 holds about 51, where the heap was over
 half the time): buckets over the chromosome's key range, found by two bit scans; both pop the
-smallest (key, item), so the steps are the same.
+smallest (key, item), so the steps are the same.  The hot loops index through ``_ix`` (the same
+bits as unsigned), since numba adds a negative-index wraparound to every signed index, which was
+15-25 % of the time; every index there is non-negative by construction (-1 marks are tested first).
+The decoder does not mark tensors present: only the walk checks inputs.
 """
 
 from __future__ import annotations
@@ -125,6 +128,16 @@ def _trailing_zeros(typingctx, x):  # noqa: ANN001, ANN202, ARG001
     return types.int64(types.int64), codegen
 
 
+@intrinsic
+def _ix(typingctx, i):  # noqa: ANN001, ANN202, ARG001
+    """A never-negative int64 index as unsigned, the same bits: numba then indexes without the negative-index
+    wraparound it adds to every signed index (a shift, an and and a longer chain before each load)."""
+    def codegen(context, builder, signature, args):  # noqa: ANN001, ANN202, ARG001
+        return args[0]
+
+    return types.uintp(types.intp), codegen
+
+
 @numba.njit(cache=True, inline="always")
 def _queue_reset(q_head, q_bits, q_sum):  # noqa: ANN001, ANN202
     for b in range(len(q_head)):
@@ -143,10 +156,10 @@ def _queue_push(q_key, q_next, q_head, q_bits, q_sum, q_range, nh, key, v):  # n
     b = 0
     if x > 0:  # NaN stays in bucket 0
         b = len(q_head) - 1 if x >= len(q_head) - 1 else int(x)
-    q_key[v] = key
-    q_next[v] = q_head[b]
-    q_head[b] = v
-    q_bits[b >> 6] |= np.int64(1) << (b & 63)
+    q_key[_ix(v)] = key
+    q_next[_ix(v)] = q_head[_ix(b)]
+    q_head[_ix(b)] = v
+    q_bits[_ix(b >> 6)] |= np.int64(1) << (b & 63)
     q_sum[0] |= np.int64(1) << (b >> 6)
     return nh + 1
 
@@ -155,24 +168,24 @@ def _queue_push(q_key, q_next, q_head, q_bits, q_sum, q_range, nh, key, v):  # n
 def _queue_pop(q_key, q_next, q_head, q_bits, q_sum, nh):  # noqa: ANN001, ANN202
     """Take the item with the smallest (key, item), as a binary heap's pop would; returns (item, new size)."""
     w = _trailing_zeros(q_sum[0])
-    b = (w << 6) + _trailing_zeros(q_bits[w])
-    best = q_head[b]
+    b = (w << 6) + _trailing_zeros(q_bits[_ix(w)])
+    best = q_head[_ix(b)]
     before = -1  # the item ahead of best in the bucket's list
     prev = best
-    v = q_next[best]
+    v = q_next[_ix(best)]
     while v >= 0:
-        if q_key[v] < q_key[best] or (q_key[v] == q_key[best] and v < best):
+        if q_key[_ix(v)] < q_key[_ix(best)] or (q_key[_ix(v)] == q_key[_ix(best)] and v < best):
             best = v
             before = prev
         prev = v
-        v = q_next[v]
+        v = q_next[_ix(v)]
     if before < 0:
-        q_head[b] = q_next[best]
+        q_head[_ix(b)] = q_next[_ix(best)]
     else:
-        q_next[before] = q_next[best]
-    if q_head[b] < 0:
-        q_bits[w] &= ~(np.int64(1) << (b & 63))
-        if q_bits[w] == 0:
+        q_next[_ix(before)] = q_next[_ix(best)]
+    if q_head[_ix(b)] < 0:
+        q_bits[_ix(w)] &= ~(np.int64(1) << (b & 63))
+        if q_bits[_ix(w)] == 0:
             q_sum[0] &= ~(np.int64(1) << w)
     return best, nh - 1
 
@@ -188,41 +201,45 @@ def homes(placement, producer):  # noqa: ANN001, ANN201
 
 
 @numba.njit(cache=True, inline="always")
-def _run_op(j, d, live, peak, remaining, present, home, in_ptr, in_idx, out_ptr, out_idx, size, keep, param):  # noqa: ANN001, ANN202
+def _run_op(j, d, live, peak, remaining, present, home, in_ptr, in_idx, out_ptr, out_idx, size, keep, param,  # noqa: ANN001, ANN202
+            track):
     """Op ``j`` runs on device ``d``: its outputs (and transient bytes) arrive, then every
-    tensor whose last reader on ``d`` this was leaves (kept: inputs and outputs at home)."""
+    tensor whose last reader on ``d`` this was leaves (kept: inputs and outputs at home).
+    ``track``: mark the outputs present on ``d`` (the walk checks inputs; the decoder needs not)."""
     n_dev = len(live)
-    now = live[d] + param[j]  # live bytes on d, kept in a register
-    for k in range(out_ptr[j], out_ptr[j + 1]):
-        t = out_idx[k]
-        now += size[t]
-        present[t * n_dev + d] = True
-    if now > peak[d]:
-        peak[d] = now
-    now -= param[j]
-    for k in range(in_ptr[j], in_ptr[j + 1]):  # branch-free: whether a tensor leaves is a coin flip
-        t = in_idx[k]
-        left = remaining[t * n_dev + d] - 1
-        remaining[t * n_dev + d] = left
-        now -= size[t] * ((left == 0) & ((not keep[t]) | (d != home[t])))
-    for k in range(out_ptr[j], out_ptr[j + 1]):
-        t = out_idx[k]
-        now -= size[t] * ((remaining[t * n_dev + d] == 0) & (not keep[t]))
-    live[d] = now
+    now = live[_ix(d)] + param[_ix(j)]  # live bytes on d, kept in a register
+    for k in range(out_ptr[_ix(j)], out_ptr[_ix(j + 1)]):
+        t = out_idx[_ix(k)]
+        now += size[_ix(t)]
+        if track:
+            present[_ix(t * n_dev + d)] = True
+    if now > peak[_ix(d)]:
+        peak[_ix(d)] = now
+    now -= param[_ix(j)]
+    for k in range(in_ptr[_ix(j)], in_ptr[_ix(j + 1)]):  # branch-free: whether a tensor leaves is a coin flip
+        t = in_idx[_ix(k)]
+        left = remaining[_ix(t * n_dev + d)] - 1
+        remaining[_ix(t * n_dev + d)] = left
+        now -= size[_ix(t)] * ((left == 0) & ((not keep[_ix(t)]) | (d != home[_ix(t)])))
+    for k in range(out_ptr[_ix(j)], out_ptr[_ix(j + 1)]):
+        t = out_idx[_ix(k)]
+        now -= size[_ix(t)] * ((remaining[_ix(t * n_dev + d)] == 0) & (not keep[_ix(t)]))
+    live[_ix(d)] = now
 
 
 @numba.njit(cache=True, inline="always")
-def _run_transfer(t, h, d, live, peak, remaining, present, size, keep):  # noqa: ANN001, ANN202
+def _run_transfer(t, h, d, live, peak, remaining, present, size, keep, track):  # noqa: ANN001, ANN202
     """Tensor ``t`` is copied from its home ``h`` to ``d``: it arrives on ``d``, and leaves ``h``
-    if this was its last reader there."""
+    if this was its last reader there (branch-free).  ``track``: mark it present on ``d``."""
     n_dev = len(live)
-    present[t * n_dev + d] = True
-    live[d] += size[t]
-    if live[d] > peak[d]:
-        peak[d] = live[d]
-    remaining[t * n_dev + h] -= 1
-    if remaining[t * n_dev + h] == 0 and not keep[t]:
-        live[h] -= size[t]
+    if track:
+        present[_ix(t * n_dev + d)] = True
+    now = live[_ix(d)] + size[_ix(t)]
+    live[_ix(d)] = now
+    peak[_ix(d)] = max(peak[_ix(d)], now)
+    left = remaining[_ix(t * n_dev + h)] - 1
+    remaining[_ix(t * n_dev + h)] = left
+    live[_ix(h)] -= size[_ix(t)] * ((left == 0) & (not keep[_ix(t)]))
 
 
 @numba.njit(cache=True, inline="always")
@@ -283,11 +300,12 @@ def _ready_pop(work, nh):  # noqa: ANN001, ANN202
 def _release_readers(td, lo, hi, readers, waits, okey, work, nh):  # noqa: ANN001, ANN202
     """Tensor ``t`` is now on device ``d`` (``td = t * n_dev + d``): readers there wait for one
     input less; queue the ready ones."""
-    for c in range(lo[td], hi[td]):
-        j = readers[c]
-        waits[j] -= 1
-        if waits[j] == 0:
-            nh = _ready_push(work, nh, okey[j], j)
+    for c in range(lo[_ix(td)], hi[_ix(td)]):
+        j = readers[_ix(c)]
+        left = waits[_ix(j)] - 1
+        waits[_ix(j)] = left
+        if left == 0:
+            nh = _ready_push(work, nh, okey[_ix(j)], j)
     return nh
 
 
@@ -309,18 +327,18 @@ def _prepare(placement, op_prio, xfer_prio, n_dev, producer, cons_idx, work):  #
         hi[i] = lo[i]
     for c in range(len(cons_idx)):
         j = cons_idx[c]
-        td = cons_t[c] * n_dev + placement[j]
-        readers[hi[td]] = j
-        hi[td] += 1
+        td = cons_t[c] * n_dev + placement[_ix(j)]
+        readers[_ix(hi[_ix(td)])] = j
+        hi[_ix(td)] += 1
     for i in range(len(hi)):
         remaining[i] = hi[i] - lo[i]
     for t in work.reads:
-        h = placement[producer[t]] if producer[t] >= 0 else 0
-        home[t] = h
+        h = placement[_ix(producer[_ix(t)])] if producer[_ix(t)] >= 0 else 0
+        home[_ix(t)] = h
         away = 0  # devices other than h reading t: one transfer each
         for d in range(n_dev):
-            away += remaining[t * n_dev + d] > 0
-        remaining[t * n_dev + h] += away - (remaining[t * n_dev + h] > 0)
+            away += remaining[_ix(t * n_dev + d)] > 0
+        remaining[_ix(t * n_dev + h)] += away - (remaining[_ix(t * n_dev + h)] > 0)
 
 
 @numba.njit(cache=True, _nrt=False)
@@ -350,21 +368,22 @@ def order_kernel(placement, op_prio, xfer_prio, slot, n_dev, in_ptr, in_idx, out
     while nh > 0:
         v, nh = _ready_pop(work, nh)
         if v < n:
-            d = placement[v]
-            _run_op(v, d, live, peak, remaining, present, home, in_ptr, in_idx, out_ptr, out_idx, size, keep, param)
+            d = placement[_ix(v)]
+            _run_op(v, d, live, peak, remaining, present, home, in_ptr, in_idx, out_ptr, out_idx, size, keep, param,
+                    False)
             if record:
                 kind[steps], item[steps], dev[steps], src[steps] = 0, v, d, -1
-            for k in range(out_ptr[v], out_ptr[v + 1]):
-                t = out_idx[k]
+            for k in range(out_ptr[_ix(v)], out_ptr[_ix(v + 1)]):
+                t = out_idx[_ix(k)]
                 nh = _release_readers(t * n_dev + d, lo, hi, readers, waits, okey, work, nh)
                 for e in range(n_dev):
-                    if e != d and remaining[t * n_dev + e] > 0:  # read on e: nothing there can have run yet
-                        nh = _ready_push(work, nh, xkey[slot[t] * n_dev + e], n + t * n_dev + e)
+                    if e != d and remaining[_ix(t * n_dev + e)] > 0:  # read on e: nothing there can have run yet
+                        nh = _ready_push(work, nh, xkey[_ix(slot[_ix(t)] * n_dev + e)], n + t * n_dev + e)
         else:
             t = (v - n) // n_dev
             d = (v - n) % n_dev
-            h = home[t]
-            _run_transfer(t, h, d, live, peak, remaining, present, size, keep)
+            h = home[_ix(t)]
+            _run_transfer(t, h, d, live, peak, remaining, present, size, keep, False)
             if len(peak) > n_dev:  # a slot past the devices counts the bytes moved
                 peak[n_dev] += size[t]
             if record:
@@ -404,13 +423,13 @@ def walk_kernel(kind, item, dev, src, steps, placement, n_dev, in_ptr, in_idx, o
                 if not present[in_idx[k] * n_dev + d]:
                     return s
             _run_op(j, d, live, step_peak, remaining, present, home, in_ptr, in_idx, out_ptr, out_idx, size, keep,
-                    param)
+                    param, True)
         else:
             t = item[s]
             h = src[s]
             if h != home[t] or h == d or not present[t * n_dev + h] or present[t * n_dev + d]:
                 return s
-            _run_transfer(t, h, d, live, step_peak, remaining, present, size, keep)
+            _run_transfer(t, h, d, live, step_peak, remaining, present, size, keep, True)
         for e in range(n_dev):
             live_trace[s, e] = live[e]
             during_trace[s, e] = step_peak[e]
@@ -424,9 +443,9 @@ def _place(keys, n, n_dev, placement):  # noqa: ANN001, ANN202
     """Each op's device: the first largest of its affinities."""
     for j in range(n):
         best = 0
-        top = keys[j * n_dev]
+        top = keys[_ix(j * n_dev)]
         for d in range(1, n_dev):
-            x = keys[j * n_dev + d]
+            x = keys[_ix(j * n_dev + d)]
             if x > top:
                 best = d
                 top = x
