@@ -270,6 +270,11 @@ def walk(problem: DeviceMemoryProblem, steps: Sequence[Step]) -> Walk:
     src = np.array([s.source for s in steps], dtype=np.int64)
     if len(steps) and (dev.min() < 0 or dev.max() >= nd):
         raise ValueError(f"step devices must be in 0..{nd - 1}")
+    moved = kind == TRANSFER
+    if moved.any() and (item[moved].min() < 0 or item[moved].max() >= problem.graph.n_tensors
+                        or src[moved].min() < 0 or src[moved].max() >= nd):
+        raise ValueError(f"a transfer must move a tensor in 0..{problem.graph.n_tensors - 1} "
+                         f"from a device in 0..{nd - 1}")
     peak = np.zeros(nd, dtype=np.int64)
     live, during = np.zeros((len(steps), nd), dtype=np.int64), np.zeros((len(steps), nd), dtype=np.int64)
     bad = walk_kernel(kind, item, dev, src, len(steps), placement, nd, *problem.kernel_args(), peak, live, during)

@@ -205,7 +205,7 @@ def _run_op(j, d, live, peak, remaining, present, home, in_ptr, in_idx, out_ptr,
             track):
     """Op ``j`` runs on device ``d``: its outputs (and transient bytes) arrive, then every
     tensor whose last reader on ``d`` this was leaves (kept: inputs and outputs at home).
-    ``track``: mark the outputs present on ``d`` (the walk checks inputs; the decoder needs not)."""
+    ``track``: mark the outputs present on ``d`` (the walk checks inputs; the decoder does not need it)."""
     n_dev = len(live)
     now = live[_ix(d)] + param[_ix(j)]  # live bytes on d, kept in a register
     for k in range(out_ptr[_ix(j)], out_ptr[_ix(j + 1)]):
