@@ -67,6 +67,10 @@ def test_invalid_schedules_are_rejected_with_the_step() -> None:
         dm.walk(p, (dm.Step("op", 0, CPU), dm.Step("op", 1, GPU), dm.Step("op", 2, GPU)))
     with pytest.raises(ValueError, match="exactly once"):
         dm.walk(p, (dm.Step("op", 0, CPU), dm.Step("op", 1, CPU)))
+    with pytest.raises(ValueError, match="op_priority must give each of the 3 ops a priority"):
+        dm.decode(p, np.zeros(3), np.zeros(2))
+    with pytest.raises(ValueError, match="transfer_priority must have"):
+        dm.decode(p, np.zeros(3), np.zeros(3), np.zeros(1))
     ops = (dm.Step("op", 0, CPU), dm.Step("op", 1, CPU), dm.Step("op", 2, CPU))
     for bad in (dm.Step("transfer", -1, GPU, CPU), dm.Step("transfer", 3, GPU, CPU), dm.Step("transfer", 0, GPU, -1),
                 dm.Step("transfer", 0, GPU, 2)):  # no tensor -1 or 3, no device -1 or 2

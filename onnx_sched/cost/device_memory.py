@@ -202,9 +202,14 @@ def decode(problem: DeviceMemoryProblem, placement: np.ndarray, op_priority: np.
     placement = np.asarray(placement, dtype=np.int64)
     if placement.shape != (n,) or placement.min(initial=0) < 0 or placement.max(initial=0) >= nd:
         raise ValueError(f"placement must give each of the {n} ops a device in 0..{nd - 1}")
+    op_priority = np.asarray(op_priority, dtype=np.float64)
+    if op_priority.shape != (n,):
+        raise ValueError(f"op_priority must give each of the {n} ops a priority, got shape {op_priority.shape}")
     xfer = (np.full(problem.n_transfer_slots * nd, np.inf) if transfer_priority is None
             else np.asarray(transfer_priority, dtype=np.float64).reshape(-1))
-    return _decode_arrays(problem, placement, np.asarray(op_priority, dtype=np.float64), xfer)
+    if xfer.shape != (problem.n_transfer_slots * nd,):
+        raise ValueError(f"transfer_priority must have {problem.n_transfer_slots} x {nd} entries, got {xfer.size}")
+    return _decode_arrays(problem, placement, op_priority, xfer)
 
 
 def decode_keys(problem: DeviceMemoryProblem, keys: np.ndarray) -> tuple[np.ndarray, tuple[Step, ...]]:
