@@ -193,7 +193,7 @@ def test_bench_placement_memory_measures_each_device_of_a_placed_model(tmp_path,
         model.metadata_props.add(key=TRANSFER_STEPS_KEY, value='[["a","CPU","GPU",1],["c","GPU","CPU",3]]')
     path = tmp_path / "placed.onnx"
     onnx.save(model, str(path))
-    res = CliRunner().invoke(main, ["bench-placement", str(path), "--placement", str(path), "--runtime", "ort",
+    res = CliRunner().invoke(main, ["bench-placement", str(path), "--runtime", "ort",  # its own placement, unasked
                                     "--devices", "CPU,GPU", "--memory", "--repeats", "2", "--warmup", "1",
                                     "--report", str(tmp_path / "r.json")])
     assert res.exit_code == 0, res.output

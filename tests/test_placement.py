@@ -384,7 +384,9 @@ def test_cli_devices_profile_and_bench_placement(tmp_path) -> None:
     r = runner.invoke(main, ["bench-placement", str(model_path), "--placement", str(placement), "--runtime", "ort",
                              "--repeats", "2"])
     assert r.exit_code == 0, r.output
-    r = runner.invoke(main, ["bench-placement", str(model_path)])
+    r = runner.invoke(main, ["bench-placement", str(model_path)])  # no placement given, none in the model
+    assert r.exit_code == 2 and "no device for" in r.output and "runs MODEL's own placement" in r.output
+    r = runner.invoke(main, ["bench-placement", str(model_path), "--placement", str(placement), "--method", "mincut"])
     assert r.exit_code == 2 and "exactly one of" in r.output
 
 

@@ -3,9 +3,10 @@
 MODEL is ONNX or an OpenVINO IR ``.xml`` (IR: ``--runtime openvino`` only).  The
 placement comes from ``--placement`` (a placement JSON, an ONNX model exported with
 per-node device metadata, or an IR written by ``onnx-sched optimize`` with a placement
-in its rt_info) or is computed here with ``--method`` from ``--profiles``.  An IR
-written with a placement needs neither: its sidecar placement file (else its
-rt_info) is applied (:func:`~onnx_sched.bench.placement_file.placement_of_ir`).  Placement device ``i`` runs on runtime device ``i`` of
+in its rt_info) or is computed here with ``--method`` from ``--profiles``.  A model
+written with a placement needs neither: an ONNX model's own per-node device metadata,
+an IR's sidecar placement file (else its rt_info) is applied
+(:func:`~onnx_sched.bench.placement_file.placement_of_ir`).  Placement device ``i`` runs on runtime device ``i`` of
 ``--devices``: OpenVINO device names (default ``CPU,CPUB``: the CPU plugin twice,
 see :mod:`onnx_sched.devices`) or, for ``ort``, that many CPU "devices" of
 ``--threads`` threads each, pinned to distinct cores with ``--pin``.  With ``ort``
@@ -31,6 +32,7 @@ from typing import Any
 import click
 
 from onnx_sched.cli._common import SECONDS, OutputFile, import_options, report_option, runtime_hint
+from onnx_sched.errors import OnnxSchedError
 from onnx_sched.report import fmt_bytes
 
 __all__ = ["command"]
@@ -40,7 +42,8 @@ __all__ = ["command"]
 @click.argument("model", type=click.Path(dir_okay=False))
 @click.option("--placement", "placement_path", type=click.Path(dir_okay=False),
               help="Placement JSON, ONNX model with pkg.onnx_sched.device node metadata, or IR .xml with a "
-                   "placement (default for an IR: its sidecar NAME.placement.json, else its rt_info).")
+                   "placement (default: MODEL's own: an ONNX model's node metadata; an IR's sidecar "
+                   "NAME.placement.json, else its rt_info).")
 @click.option("--method", default=None, help="Compute the placement with this latency pass instead (needs --profiles).")
 @click.option("--profiles", multiple=True, type=click.Path(dir_okay=False), help="Profile file(s) for --method.")
 @click.option("--profile-devices", default=None, help="Devices of the profiles to place on, e.g. CPU,GPU.1.")
@@ -91,9 +94,10 @@ def command(model: str, placement_path: str | None, method: str | None, profiles
             raise ValueError("--memory runs each device as an ONNX Runtime process: use --runtime ort")
         if not heap_tracker_available():
             raise ValueError(f"--memory: {MISSING_TRACKER}")
-    if ir and placement_path is None and method is None:
-        placement_path = str(placement_of_ir(model))
-    if (placement_path is None) == (method is None):
+    own_placement = placement_path is None and method is None  # MODEL carries it (optimize --devices wrote it)
+    if own_placement:
+        placement_path = str(placement_of_ir(model)) if ir else model
+    if placement_path is not None and method is not None:
         raise ValueError("give exactly one of --placement FILE or --method NAME (with --profiles)")
     imported = import_model(model, input_shapes=parse_input_shapes(input_shapes), dims=parse_dims(dims),
                             weights_in_file=True)  # run, never written: its weights stay in its file
@@ -101,7 +105,13 @@ def command(model: str, placement_path: str | None, method: str | None, profiles
     graph = imported.graph
     meta: dict = {}
     if placement_path:
-        placement, names, meta = load_placement(placement_path, graph)
+        try:
+            placement, names, meta = load_placement(placement_path, graph)
+        except OnnxSchedError as e:
+            if not own_placement:
+                raise
+            raise ValueError(f"{e}.  Without --placement FILE or --method NAME (with --profiles), bench-placement "
+                             "runs MODEL's own placement, as onnx-sched optimize --devices writes it") from None
     else:
         if not profiles:
             raise ValueError("--method needs --profiles FILE (from onnx-sched profile)")
