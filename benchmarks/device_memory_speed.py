@@ -11,26 +11,40 @@ average before and after the run goes into the JSON, since another job on the
 core slows every row.
 
     python benchmarks/device_memory_speed.py --cpu 1 --out docs/device_memory_speed.json
+
+``--against REV`` also times the kernels of git revision REV
+(``onnx_sched/cost/device_memory_kernels.py`` as it was there, loaded as a module of its own) in the same
+process, alternating batch by batch with today's on the same chromosomes, and checks both give the same peaks:
+a before / after comparison that the machine's drift between two runs does not blur.
+
+    python benchmarks/device_memory_speed.py --cpu 1 --against 4e9fa63 --out docs/device_memory_speed_ab.json
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
+from types import ModuleType
 
 import numpy as np
 from rich.console import Console
 from rich.table import Table
 
 from onnx_sched.cost import device_memory as dm
+from onnx_sched.cost import device_memory_kernels
 from onnx_sched.importers.onnx import import_onnx
 from onnx_sched.synth.random_dags import er_graph, ws_graph
 
-CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus" / "onnx"
+ROOT = Path(__file__).resolve().parents[1]
+CORPUS = ROOT.parent / "shared" / "corpus" / "onnx"
+KERNELS = "onnx_sched/cost/device_memory_kernels.py"
 
 
 def rate(problem: dm.DeviceMemoryProblem, population: int, repeats: int) -> float:
@@ -45,6 +59,43 @@ def rate(problem: dm.DeviceMemoryProblem, population: int, repeats: int) -> floa
     return population / best
 
 
+def kernels_at(rev: str, folder: Path) -> ModuleType:
+    """The device-memory kernels module as it was at git revision ``rev``, imported from a copy in ``folder``."""
+    try:
+        source = subprocess.run(["git", "show", f"{rev}:{KERNELS}"], cwd=ROOT, capture_output=True, text=True,
+                                check=True).stdout
+    except subprocess.CalledProcessError as e:
+        raise SystemExit(f"--against {rev}: {e.stderr.strip() or 'git show failed'}") from None
+    path = folder / f"device_memory_kernels_{rev.replace('/', '_')}.py"
+    path.write_text(source)
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    if not all(hasattr(module, name) for name in ("work_arrays", "fresh", "evaluate_population")):
+        raise SystemExit(f"--against {rev}: its kernels have no work_arrays / fresh / evaluate_population")
+    return module
+
+
+def rates_against(problem: dm.DeviceMemoryProblem, before: ModuleType, population: int,
+                  repeats: int) -> tuple[float, float, bool]:
+    """Evaluations per second of ``before``'s kernels and today's, alternating batches on the same chromosomes (best
+    of ``repeats`` each), and whether both gave the same peaks and bytes moved."""
+    keys = np.random.default_rng(0).random((population, dm.chromosome_size(problem)))
+    args = problem.kernel_args()[:-1]
+    nd = problem.n_devices
+    best, peaks = {}, {}
+    for rep in range(repeats + 1):  # the first round compiles
+        for label, module in (("before", before), ("after", device_memory_kernels)):
+            work = module.fresh(module.work_arrays(nd, args[0], args[1], problem.is_input, args[8]))
+            out = np.zeros((population, nd + 1), np.int64)
+            t0 = time.perf_counter()
+            module.evaluate_population(keys, nd, problem.transfer_slot, *args, work, np.empty(0, np.int64), out)
+            if rep:
+                best[label] = min(best.get(label, np.inf), time.perf_counter() - t0)
+            peaks[label] = out
+    return population / best["before"], population / best["after"], bool(np.array_equal(*peaks.values()))
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sizes", type=int, nargs="*", default=[100, 500, 2000], help="dense ER graphs (er-N)")
@@ -53,6 +104,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--models", nargs="*", default=["randwire_ws", "resnet50", "bert_base"])
     ap.add_argument("--population", type=int, default=1000)
     ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--against", metavar="REV", help="also time the kernels of this git revision, alternating")
     ap.add_argument("--out", type=Path)
     args = ap.parse_args(argv)
     if args.cpu is not None:
@@ -61,19 +113,33 @@ def main(argv: list[str] | None = None) -> int:
     graphs = [(f"er-{n}", er_graph(n, 200_000 + n)) for n in args.sizes]
     graphs += [(f"ws-{n}", ws_graph(n, 300_000 + n)) for n in args.sparse_sizes]
     graphs += [(m, import_onnx(CORPUS / f"{m}.onnx").graph) for m in args.models if (CORPUS / f"{m}.onnx").exists()]
+    folder = tempfile.TemporaryDirectory()
+    before = kernels_at(args.against, Path(folder.name)) if args.against else None
     rows = []
     for name, graph in graphs:
         for devices in (2, 3):
             problem = dm.DeviceMemoryProblem.build(graph, tuple(f"D{i}" for i in range(devices)))
-            rows.append({"graph": name, "ops": graph.n_ops, "tensors": graph.n_tensors, "devices": devices,
-                         "edges": len(problem.arrays.in_idx), "genes": dm.chromosome_size(problem),
-                         "evals_per_s": rate(problem, args.population, args.repeats)})
+            row = {"graph": name, "ops": graph.n_ops, "tensors": graph.n_tensors, "devices": devices,
+                   "edges": len(problem.arrays.in_idx), "genes": dm.chromosome_size(problem)}
+            if before is None:
+                row["evals_per_s"] = rate(problem, args.population, args.repeats)
+            else:
+                old, new, same = rates_against(problem, before, args.population, args.repeats)
+                row.update(evals_per_s=new, before_evals_per_s=old, speedup=new / old, same_peaks=same)
+            rows.append(row)
+    folder.cleanup()
     table = Table(title="multi-device memory: decode + evaluate per second (one core)")
-    for col in ("graph", "ops", "edges", "devices", "genes", "evaluations / s"):
+    extra = (f"at {args.against}", "speed-up", "same peaks") if before is not None else ()
+    for col in ("graph", "ops", "edges", "devices", "genes", *extra[:1], "evaluations / s", *extra[1:]):
         table.add_column(col, justify="left" if col == "graph" else "right")
     for r in rows:
-        table.add_row(r["graph"], str(r["ops"]), str(r["edges"]), str(r["devices"]), str(r["genes"]),
-                      f"{r['evals_per_s']:,.0f}")
+        cells = [r["graph"], str(r["ops"]), str(r["edges"]), str(r["devices"]), str(r["genes"])]
+        if before is None:
+            cells.append(f"{r['evals_per_s']:,.0f}")
+        else:
+            cells += [f"{r['before_evals_per_s']:,.0f}", f"{r['evals_per_s']:,.0f}", f"{r['speedup']:.2f}x",
+                      "yes" if r["same_peaks"] else "NO"]
+        table.add_row(*cells)
     Console().print(table)
     load_after = os.getloadavg()
     print(f"load average (1, 5, 15 min): before {load_before}, after {load_after}")
