@@ -74,8 +74,11 @@ def test_invalid_schedules_are_rejected_with_the_step() -> None:
     ops = (dm.Step("op", 0, CPU), dm.Step("op", 1, CPU), dm.Step("op", 2, CPU))
     for bad in (dm.Step("transfer", -1, GPU, CPU), dm.Step("transfer", 3, GPU, CPU), dm.Step("transfer", 0, GPU, -1),
                 dm.Step("transfer", 0, GPU, 2)):  # no tensor -1 or 3, no device -1 or 2
-        with pytest.raises(ValueError, match="a transfer must move a tensor in 0..2 from a device in 0..1"):
+        with pytest.raises(ValueError, match=r"step 1 \(transfer .*\): a transfer must move a tensor in 0..2 from a "
+                                             r"device in 0..1"):
             dm.walk(p, ops[:1] + (bad,) + ops[1:])
+    with pytest.raises(ValueError, match="chromosome must have"):
+        dm.decode_op_order(p, np.zeros(3))
 
 
 @pytest.mark.parametrize("seed", range(6))

@@ -174,9 +174,9 @@ def test_a_cuda_device_peak_is_the_allocators_high_water_mark():
 
 @pytest.mark.parametrize("recorded", [True, False])
 def test_bench_placement_memory_measures_each_device_of_a_placed_model(tmp_path, recorded):
-    """``bench-placement M --placement M --runtime ort --memory``: one process per device runs the model's own
-    placement (its transfers where it records them, else as early as possible) and reports each device's heap
-    peak next to the predicted one."""
+    """``bench-placement M --runtime ort --memory``: one process per device runs the model's own placement (its
+    transfers where it records them, else as early as possible) and reports each device's heap peak next to the
+    predicted one."""
     pytest.importorskip("memray")
     import json
 
@@ -212,6 +212,13 @@ def test_bench_placement_memory_measures_each_device_of_a_placed_model(tmp_path,
     assert "transfer_steps" not in json.loads(saved.read_text())
     refused = CliRunner().invoke(main, ["bench-placement", str(path), "--placement", str(path), "--memory"])
     assert refused.exit_code != 0 and "--memory runs each device as an ONNX Runtime process" in refused.output
+    unnamed = tmp_path / "placed_model"  # an ONNX model whose name does not say so is still its own placement
+    unnamed.write_bytes(path.read_bytes())
+    res = CliRunner().invoke(main, ["bench-placement", str(unnamed), "--runtime", "ort", "--devices", "CPU,GPU",
+                                    "--repeats", "1", "--warmup", "0"])
+    assert res.exit_code == 0 and "outputs equal" in res.output, res.output
+    unread = CliRunner().invoke(main, ["bench-placement", str(path), "--runtime", "ort", "--profiles", "p.json"])
+    assert unread.exit_code == 2 and "--profiles is read only with --method NAME" in unread.output
 
 
 def test_a_contrib_op_whose_type_onnx_cannot_infer_runs_in_its_device_process():

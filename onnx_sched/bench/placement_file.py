@@ -87,15 +87,18 @@ def _listed_devices(model: Any) -> list[str] | None:
     return listed if ok and len(set(listed)) == len(listed) else None
 
 
-def load_placement(path: str | os.PathLike, graph: Any) -> tuple[np.ndarray, list[str], dict[str, Any]]:
+def load_placement(path: str | os.PathLike, graph: Any, *,
+                   as_onnx: bool = False) -> tuple[np.ndarray, list[str], dict[str, Any]]:
     """``(device index per op, device names, file metadata)`` from a placement JSON, an
     ONNX model with ``pkg.onnx_sched.device`` node metadata or an OpenVINO IR ``.xml``
     with a placement in its rt_info (:mod:`onnx_sched.exporters.openvino_ir`).  An ONNX model's metadata has
-    ``transfer_steps`` when the export recorded where its transfers run (``onnx_sched.transfer_steps``)."""
+    ``transfer_steps`` when the export recorded where its transfers run (``onnx_sched.transfer_steps``).
+    The file's kind comes from its suffix; ``as_onnx`` reads it as an ONNX model whatever its name (a model that
+    is its own placement, imported as ONNX)."""
     p = Path(path)
     if not p.is_file():
         raise OnnxSchedError(f"{p}: placement file not found")
-    if p.suffix == ".onnx":
+    if as_onnx or p.suffix.lower() == ".onnx":
         from onnx_sched.exporters.onnx import DEVICE_KEY
         from onnx_sched.importers.onnx import load_model_without_initializers, stable_op_names
 

@@ -82,8 +82,6 @@ def command(model: str, placement_path: str | None, method: str | None, profiles
     from onnx_sched.importers.onnx import parse_dims, parse_input_shapes
     from onnx_sched.importers.openvino import is_openvino_source
 
-    inputs = [*model_files(model), *([placement_path] if placement_path else []), *profiles]
-    check_output_paths(inputs, {"--save-placement": save_placement, "--report": report_path})
     ir = is_openvino_source(model)
     if ir and runtime != "openvino":
         raise ValueError(f"{model}: ONNX Runtime cannot run an OpenVINO IR; use --runtime openvino")
@@ -99,6 +97,10 @@ def command(model: str, placement_path: str | None, method: str | None, profiles
         placement_path = str(placement_of_ir(model)) if ir else model
     if placement_path is not None and method is not None:
         raise ValueError("give exactly one of --placement FILE or --method NAME (with --profiles)")
+    if profiles and method is None:
+        raise ValueError("--profiles is read only with --method NAME")
+    inputs = [*model_files(model), *([placement_path] if placement_path else []), *profiles]
+    check_output_paths(inputs, {"--save-placement": save_placement, "--report": report_path})
     imported = import_model(model, input_shapes=parse_input_shapes(input_shapes), dims=parse_dims(dims),
                             weights_in_file=True)  # run, never written: its weights stay in its file
     require_operators(imported.graph, "split")
@@ -106,7 +108,7 @@ def command(model: str, placement_path: str | None, method: str | None, profiles
     meta: dict = {}
     if placement_path:
         try:
-            placement, names, meta = load_placement(placement_path, graph)
+            placement, names, meta = load_placement(placement_path, graph, as_onnx=own_placement and not ir)
         except OnnxSchedError as e:
             if not own_placement:
                 raise

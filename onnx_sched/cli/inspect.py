@@ -111,7 +111,7 @@ def placement_stats(model: Path, imported: Any) -> dict[str, Any] | None:
     if not placed:
         return None
     try:
-        placement, devices, meta = load_placement(placement_of_ir(model) if is_ir else model, g)
+        placement, devices, meta = load_placement(placement_of_ir(model) if is_ir else model, g, as_onnx=not is_ir)
     except OnnxSchedError as exc:
         return {"error": str(exc)}
     out: dict[str, Any] = {"devices": list(devices),

@@ -223,8 +223,10 @@ def decode_keys(problem: DeviceMemoryProblem, keys: np.ndarray) -> tuple[np.ndar
 
 def decode_op_order(problem: DeviceMemoryProblem, keys: np.ndarray) -> np.ndarray:
     """The op ids in the order a chromosome runs them (:func:`decode_keys` without building its steps)."""
-    placement, op_prio, xfer = split_keys(np.asarray(keys, dtype=np.float64), problem.graph.n_ops,
-                                          problem.n_devices)
+    keys = np.asarray(keys, dtype=np.float64)
+    if keys.shape != (chromosome_size(problem),):
+        raise ValueError(f"chromosome must have {chromosome_size(problem)} keys, got shape {keys.shape}")
+    placement, op_prio, xfer = split_keys(keys, problem.graph.n_ops, problem.n_devices)
     kind, item, _, _ = _order_arrays(problem, placement, op_prio, xfer)
     return item[kind == OP]
 
@@ -275,11 +277,12 @@ def walk(problem: DeviceMemoryProblem, steps: Sequence[Step]) -> Walk:
     src = np.array([s.source for s in steps], dtype=np.int64)
     if len(steps) and (dev.min() < 0 or dev.max() >= nd):
         raise ValueError(f"step devices must be in 0..{nd - 1}")
-    moved = kind == TRANSFER
-    if moved.any() and (item[moved].min() < 0 or item[moved].max() >= problem.graph.n_tensors
-                        or src[moved].min() < 0 or src[moved].max() >= nd):
-        raise ValueError(f"a transfer must move a tensor in 0..{problem.graph.n_tensors - 1} "
-                         f"from a device in 0..{nd - 1}")
+    n_t = problem.graph.n_tensors
+    stray = np.flatnonzero((kind == TRANSFER) & ((item < 0) | (item >= n_t) | (src < 0) | (src >= nd)))
+    if len(stray):
+        s = steps[stray[0]]
+        raise ValueError(f"step {stray[0]} (transfer {s.item} from {s.source}): a transfer must move a tensor in "
+                         f"0..{n_t - 1} from a device in 0..{nd - 1}")
     peak = np.zeros(nd, dtype=np.int64)
     live, during = np.zeros((len(steps), nd), dtype=np.int64), np.zeros((len(steps), nd), dtype=np.int64)
     bad = walk_kernel(kind, item, dev, src, len(steps), placement, nd, *problem.kernel_args(), peak, live, during)

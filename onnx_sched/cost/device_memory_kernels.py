@@ -27,8 +27,8 @@ it reaches ``QUEUE_FROM`` items (wide graphs: ws-500 holds about 51, where the h
 half the time): buckets over the chromosome's key range, found by two bit scans; both pop the
 smallest (key, item), so the steps are the same.  The hot loops index through ``_ix`` (the same
 bits as unsigned), since numba adds a negative-index wraparound to every signed index, which was
-15-25 % of the time; every index there is non-negative by construction (-1 marks are tested first).
-The decoder does not mark tensors present: only the walk checks inputs.
+about 15-20 % of the time; every index there is non-negative by construction (-1 marks are tested
+first).  The decoder does not track which tensors are present: only the walk checks inputs.
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ class Work(NamedTuple):
     remaining: np.ndarray  # (tensor, device): readers on the device, + outgoing transfers at home
     waits: np.ndarray  # per op: inputs not yet on its device
     home: np.ndarray  # per read tensor: the device it is produced on
-    present: np.ndarray  # (tensor, device): there (written by the steps, read by the walk)
+    present: np.ndarray  # (tensor, device): there (written and read by the walk's steps)
     live: np.ndarray  # bytes per device
     step_peak: np.ndarray  # bytes per device, the most during the step being walked
     hf: np.ndarray  # the ready heap: keys
@@ -243,16 +243,17 @@ def _run_transfer(t, h, d, live, peak, remaining, present, size, keep, track):  
 
 
 @numba.njit(cache=True, inline="always")
-def _start(inputs, base, peak, live, present):  # noqa: ANN001, ANN202
-    """Live bytes and presence before the first step: graph inputs on the host."""
+def _start(inputs, base, peak, live, present, track):  # noqa: ANN001, ANN202
+    """Live bytes before the first step, and with ``track`` presence: graph inputs on the host."""
     n_dev = len(live)
-    for i in range(len(present)):
-        present[i] = False
+    if track:
+        for i in range(len(present)):
+            present[i] = False
+        for t in inputs:
+            present[t * n_dev] = True
     for d in range(n_dev):
         live[d] = 0
     live[0] = base
-    for t in inputs:
-        present[t * n_dev] = True
     for d in range(n_dev):
         peak[d] = live[d]
 
@@ -352,7 +353,7 @@ def order_kernel(placement, op_prio, xfer_prio, slot, n_dev, in_ptr, in_idx, out
     remaining, waits, home, present, live = work.remaining, work.waits, work.home, work.present, work.live
     lo, hi, readers, okey, xkey = work.lo, work.hi, work.readers, work.okey, work.xkey
     n = len(placement)
-    _start(work.inputs, base, peak, live, present)
+    _start(work.inputs, base, peak, live, present, False)
     if len(peak) > n_dev:
         peak[n_dev] = 0
     record = len(kind) > 0
@@ -408,7 +409,7 @@ def walk_kernel(kind, item, dev, src, steps, placement, n_dev, in_ptr, in_idx, o
                 remaining[in_idx[k] * n_dev + dev[s]] += 1
         else:
             remaining[item[s] * n_dev + src[s]] += 1
-    _start(work.inputs, base, peak, live, present)
+    _start(work.inputs, base, peak, live, present, True)
     home = homes(placement, producer)
     step_peak = work.step_peak
     for s in range(steps):

@@ -137,7 +137,7 @@ def load_schedule(model: str | os.PathLike | onnx.ModelProto, report: Mapping[st
         return PlacedSchedule(imported, problem, steps_from_json(problem, report["schedule"]))
     if isinstance(model, onnx.ModelProto):
         raise TypeError("load_schedule: a schedule from node metadata needs the model's path (or pass report)")
-    placement, found, meta = load_placement(model, graph)
+    placement, found, meta = load_placement(model, graph, as_onnx=True)
     names = list(devices) if devices else found
     if not set(found) <= set(names):
         raise ValueError(f"devices {names} do not include every device of the model ({found})")
