@@ -214,6 +214,8 @@ def test_profile_optimize_and_bench_placement_on_ir(tmp_path: Path) -> None:
     assert r.exit_code == 0, (r.output, r.exception)
     data = json.loads(report.read_text())
     assert data["outputs_equal"] and data["source"] == "openvino-ir"
+    sidecar = tmp_path / "placed.placement.json"  # the placement read is an input: never written over
+    assert "is an input file" in _one_error_line(_cli("bench-placement", out, "--save-placement", sidecar))
     r = _cli("bench-placement", out, "--placement", out, "--repeats", "2", "--warmup", "1")  # the IR's rt_info
     assert r.exit_code == 0 and "outputs equal" in r.output, (r.output, r.exception)
     assert "ONNX Runtime cannot run" in _one_error_line(_cli("bench-placement", out, "--runtime", "ort"))
