@@ -217,8 +217,9 @@ def test_bench_placement_memory_measures_each_device_of_a_placed_model(tmp_path,
     res = CliRunner().invoke(main, ["bench-placement", str(unnamed), "--runtime", "ort", "--devices", "CPU,GPU",
                                     "--repeats", "1", "--warmup", "0"])
     assert res.exit_code == 0 and "outputs equal" in res.output, res.output
-    unread = CliRunner().invoke(main, ["bench-placement", str(path), "--runtime", "ort", "--profiles", "p.json"])
-    assert unread.exit_code == 2 and "--profiles is read only with --method NAME" in unread.output
+    for unread in (["--profiles", "p.json"], ["--profile-devices", "CPU,GPU"]):
+        res = CliRunner().invoke(main, ["bench-placement", str(path), "--runtime", "ort", *unread])
+        assert res.exit_code == 2 and "--profiles and --profile-devices are read only with --method" in res.output
 
 
 def test_a_contrib_op_whose_type_onnx_cannot_infer_runs_in_its_device_process():

@@ -97,8 +97,8 @@ def command(model: str, placement_path: str | None, method: str | None, profiles
         placement_path = str(placement_of_ir(model)) if ir else model
     if placement_path is not None and method is not None:
         raise ValueError("give exactly one of --placement FILE or --method NAME (with --profiles)")
-    if profiles and method is None:
-        raise ValueError("--profiles is read only with --method NAME")
+    if (profiles or profile_devices) and method is None:
+        raise ValueError("--profiles and --profile-devices are read only with --method NAME")
     inputs = [*model_files(model), *([placement_path] if placement_path else []), *profiles]
     check_output_paths(inputs, {"--save-placement": save_placement, "--report": report_path})
     imported = import_model(model, input_shapes=parse_input_shapes(input_shapes), dims=parse_dims(dims),
