@@ -217,9 +217,12 @@ def test_bench_placement_memory_measures_each_device_of_a_placed_model(tmp_path,
     res = CliRunner().invoke(main, ["bench-placement", str(unnamed), "--runtime", "ort", "--devices", "CPU,GPU",
                                     "--repeats", "1", "--warmup", "0"])
     assert res.exit_code == 0 and "outputs equal" in res.output, res.output
-    for unread in (["--profiles", "p.json"], ["--profile-devices", "CPU,GPU"]):
+    for unread in (["--profiles", "p.json"], ["--profile-devices", "CPU,GPU"], ["--mode", "concurrent"]):
         res = CliRunner().invoke(main, ["bench-placement", str(path), "--runtime", "ort", *unread])
-        assert res.exit_code == 2 and "--profiles and --profile-devices are read only with --method" in res.output
+        assert res.exit_code == 2 and "are read only with --method NAME" in res.output, res.output
+    for ort_only in (["--threads", "2"], ["--no-pin"], ["--sequential"]):
+        res = CliRunner().invoke(main, ["bench-placement", str(path), *ort_only])  # OpenVINO, the default runtime
+        assert res.exit_code == 2 and "ONNX Runtime option(s), not for --runtime openvino" in res.output, res.output
 
 
 def test_a_contrib_op_whose_type_onnx_cannot_infer_runs_in_its_device_process():

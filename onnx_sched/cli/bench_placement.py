@@ -85,6 +85,10 @@ def command(model: str, placement_path: str | None, method: str | None, profiles
     ir = is_openvino_source(model)
     if ir and runtime != "openvino":
         raise ValueError(f"{model}: ONNX Runtime cannot run an OpenVINO IR; use --runtime openvino")
+    ort_only = [flag for flag, used in (("--threads", threads != 1), ("--no-pin", not pin),
+                                        ("--sequential", sequential)) if used]
+    if runtime != "ort" and ort_only:
+        raise ValueError(f"{', '.join(ort_only)}: ONNX Runtime option(s), not for --runtime {runtime}")
     if memory:
         from onnx_sched.bench.heap import MISSING_TRACKER, heap_tracker_available
 
@@ -97,8 +101,8 @@ def command(model: str, placement_path: str | None, method: str | None, profiles
         placement_path = str(placement_of_ir(model)) if ir else model
     if placement_path is not None and method is not None:
         raise ValueError("give exactly one of --placement FILE or --method NAME (with --profiles)")
-    if (profiles or profile_devices) and method is None:
-        raise ValueError("--profiles and --profile-devices are read only with --method NAME")
+    if (profiles or profile_devices or mode != "sequential") and method is None:
+        raise ValueError("--profiles, --profile-devices and --mode are read only with --method NAME")
     inputs = [*model_files(model), *([placement_path] if placement_path else []), *profiles]
     check_output_paths(inputs, {"--save-placement": save_placement, "--report": report_path})
     imported = import_model(model, input_shapes=parse_input_shapes(input_shapes), dims=parse_dims(dims),
