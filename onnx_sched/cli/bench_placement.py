@@ -47,7 +47,8 @@ __all__ = ["command"]
 @click.option("--method", default=None, help="Compute the placement with this latency pass instead (needs --profiles).")
 @click.option("--profiles", multiple=True, type=click.Path(dir_okay=False), help="Profile file(s) for --method.")
 @click.option("--profile-devices", default=None, help="Devices of the profiles to place on, e.g. CPU,GPU.1.")
-@click.option("--mode", type=click.Choice(["sequential", "concurrent"]), default="sequential", show_default=True)
+@click.option("--mode", type=click.Choice(["sequential", "concurrent"]), default="sequential", show_default=True,
+              help="The latency --method plans for: sub-models one after another (OpenVINO HETERO) or overlapping.")
 @click.option("--runtime", type=click.Choice(["openvino", "ort"]), default="openvino", show_default=True)
 @click.option("--devices", default=None,
               help="Runtime devices, one per placement device (default CPU,CPUB / A,B). ort: any label is an ORT "
