@@ -308,7 +308,11 @@ def test_profile_refuses_options_it_would_ignore(tmp_path) -> None:
     model = tmp_path / "m.onnx"
     onnx.save(branchy_model(), model)
     for args, words in ((["--simulate", ",,"], ["--simulate", "no device kinds"]),
-                        (["--threads", "4"], ["--threads", "OpenVINO"])):
+                        (["--threads", "4"], ["--threads", "OpenVINO"]),
+                        (["--hosts", "CPU"], ["--hosts", "does not apply to CPU on openvino"]),
+                        (["--runtime", "ort", "--hosts", "CPU"], ["--hosts", "CPUExecutionProvider on ort"]),
+                        (["-d", "torch:cpu", "--no-transfer", "--hosts", "CPU"],
+                         ["torch:cpu on torch with --no-transfer"])):
         res = CliRunner().invoke(main, ["profile", str(model), "-o", str(tmp_path / "p.json"), *args])
         _one_line_error(res, *words)
     assert not (tmp_path / "p.json").exists()

@@ -29,13 +29,17 @@ from onnx_sched.cli._common import OutputFile, import_options, runtime_hint
 __all__ = ["command"]
 
 
+#: The host devices a torch device's or ONNX Runtime GPU provider's transfers are written for, by default.
+HOSTS = "CPU,CPUExecutionProvider"
+
+
 @click.command("profile")
 @click.argument("model", type=click.Path(dir_okay=False))
 @click.option("--device", "-d", default="CPU", show_default=True,
               help="OpenVINO device (CPU, GPU.0 ...), ONNX Runtime provider (CPUExecutionProvider), or a torch "
                    "device: cuda:N (a CUDA GPU) or torch:cpu (implies --runtime torch).")
 @click.option("--runtime", type=click.Choice(["openvino", "ort", "torch"]), default="openvino", show_default=True)
-@click.option("--hosts", default="CPU,CPUExecutionProvider", show_default=True,
+@click.option("--hosts", default=HOSTS, show_default=True,
               help="torch devices and ONNX Runtime GPU providers: host device names the measured boundary is "
                    "written for.")
 @click.option("--repeats", type=click.IntRange(1, 10_000), default=10, show_default=True)
@@ -66,13 +70,18 @@ def command(model: str, device: str, runtime: str, hosts: str, repeats: int, thr
         raise ValueError(f"--simulate {simulate!r}: no device kinds; give a comma list such as igpu,dgpu")
     if threads != 1 and runtime == "openvino" and not torch_device(device):
         raise ValueError("--threads sets ONNX Runtime's / torch's threads; OpenVINO profiles with its own defaults")
-    imported = import_model(model, input_shapes=parse_input_shapes(input_shapes), dims=parse_dims(dims),
-                            weights_in_file=True)  # run, never written: its weights stay in its file
-    require_operators(imported.graph, "profile")
     if runtime == "ort" and device == "CPU":
         device = "CPUExecutionProvider"
     if torch_device(device):
         runtime = "torch"
+    boundary = runtime == "torch" or (runtime == "ort" and device != "CPUExecutionProvider")  # a CPU host copies
+    if hosts != HOSTS and (no_transfer or not boundary):
+        raise ValueError("--hosts names the CPU hosts of a torch device's or an ONNX Runtime GPU provider's measured "
+                         f"transfers; it does not apply to {device} on {runtime}"
+                         f"{' with --no-transfer' if no_transfer and boundary else ''}")
+    imported = import_model(model, input_shapes=parse_input_shapes(input_shapes), dims=parse_dims(dims),
+                            weights_in_file=True)  # run, never written: its weights stay in its file
+    require_operators(imported.graph, "profile")
     with runtime_hint(runtime):
         ps = profile_model(imported, device, runtime, repeats=repeats, threads=threads, transfer=not no_transfer,
                            hosts=tuple(h.strip() for h in hosts.split(",") if h.strip()), scale_to_run=scale_to_run)
