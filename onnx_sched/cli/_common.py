@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -14,7 +14,16 @@ import click
 from onnx_sched.deadline import positive_seconds
 from onnx_sched.exporters.paths import atomic_write_bytes
 
-__all__ = ["SECONDS", "OutputFile", "import_options", "report_option", "runtime_hint", "write_json_atomic"]
+__all__ = ["SECONDS", "OutputFile", "import_options", "refuse_ort_only", "report_option", "runtime_hint",
+           "write_json_atomic"]
+
+
+def refuse_ort_only(runtime: str, given: Iterable[tuple[str, bool]]) -> None:
+    """One line for ONNX Runtime options (``(flag, given)`` pairs) given with another ``runtime``, which would
+    ignore them."""
+    flags = [flag for flag, used in given if used]
+    if runtime != "ort" and flags:
+        raise ValueError(f"{', '.join(flags)}: ONNX Runtime option(s), not for --runtime {runtime}")
 
 
 @contextmanager

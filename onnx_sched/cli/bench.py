@@ -27,7 +27,7 @@ import click
 from onnx_sched.bench.measure import RUNTIMES, BenchReport, RunResult, bench_models
 from onnx_sched.bench.outputs import RTOL
 from onnx_sched.bench.prediction import AGREEMENT_TOLERANCE
-from onnx_sched.cli._common import OutputFile, report_option
+from onnx_sched.cli._common import OutputFile, refuse_ort_only, report_option
 from onnx_sched.report import fmt_bytes
 
 if TYPE_CHECKING:
@@ -246,10 +246,8 @@ def command(
 
     inputs = [f for m in (model_in, model_out) if m is not None for f in model_files(m)]
     check_output_paths(inputs, {"--report": report_path, "--plot": plot_path})
-    ort_only = [flag for flag, used in (("--arena", arena != "both"), ("--no-ort-opt", no_ort_opt),
-                                        ("--profile", profile), ("--no-mem-pattern", no_mem_pattern)) if used]
-    if runtime != "ort" and ort_only:
-        raise ValueError(f"{', '.join(ort_only)}: ONNX Runtime option(s), not for --runtime {runtime}")
+    refuse_ort_only(runtime, (("--arena", arena != "both"), ("--no-ort-opt", no_ort_opt), ("--profile", profile),
+                              ("--no-mem-pattern", no_mem_pattern)))
     if plot_path is not None and heap is False:
         raise ValueError("--plot draws the measured heap: it cannot go with --no-heap")
     if plot_path is not None:

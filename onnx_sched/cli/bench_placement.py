@@ -31,7 +31,7 @@ from typing import Any
 
 import click
 
-from onnx_sched.cli._common import SECONDS, OutputFile, import_options, report_option, runtime_hint
+from onnx_sched.cli._common import SECONDS, OutputFile, import_options, refuse_ort_only, report_option, runtime_hint
 from onnx_sched.errors import OnnxSchedError
 from onnx_sched.report import fmt_bytes
 
@@ -86,10 +86,7 @@ def command(model: str, placement_path: str | None, method: str | None, profiles
     ir = is_openvino_source(model)
     if ir and runtime != "openvino":
         raise ValueError(f"{model}: ONNX Runtime cannot run an OpenVINO IR; use --runtime openvino")
-    ort_only = [flag for flag, used in (("--threads", threads != 1), ("--no-pin", not pin),
-                                        ("--sequential", sequential)) if used]
-    if runtime != "ort" and ort_only:
-        raise ValueError(f"{', '.join(ort_only)}: ONNX Runtime option(s), not for --runtime {runtime}")
+    refuse_ort_only(runtime, (("--threads", threads != 1), ("--no-pin", not pin), ("--sequential", sequential)))
     if memory:
         from onnx_sched.bench.heap import MISSING_TRACKER, heap_tracker_available
 

@@ -68,12 +68,12 @@ def command(model: str, device: str, runtime: str, hosts: str, repeats: int, thr
     kinds = [k.strip() for k in simulate.split(",") if k.strip()]
     if simulate and not kinds:
         raise ValueError(f"--simulate {simulate!r}: no device kinds; give a comma list such as igpu,dgpu")
-    if threads != 1 and runtime == "openvino" and not torch_device(device):
-        raise ValueError("--threads sets ONNX Runtime's / torch's threads; OpenVINO profiles with its own defaults")
     if runtime == "ort" and device == "CPU":
         device = "CPUExecutionProvider"
     if torch_device(device):
         runtime = "torch"
+    if threads != 1 and runtime == "openvino":
+        raise ValueError("--threads sets ONNX Runtime's / torch's threads; OpenVINO profiles with its own defaults")
     boundary = runtime == "torch" or (runtime == "ort" and device != "CPUExecutionProvider")  # a CPU host copies
     if hosts != HOSTS and (no_transfer or not boundary):
         raise ValueError("--hosts names the CPU hosts of a torch device's or an ONNX Runtime GPU provider's measured "

@@ -212,21 +212,23 @@ def decode(problem: DeviceMemoryProblem, placement: np.ndarray, op_priority: np.
     return _decode_arrays(problem, placement, op_priority, xfer)
 
 
-def decode_keys(problem: DeviceMemoryProblem, keys: np.ndarray) -> tuple[np.ndarray, tuple[Step, ...]]:
-    """A random-key chromosome's placement and steps (paper 003, 3.2.1)."""
+def _chromosome(problem: DeviceMemoryProblem, keys: np.ndarray) -> np.ndarray:
+    """``keys`` as one chromosome of ``problem`` (float64); ``ValueError`` when its length is not the problem's."""
     keys = np.asarray(keys, dtype=np.float64)
     if keys.shape != (chromosome_size(problem),):
         raise ValueError(f"chromosome must have {chromosome_size(problem)} keys, got shape {keys.shape}")
-    placement, op_prio, xfer = split_keys(keys, problem.graph.n_ops, problem.n_devices)
+    return keys
+
+
+def decode_keys(problem: DeviceMemoryProblem, keys: np.ndarray) -> tuple[np.ndarray, tuple[Step, ...]]:
+    """A random-key chromosome's placement and steps (paper 003, 3.2.1)."""
+    placement, op_prio, xfer = split_keys(_chromosome(problem, keys), problem.graph.n_ops, problem.n_devices)
     return placement, _decode_arrays(problem, placement, op_prio, xfer)
 
 
 def decode_op_order(problem: DeviceMemoryProblem, keys: np.ndarray) -> np.ndarray:
     """The op ids in the order a chromosome runs them (:func:`decode_keys` without building its steps)."""
-    keys = np.asarray(keys, dtype=np.float64)
-    if keys.shape != (chromosome_size(problem),):
-        raise ValueError(f"chromosome must have {chromosome_size(problem)} keys, got shape {keys.shape}")
-    placement, op_prio, xfer = split_keys(keys, problem.graph.n_ops, problem.n_devices)
+    placement, op_prio, xfer = split_keys(_chromosome(problem, keys), problem.graph.n_ops, problem.n_devices)
     kind, item, _, _ = _order_arrays(problem, placement, op_prio, xfer)
     return item[kind == OP]
 
