@@ -32,7 +32,7 @@ from onnx_sched.graph import Graph
 from onnx_sched.importers.dispatch import Imported, import_model
 from onnx_sched.importers.openvino import is_openvino_source
 from onnx_sched.objectives import Objective, ProblemOptions, get_objective, resolve_objective
-from onnx_sched.objectives.objective import META_PREFIX
+from onnx_sched.objectives.objective import META_PREFIX, require_options
 from onnx_sched.objectives.peak_mem import memory_model_name
 from onnx_sched.onnx_structure import STRING_ELEMENT_BYTES
 from onnx_sched.passes import PassContext, TrackedOptions, get_pass
@@ -239,6 +239,8 @@ def optimize_model(
     problem_options = ProblemOptions(machines=machines, profiles=profiles, devices=device_names(devices),
                                      latency_mode=latency_mode, memory_limits=memory_limits)
     obj = resolve_objective(objective, problem_options)
+    if problem is None:
+        require_options(obj, problem_options)  # before the model is read
     imported = import_model(source, input_shapes=input_shapes, dims=dims, weights_in_file=weights_in_file)
     require_operators(imported.graph)
     if problem is None:
@@ -346,9 +348,11 @@ def checked_arguments(what: str, objective: str, method: str, **kwargs: Any) -> 
             load_profiles(list(given.profiles))
         except OnnxSchedError as exc:
             raise ValueError(f"{what}: {exc}") from None
-    missing = sorted(name for name in resolved.needs if not getattr(given, name))
-    if missing and out.get("problem") is None:
-        raise ValueError(f"{what}: objective {objective!r} needs {', '.join(missing)}")
+    if out.get("problem") is None:
+        try:
+            require_options(resolved, given)
+        except ValueError as exc:
+            raise ValueError(f"{what}: {exc}") from None
     return out
 
 

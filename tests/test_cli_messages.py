@@ -340,10 +340,20 @@ def test_an_ir_sidecar_placement_applies_to_the_ir_it_came_from(tmp_path) -> Non
     _one_line_error(res, "cannot reshape", "do not match", "(node ")
 
 
+def test_a_missing_machine_or_profile_file_is_named_before_the_model_is_read(tmp_path) -> None:
+    """The objective's missing option is the error even for a model that cannot be read: no import is spent."""
+    broken = tmp_path / "broken.onnx"
+    broken.write_bytes(b"not a model")
+    for objective, flag in (("makespan", "--machines M.json"), ("latency", "--profiles P.json")):
+        res = CliRunner().invoke(main, ["optimize", str(broken), "--objective", objective, "-o",
+                                        str(tmp_path / "o.onnx")])
+        _one_line_error(res, f"--objective {objective} needs {flag}")
+
+
 def test_pipeline_passes_check_what_the_objective_needs_when_built() -> None:
     from onnx_sched.plugins.onnx_ir_pass import OnnxSchedPass
 
-    with pytest.raises(ValueError, match="objective 'makespan' needs machines"):
+    with pytest.raises(ValueError, match="--objective makespan needs --machines M.json"):
         OnnxSchedPass("makespan")
     with pytest.raises(ValueError, match="not an onnx-sched profile file"):
         OnnxSchedPass("latency", profiles=[MACHINES])

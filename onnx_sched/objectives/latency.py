@@ -11,14 +11,15 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
 from onnx_sched.cost import latency as lat
 from onnx_sched.dag import kahn_order
 from onnx_sched.graph import Graph
-from onnx_sched.objectives.objective import META_PREFIX, ProblemOptions, warm_up_graph
+from onnx_sched.objectives.objective import META_PREFIX, ProblemOptions, require_options, warm_up_graph
 from onnx_sched.report import ReportTable, yes_no
 from onnx_sched.schedule import Schedule
 
@@ -36,14 +37,14 @@ class Latency:
     pass_folder: str = "placement"
     plots: bool = True
     reads: frozenset[str] = frozenset({"profiles", "devices", "latency_mode"})
-    needs: frozenset[str] = frozenset({"profiles"})
+    needs: ClassVar[Mapping[str, str]] = MappingProxyType(
+        {"profiles": "--profiles P.json (write one with `onnx-sched profile`)"})
 
     def for_options(self, options: ProblemOptions) -> str:
         return self.name
 
     def build_problem(self, graph: Graph, options: ProblemOptions) -> lat.PlacementProblem:
-        if not options.profiles:
-            raise ValueError(f"--objective {self.name} needs --profiles P.json (write one with `onnx-sched profile`)")
+        require_options(self, options)
         from onnx_sched.profiling import load_profiles
 
         devices = list(options.devices) if options.devices else None

@@ -13,13 +13,14 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
 from onnx_sched.cost import makespan as ms
 from onnx_sched.graph import Graph
-from onnx_sched.objectives.objective import META_PREFIX, ProblemOptions, warm_up_graph
+from onnx_sched.objectives.objective import META_PREFIX, ProblemOptions, require_options, warm_up_graph
 from onnx_sched.report import ReportTable, fmt_times, yes_no
 from onnx_sched.schedule import Schedule
 
@@ -41,14 +42,13 @@ class Makespan:
     pass_folder: str = "makespan"
     plots: bool = True
     reads: frozenset[str] = frozenset({"machines"})
-    needs: frozenset[str] = frozenset({"machines"})
+    needs: ClassVar[Mapping[str, str]] = MappingProxyType({"machines": "--machines M.json (see docs/machines.md)"})
 
     def for_options(self, options: ProblemOptions) -> str:
         return self.name
 
     def build_problem(self, graph: Graph, options: ProblemOptions) -> ms.MakespanProblem:
-        if options.machines is None:
-            raise ValueError(f"--objective {self.name} needs --machines M.json (see docs/machines.md)")
+        require_options(self, options)
         from onnx_sched.machines import load_machines
 
         return ms.makespan_problem(graph, load_machines(options.machines))

@@ -16,12 +16,27 @@ from onnx_sched.schedule import Schedule
 if TYPE_CHECKING:  # the pass context is the passes' type; objectives only read it
     from onnx_sched.passes import PassContext
 
-__all__ = ["META_PREFIX", "WARM_UP_OPS", "Objective", "ProblemOptions", "warm_up_graph"]
+__all__ = ["META_PREFIX", "WARM_UP_OPS", "Objective", "ProblemOptions", "require_options", "warm_up_graph"]
 
 #: Prefix of the metadata keys written into optimized models.
 META_PREFIX = "onnx_sched."
 #: Ops of the graph methods are warmed up on (:meth:`Objective.warm_up_instance`).
 WARM_UP_OPS = 40
+
+
+def require_options(objective: Objective, options: ProblemOptions) -> None:
+    """``ValueError`` naming what to give when ``options`` lack a field ``objective`` cannot build its problem
+    without: checked before a model is read, so a missing ``--machines`` costs no import.
+
+    >>> from onnx_sched.objectives import get_objective
+    >>> require_options(get_objective("makespan"), ProblemOptions())
+    Traceback (most recent call last):
+    ...
+    ValueError: --objective makespan needs --machines M.json (see docs/machines.md)
+    """
+    for name, give in objective.needs.items():
+        if not getattr(options, name):
+            raise ValueError(f"--objective {objective.name} needs {give}")
 
 
 def warm_up_graph(like: Graph | None = None) -> Graph:
@@ -103,9 +118,10 @@ class Objective(Protocol):
     #: The :class:`ProblemOptions` fields :meth:`build_problem` reads; giving another is an error
     #: (:func:`~onnx_sched.objectives.resolve_objective`), not silently ignored.
     reads: frozenset[str]
-    #: The :class:`ProblemOptions` fields :meth:`build_problem` cannot do without (makespan: ``machines``); a
-    #: pipeline pass checks them when it is built (:func:`~onnx_sched.api.checked_arguments`).
-    needs: frozenset[str]
+    #: The :class:`ProblemOptions` fields :meth:`build_problem` cannot do without, each with what to give
+    #: (makespan: ``machines``, ``--machines M.json``); checked before a model is read
+    #: (:func:`require_options`).
+    needs: Mapping[str, str]
 
     def for_options(self, options: ProblemOptions) -> str:
         """The name of the objective that handles these options (usually this one's own)."""

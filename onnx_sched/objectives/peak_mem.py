@@ -11,7 +11,8 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
@@ -60,7 +61,7 @@ class PeakMemory:
     pass_folder: str = "order"
     plots: bool = True
     reads: frozenset[str] = frozenset({"devices", "memory_limits"})
-    needs: frozenset[str] = frozenset()
+    needs: ClassVar[Mapping[str, str]] = MappingProxyType({})
 
     def for_options(self, options: ProblemOptions) -> str:
         """Two or more devices make it a placement problem too: ``peak-mem-devices`` (paper 003)."""

@@ -15,7 +15,8 @@ import json
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
@@ -138,7 +139,7 @@ class PeakMemoryDevices:
     pass_folder: str = "device_memory"
     plots: bool = True
     reads: frozenset[str] = frozenset({"devices", "memory_limits"})
-    needs: frozenset[str] = frozenset()
+    needs: ClassVar[Mapping[str, str]] = MappingProxyType({})
 
     def for_options(self, options: ProblemOptions) -> str:
         return self.name
