@@ -6,8 +6,8 @@ releases an op's successors once it is scheduled.  These two steps live here,
 once, so the schedulers differ only in how they pick the next ready op.
 :func:`heap_push` / :func:`heap_pop` are the binary min-heap of the kernels that
 pick the ready op of best priority or the earliest event.  :func:`closure_bits` is the transitive closure as bitsets, which the learned
-encoders' attention masks and the peak-memory lower bound both use; :func:`popcount`
-serves every bitset walk.
+encoders' attention masks and the min-cut memory bounds use (:func:`block_closure_bits` one block of its columns,
+for the must-live bound at any size); :func:`popcount` serves every bitset walk.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-__all__ = ["closure_bits", "heap_pop", "heap_push", "init_ready", "kahn_kernel", "popcount", "release_successors"]
+__all__ = ["block_closure_bits", "closure_bits", "heap_pop", "heap_push", "init_ready", "kahn_kernel", "popcount", "release_successors"]
 
 _ONE = np.uint64(1)
 _M1 = np.uint64(0x5555555555555555)
@@ -133,12 +133,24 @@ def closure_bits(topo, succ_ptr, succ_idx, n_words):  # noqa: ANN001, ANN201
     """Row ``u``: bitset of the ops reachable from ``u`` along ``succ`` (strictly), ``topo`` a topological
     order of that direction."""
     reach = np.zeros((len(topo), n_words), dtype=np.uint64)
+    block_closure_bits(topo, succ_ptr, succ_idx, 0, len(topo), reach)
+    return reach
+
+
+@numba.njit(cache=True)
+def block_closure_bits(topo, succ_ptr, succ_idx, lo, hi, reach):  # noqa: ANN001, ANN201
+    """Row ``u`` of ``reach`` (overwritten): the ops of ``[lo, hi)`` reachable from ``u`` along ``succ``
+    (strictly), as bits counted from ``lo`` (a multiple of 64); ``topo`` a topological order of that direction.
+    One block of columns of :func:`closure_bits`, for a closure too big to hold whole."""
     one = np.uint64(1)
+    words = (hi - lo + 63) >> 6
     for k in range(len(topo) - 1, -1, -1):
         u = topo[k]
+        for w in range(words):
+            reach[u, w] = 0
         for e in range(succ_ptr[u], succ_ptr[u + 1]):
             v = succ_idx[e]
-            for w in range(n_words):
+            for w in range(words):
                 reach[u, w] |= reach[v, w]
-            reach[u, v >> 6] |= one << np.uint64(v & 63)
-    return reach
+            if lo <= v < hi:
+                reach[u, (v - lo) >> 6] |= one << np.uint64((v - lo) & 63)

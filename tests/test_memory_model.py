@@ -148,14 +148,32 @@ def test_must_live_bound_sees_tensors_held_for_later_readers() -> None:
     assert lower_bound(g) == 120 == min(peak_memory(g, o) for o in _all_orders(g))
 
 
+def test_the_must_live_bound_is_the_same_one_block_of_ops_at_a_time(monkeypatch) -> None:
+    """The closures are built for one block of ops at a time (bounded memory on any graph): blocks of 64 ops
+    give the same per-op bounds as one block holding every op."""
+    from onnx_sched.cost import memory_bound
+    from onnx_sched.synth.random_dags import er_graph
+
+    graphs = [er_graph(n, seed, p=0.03) for seed, n in enumerate((65, 130, 200, 301))]
+    whole = {(g.name, inplace): memory_bound.op_lower_bounds(g, inplace) for g in graphs for inplace in (False, True)}
+    monkeypatch.setattr(memory_bound, "block_words", lambda n: 1)
+    memory_bound._op_lower_bounds_cached.cache_clear()
+    try:
+        for (name, inplace), want in whole.items():
+            g = next(g for g in graphs if g.name == name)
+            assert memory_bound.op_lower_bounds(g, inplace).tolist() == want.tolist()
+    finally:
+        memory_bound._op_lower_bounds_cached.cache_clear()
+
+
 def test_graphs_too_big_for_the_closure_get_the_inputs_plus_outputs_bound(monkeypatch) -> None:
-    """Beyond MAX_CLOSURE_OPS each op needs its own non-graph-input inputs, outputs and transient bytes."""
+    """Beyond MAX_BOUND_WORK each op needs its own non-graph-input inputs, outputs and transient bytes."""
     from onnx_sched.cost import memory_bound
     from onnx_sched.cost.memory import memory_arrays
 
     rng = np.random.default_rng(3)
     graphs = [_random_dag(rng, int(rng.integers(3, 8))) for _ in range(20)]
-    monkeypatch.setattr(memory_bound, "MAX_CLOSURE_OPS", 0)
+    monkeypatch.setattr(memory_bound, "MAX_BOUND_WORK", -1)
     memory_bound._op_lower_bounds_cached.cache_clear()
     try:
         for g in graphs:

@@ -286,3 +286,20 @@ def test_empty_graph():
     g = Graph.from_edges(0, [], output_bytes=[])
     for method in PEAK_METHODS:
         assert len(run(method, g, time_limit=0.5).order) == 0
+
+
+def test_xla_dfs_on_a_dag_whose_subtree_bytes_pass_the_float_range() -> None:
+    """XLA's subtree byte sums count shared subtrees again on every path: on a ladder (each op reads the two
+    before it) they grow like Fibonacci numbers and pass 1e308 by op 1,500.  They saturate without a warning
+    on the user's terminal, and the order is still valid."""
+    import warnings
+
+    from onnx_sched.passes.order.xla_dfs import xla_dfs_order
+
+    n = 1600
+    edges = [(v - 1, v) for v in range(1, n)] + [(v - 2, v) for v in range(2, n)]
+    g = Graph.from_edges(n, edges, output_bytes=[1 << 20] * n)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        order = xla_dfs_order(g)
+    assert is_topological_order(g, order) and sorted(order.tolist()) == list(range(n))
