@@ -15,7 +15,8 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-__all__ = ["block_closure_bits", "closure_bits", "heap_pop", "heap_push", "init_ready", "kahn_kernel", "popcount", "release_successors"]
+__all__ = ["block_closure_bits", "closure_bits", "heap_pop", "heap_push", "init_ready", "kahn_kernel", "popcount",
+           "release_successors"]
 
 _ONE = np.uint64(1)
 _M1 = np.uint64(0x5555555555555555)
