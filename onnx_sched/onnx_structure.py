@@ -12,6 +12,7 @@ executor, ONNX Runtime's optimized graph and the torch part-runner.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from typing import Any
@@ -45,6 +46,7 @@ _SUB_BYTE_BITS = {"INT4": 4, "UINT4": 4, "FLOAT4E2M1": 4, "INT2": 2, "UINT2": 2,
 STRING_ELEMENT_BYTES = 32
 
 
+@functools.lru_cache(maxsize=None)
 def _element_bits(elem_type: int) -> int | None:
     """Bits per element (sub-byte types are packed: INT4 is 4, not numpy's 8; a string is its ``std::string`` object,
     :data:`STRING_ELEMENT_BYTES`); ``None`` when not fixed."""
@@ -70,7 +72,7 @@ def tensor_nbytes(elem_type: int, shape: tuple[int, ...]) -> int | None:
     128
     """
     bits = _element_bits(elem_type)
-    return None if bits is None else -(-int(np.prod(shape, dtype=np.int64)) * bits // 8)
+    return None if bits is None else -(-int(math.prod(shape)) * bits // 8)
 
 
 def dtype_name(elem_type: int) -> str:
