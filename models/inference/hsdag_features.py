@@ -107,6 +107,15 @@ def colocate(g: Graph) -> Coarse:
 
 
 _FRACTAL_CACHE: dict[tuple[int, bytes], np.ndarray] = {}
+#: Seconds per unit of :func:`fractal_seconds`' work: 0.37-0.60 ns measured on generated graphs of 6,055-20,993
+#: ops and 227,000-579,000 edges (a 2-core EPYC, another job on the other core).
+FRACTAL_SECONDS_PER_UNIT = 0.6e-9
+
+
+def fractal_seconds(n: int, n_edges: int, max_radius: int = 12) -> float:
+    """About how long :func:`fractal_dimension` takes on ``n`` nodes and ``n_edges`` edges: a breadth-first
+    search of ``max_radius`` levels over every edge per 64 sources (2.8 s on a 20,993-op layered graph)."""
+    return FRACTAL_SECONDS_PER_UNIT * -(-n // 64) * max_radius * (n + 2 * n_edges)
 
 
 def fractal_dimension(n: int, edges: np.ndarray, max_radius: int = 12) -> np.ndarray:

@@ -31,7 +31,7 @@ import numpy as np
 from onnx_sched.cost import latency as lat
 from onnx_sched.jit import work_clock
 from onnx_sched.models.inference import hsdag_net as net
-from onnx_sched.models.inference.hsdag_features import colocate, node_features
+from onnx_sched.models.inference.hsdag_features import colocate, fractal_seconds, node_features
 
 __all__ = ["EpisodeSettings", "EpisodeResult", "run_episodes"]
 
@@ -128,10 +128,14 @@ def run_episodes(problem: lat.PlacementProblem, params: net.Params, settings: Ep
     (``predicted`` is its modelled latency).  ``mask`` zeroes node-feature columns (the
     ablations).  Stops after ``time_limit`` seconds, inside an episode too, and before an update that would end
     past it (an update only serves later episodes); the first step runs unless the features and
-    :data:`FIRST_FORWARD_SECONDS_PER_EDGE` say it would end past the limit (then no episode, no candidate)."""
+    :data:`FIRST_FORWARD_SECONDS_PER_EDGE` say it would end past the limit (then no episode, no candidate), and
+    the features are not computed when their estimate (:func:`fractal_seconds`) already says so."""
     t0 = work_clock()  # the features count too (a fractal dimension over thousands of ops takes seconds)
     g = problem.graph
     coarse = colocate(g)
+    if time_limit is not None and work_clock() - t0 + fractal_seconds(coarse.n, len(coarse.edges)) \
+            + FIRST_FORWARD_SECONDS_PER_EDGE * len(coarse.edges) > time_limit:
+        return EpisodeResult({}, 0, 0, 0, ())  # the features and first step would not fit: not started
     x = node_features(g, coarse, problem.op_time, problem.host).astype(np.float64)
     rg0 = net.round_graph(problem, coarse.member, coarse.n, coarse.edges)
     if time_limit is not None and work_clock() - t0 + FIRST_FORWARD_SECONDS_PER_EDGE * len(rg0.src) > time_limit:
