@@ -143,16 +143,14 @@ def brkga(
     if len(dist.alpha) != n_genes:
         raise ValueError(f"distributions have {len(dist.alpha)} genes, the chromosome {n_genes}")
     rng = np.random.default_rng(seed)
-    pop = dist.sample(rng, params.population)
+    seeds = np.zeros((0, n_genes))
     if initial is not None:
         seeds = np.atleast_2d(np.asarray(initial, dtype=np.float64))[: params.population]
         if seeds.shape[1] != n_genes:
             raise ValueError(f"initial chromosomes have {seeds.shape[1]} genes, expected {n_genes}")
-        pop[: len(seeds)] = seeds
     started = work_clock()
-    fit = _first_fitness(fitness, pop, 0 if initial is None else len(seeds), deadline)
+    pop, fit = _first_population(fitness, dist, rng, params.population, seeds, deadline)
     evaluations = len(fit)
-    pop = pop[:evaluations]
     order = np.argsort(fit, kind="stable")
     pop, fit = pop[order], fit[order]
     history = [(evaluations, float(fit[0]))]
@@ -189,22 +187,28 @@ def brkga(
 FIRST_CHUNK = 10
 
 
-def _first_fitness(fitness: Callable[[np.ndarray], np.ndarray], pop: np.ndarray, seeds: int,
-                   deadline: Deadline | None) -> np.ndarray:
-    """Fitness of the first population, or, when ``deadline`` passes while it is scored (a population of a huge
-    graph takes seconds), of its first members: the ``seeds`` known good ones and as many more as the time allowed.
-    Chunks are sized by the last chunk's speed, so a run with time to spare scores the rest in one call."""
-    if deadline is None:
-        return np.asarray(fitness(pop), dtype=np.float64)
-    fit = np.empty(len(pop))
-    done, chunk = 0, min(len(pop), max(FIRST_CHUNK, seeds))
-    while done < len(pop):
+def _first_population(fitness: Callable[[np.ndarray], np.ndarray], dist: GeneDistributions,
+                      rng: np.random.Generator, size: int, seeds: np.ndarray,
+                      deadline: Deadline | None) -> tuple[np.ndarray, np.ndarray]:
+    """The first population and its fitness: ``size`` chromosomes drawn from ``dist``, the known good ``seeds`` in
+    front.  With ``deadline`` they are drawn and scored in chunks, and when it passes (a population of a huge graph
+    takes seconds to draw and to score) the rest is neither: the seeds and as many more as the time allowed.  Chunks
+    are sized by the last chunk's speed, so a run with time to spare does the rest in one go; the draws are the same
+    as one draw of the whole population."""
+    rows: list[np.ndarray] = []
+    fits: list[np.ndarray] = []
+    done, chunk = 0, size if deadline is None else min(size, max(FIRST_CHUNK, len(seeds)))
+    while done < size:
         started = work_clock()
-        fit[done: done + chunk] = np.asarray(fitness(pop[done: done + chunk]), dtype=np.float64)
+        part = dist.sample(rng, chunk)
+        known = seeds[done: done + chunk]
+        part[: len(known)] = known
+        rows.append(part)
+        fits.append(np.asarray(fitness(part), dtype=np.float64))
         per_chromosome = (work_clock() - started) / chunk
         done += chunk
-        left = deadline.left()
-        if left <= 0:
+        left = 0.0 if deadline is None else deadline.left()  # without one, the first chunk was all of them
+        if done == size or left <= 0:
             break
-        chunk = min(len(pop) - done, max(1, int(left / max(per_chromosome, 1e-9))))
-    return fit[:done]
+        chunk = min(size - done, max(1, int(left / max(per_chromosome, 1e-9))))
+    return np.vstack(rows), np.concatenate(fits)

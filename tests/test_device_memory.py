@@ -150,6 +150,28 @@ def test_brkga_stops_inside_its_first_population_at_the_deadline_and_keeps_the_k
     assert result.best_fitness == 0.0 and np.array_equal(result.best_keys, good)
 
 
+def test_brkga_draws_only_the_first_population_it_has_time_to_score() -> None:
+    """Drawing a population of a huge graph takes as long as scoring it (0.9 s for 100 chromosomes of a 20,000-op
+    graph): past the deadline the rest of the first population is not drawn either."""
+    from onnx_sched.brkga import GeneDistributions
+
+    drawn = []
+
+    class Counted(GeneDistributions):
+        def sample(self, rng, count):  # noqa: ANN001, ANN202
+            drawn.append(count)
+            return super().sample(rng, count)
+
+    def slow(keys):  # 20 ms per chromosome: a population takes 2 s, past the 0.3 s limit
+        time.sleep(0.02 * len(keys))
+        return keys.sum(axis=1)
+
+    n = 12
+    dist = Counted(alpha=np.ones(n), beta=np.ones(n), rho=np.full(n, 0.7))
+    result = brkga(slow, n, BrkgaParams(), dist, seed=0, deadline=Deadline(0.3))
+    assert 10 <= result.evaluations < 100 and sum(drawn) == result.evaluations
+
+
 def test_brkga_with_time_to_spare_is_the_run_without_a_deadline_and_reserve_ends_it_earlier() -> None:
     p, fit = _er_fitness()
     params = BrkgaParams(evaluations=1000)

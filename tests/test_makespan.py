@@ -228,6 +228,25 @@ def test_cpsat_devices_optimal_not_worse_than_heft() -> None:
 
 
 # ------------------------------------------------------------- GA and auto
+def test_ga_does_not_start_a_generation_that_would_end_past_its_time(monkeypatch) -> None:
+    """A generation of a 20,000-op graph takes over a second: the GA stops before one it has no time for."""
+    import time
+
+    from onnx_sched.passes.makespan import ga
+
+    problem = synth_problem("er", 60, 3)
+    real = ms.list_makespans
+
+    def slow(problem, keys):  # noqa: ANN001, ANN202 -- 0.3 s per population, whatever its size
+        time.sleep(0.3)
+        return real(problem, keys)
+
+    monkeypatch.setattr(ms, "list_makespans", slow)
+    t0 = time.perf_counter()
+    _, _, gens = ga.search(problem, 0.75, seed=0, population=10, generations=100, seeds=4)
+    assert gens == 2 and time.perf_counter() - t0 < 0.75  # a third would have ended at 0.9 s
+
+
 def test_ga_and_auto_not_worse_than_list() -> None:
     problem = synth_problem("er", 120, 11)
     cp = get_pass("list-cp", "makespan")(problem.graph, ctx_for(problem)).info["makespan"]

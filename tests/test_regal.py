@@ -161,6 +161,18 @@ def test_a_feature_run_that_takes_all_the_time_returns_its_best_without_the_poli
     assert 10 < short.evaluations < 200 and dm.walk(p, dm.decode_keys(p, short.best_keys)[1]).peak <= host
 
 
+def test_the_policy_does_not_run_when_its_forward_pass_would_not_fit(monkeypatch) -> None:
+    """On a huge graph the network's forward pass takes seconds (1.4 s at 20,872 ops): with less time left than
+    its estimate, the feature run's best is the answer and the network is not run."""
+    g, p = _problem(30, 5)
+    policy = rg.load_policy()
+    ran = []
+    monkeypatch.setattr(type(policy), "actions", lambda self, *a: ran.append(1) or pytest.fail("policy ran"))
+    monkeypatch.setattr(rg, "FORWARD_SECONDS_PER_ELEMENT", 1e3)
+    run = rg.run_regal(p, policy, 5000, seed=0, deadline=Deadline(30.0))
+    assert run.info["action"].startswith("none") and not ran and run.evaluations == run.info["feature_evaluations"]
+
+
 def test_missing_checkpoint_is_one_clear_line(monkeypatch, tmp_path) -> None:
     from onnx_sched.passes.device_memory import regal as regal_pass
 

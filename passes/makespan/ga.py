@@ -74,12 +74,14 @@ def search(problem: ms.MakespanProblem, time_limit: float, seed: int, population
         x0 = np.vstack([x0, rng.random((population - len(x0), problem.n_ops))])
     algo = GA(pop_size=population, sampling=x0, eliminate_duplicates=False)
     algo.setup(_Priorities(problem), termination=("n_gen", generations), seed=int(seed) % (2**31), verbose=False)
-    gens = 0
-    while algo.has_next() and work_clock() - start < time_limit:
+    gens, last = 0, 0.0  # the last generation's seconds: one that would end past the limit does not start
+    while algo.has_next() and work_clock() - start + last < time_limit:
+        began = work_clock()
         pop = algo.ask()
         algo.evaluator.eval(algo.problem, pop)
         algo.tell(infills=pop)
         gens += 1
+        last = work_clock() - began
     best = algo.opt[0] if algo.opt is not None and len(algo.opt) else None
     if best is None:
         f = ms.list_makespans(problem, x0)
