@@ -18,6 +18,7 @@ from onnx_sched.brkga import BrkgaParams, Settle
 from onnx_sched.cost import device_memory as dm
 from onnx_sched.deadline import Deadline
 from onnx_sched.graph import Graph
+from onnx_sched.jit import work_clock
 from onnx_sched.passes import PassContext, register
 from onnx_sched.passes.device_memory import partition_dfs
 from onnx_sched.passes.device_memory._common import keys_for, problem_of, schedule_of_keys, score_keys, solve
@@ -63,17 +64,21 @@ def climb(problem: dm.DeviceMemoryProblem, start: np.ndarray, evaluations: int, 
           settle: Settle | None = None) -> tuple[np.ndarray, float, int]:
     """Best-of-sample hill climbing from ``start`` (one chromosome): each round scores ``neighbours`` moves of
     ``propose`` (default: one random gene) in one batch and takes the best if it improves; ``settle`` stops it
-    early once the best is settled (:class:`~onnx_sched.brkga.Settle`); returns (keys, fitness, evaluations)."""
+    early once the best is settled (:class:`~onnx_sched.brkga.Settle`); no round starts that the last one's time
+    says would end past ``deadline`` (50 moves on a 14,237-op graph: 0.36 s a round); returns (keys, fitness,
+    evaluations)."""
     if neighbours < 1:
         raise ValueError(f"local-search: neighbours must be >= 1, got {neighbours}")
     best = start.copy()
     best_fit = float(score_keys(problem, best, fewer_transfers)[0])
-    used, flat = 1, 0
-    while used + neighbours <= evaluations and not (deadline is not None and deadline.expired()):
+    used, flat, last = 1, 0, 0.0  # the last round's seconds: one that would end past the deadline does not start
+    while used + neighbours <= evaluations and not (deadline is not None and deadline.left() <= last):
         if settle is not None and settle.done(best_fit, flat):
             break
+        began = work_clock()
         cand = propose(problem, best, neighbours, rng)
         fit = score_keys(problem, cand, fewer_transfers)
+        last = work_clock() - began
         used += neighbours
         k = int(np.argmin(fit))
         flat += 1
