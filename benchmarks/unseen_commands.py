@@ -19,6 +19,7 @@ one fresh ``onnx-sched`` process, checked as the guide asks of every command:
     python benchmarks/unseen_commands.py --source rare --out docs/unseen_command_rare.json   # rare_models.py
     python benchmarks/unseen_commands.py --source control-flow --out docs/unseen_command_control_flow.json
     python benchmarks/unseen_commands.py --source control-flow-random --out docs/unseen_command_control_flow_random.json
+    python benchmarks/unseen_commands.py --source zoo --out docs/unseen_command_zoo.json   # zoo_models.py
 
 ``--sample N`` / ``--limit N`` as in ``unseen_models.py``; ``--commands`` a comma list of the rows below.
 ``--format openvino`` converts each model to an OpenVINO IR first (as ``unseen_models.py`` does; models OpenVINO
@@ -153,7 +154,7 @@ def is_problem(row: dict) -> bool:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--source", choices=("backend", "kinds", "rare", "control-flow", "control-flow-random"),
+    ap.add_argument("--source", choices=("backend", "kinds", "rare", "control-flow", "control-flow-random", "zoo"),
                     default="backend")
     ap.add_argument("--sample", type=int, default=0)
     ap.add_argument("--limit", type=int, default=0)
@@ -179,6 +180,10 @@ def main(argv: list[str] | None = None) -> int:
             from rare_models import build
 
             models = [(m, extra) for m, _, extra in build(Path(tmp) / "rare")]
+        elif args.source == "zoo":
+            from zoo_models import build
+
+            models = [(m, extra) for m, _, extra in build(Path(tmp) / "zoo")]
         elif args.source == "control-flow":
             models = [(m, extra) for m, _, extra in control_flow_models(Path(tmp) / "control_flow")]
         elif args.source == "control-flow-random":

@@ -25,7 +25,10 @@ external data, dynamic dims; built with torch, compared on their seeded inputs);
 optional outputs, unseeded random ops, contrib and ``ai.onnx.ml`` ops, 4-bit weights, ...); ``--source control-flow``
 the node test cases of the onnx package (``onnx.backend.test.case.node``) whose graphs hold ``If``, ``Loop``,
 ``Scan`` or ``SequenceMap``, written out with their first data set; ``--source control-flow-random`` the 40 random
-models with nested ``If`` / ``Loop`` / ``Scan`` of ``benchmarks/control_flow_models.py``.  Outputs an
+models with nested ``If`` / ``Loop`` / ``Scan`` of ``benchmarks/control_flow_models.py``; ``--source zoo`` the
+real-world architectures of ``benchmarks/zoo_models.py`` the corpus lacks (torchvision GoogLeNet, Inception-v3,
+RegNetY, ShuffleNetV2, MobileNetV3, EfficientNetV2, DeepLabV3, MaxViT; transformers Qwen2 with a KV cache, CLIP,
+MobileViT, DETR, LeViT and Marian; random weights, shrunk; needs torch, torchvision and transformers).  Outputs an
 unseeded random op feeds are not compared (``onnx_sched.bench.outputs.random_outputs``).
 
 ``--methods`` runs named methods instead of each objective's default (``auto``): a comma list of
@@ -46,6 +49,10 @@ the objective's files and the model's own arguments, e.g. to sweep the paths tha
     python benchmarks/unseen_models.py --methods latency:hsdag,latency:placeto --sample 25 \\
         --args "--option reward=measured --option run_devices=CPU,CPUB,CPU2"
     python benchmarks/unseen_models.py --methods makespan:auto --args "--target measured" --time-limit 5
+
+With ``--args "--ort-graph LEVEL"`` the input's reference run is at ONNX Runtime's LEVEL (the output holds ORT's
+fused ops, which round differently from the ops they replace; session 47: marian's outputs differed by 9e-8
+from the unoptimized run, and not at all from the run at that level).
 """
 
 from __future__ import annotations
@@ -171,10 +178,28 @@ def test_inputs(path: Path) -> dict[str, np.ndarray]:
     return feeds
 
 
-def run_ort(path: Path, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+#: ``optimize --ort-graph LEVEL`` writes ONNX Runtime's graph at that level, fused ops and all: its outputs are
+#: compared with the input's run at the same level (a fused op rounds differently from the ops it replaces).
+ORT_LEVELS = {"basic": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
+              "extended": ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
+              "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL}
+
+
+def reference_level(words: list[str]) -> ort.GraphOptimizationLevel:
+    """The optimization level of the input's reference run for ``optimize`` with the arguments ``words``."""
+    for i, word in enumerate(words):
+        level = word.split("=", 1)[1] if word.startswith("--ort-graph=") else \
+            words[i + 1] if word == "--ort-graph" and i + 1 < len(words) else None
+        if level in ORT_LEVELS:
+            return ORT_LEVELS[level]
+    return ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+
+
+def run_ort(path: Path, feeds: dict[str, np.ndarray],
+            level: ort.GraphOptimizationLevel = ort.GraphOptimizationLevel.ORT_DISABLE_ALL) -> list[np.ndarray]:
     opts = ort.SessionOptions()
     opts.log_severity_level = 3
-    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    opts.graph_optimization_level = level
     session = ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
     wanted = {i.name for i in session.get_inputs()}
     return session.run(None, {k: v for k, v in feeds.items() if k in wanted})
@@ -348,12 +373,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sample", type=int, default=0, help="N models spread over the families (before --limit)")
     ap.add_argument("--methods", default=None, help="OBJECTIVE:METHOD,... or 'all': run these methods")
     ap.add_argument("--format", choices=("onnx", "openvino"), default="onnx")
-    ap.add_argument("--source", choices=("backend", "kinds", "rare", "control-flow", "control-flow-random"),
+    ap.add_argument("--source", choices=("backend", "kinds", "rare", "control-flow", "control-flow-random", "zoo"),
                     default="backend",
                     help="onnx's backend test models, the model kinds of benchmarks/model_kinds.py (needs torch), "
                          "the models of the format's rarer parts of benchmarks/rare_models.py, onnx's node test "
-                         "cases with control flow, or the random nested control flow of "
-                         "benchmarks/control_flow_models.py")
+                         "cases with control flow, the random nested control flow of "
+                         "benchmarks/control_flow_models.py, or the real-world architectures of "
+                         "benchmarks/zoo_models.py (needs torch, torchvision, transformers)")
     ap.add_argument("--args", default="", metavar="WORDS",
                     help='more optimize arguments for every run, shlex-split: --args "--target measured"')
     ap.add_argument("--out", type=Path, default=None)
@@ -384,6 +410,10 @@ def main(argv: list[str] | None = None) -> int:
             from rare_models import build
 
             models = build(Path(tmp) / "rare")
+        elif args.source == "zoo":
+            from zoo_models import build
+
+            models = build(Path(tmp) / "zoo")
         elif args.source == "control-flow":
             models = control_flow_models(Path(tmp) / "control_flow")
         elif args.source == "control-flow-random":
@@ -409,7 +439,7 @@ def main(argv: list[str] | None = None) -> int:
             else:
                 feeds = given if given is not None else test_inputs(model)
                 try:
-                    reference = run_ort(model, feeds) if feeds else None
+                    reference = run_ort(model, feeds, reference_level(more)) if feeds else None
                 except Exception:  # noqa: BLE001 -- ONNX Runtime cannot run the input model itself
                     reference = None
             for obj, method in runs:
