@@ -402,13 +402,16 @@ def build(out: Path, names: list[str] | None = None, verbose: bool = False) -> l
         except Exception as exc:  # noqa: BLE001
             print(f"zoo_models: {name} left out: {str(exc).splitlines()[0][:200]}", file=sys.stderr)
             continue
-        worst = max(float(np.abs(a - b).max()) for a, b in zip(got, reference))
-        close = all(np.allclose(a, b, rtol=1e-3, atol=1e-4) for a, b in zip(got, reference))
-        if len(got) != len(reference) or not close:
+        if len(got) != len(reference) or any(np.shape(a) != np.shape(b) for a, b in zip(got, reference)):
+            print(f"zoo_models: {name} left out: ONNX Runtime's outputs differ from torch's in number or shape",
+                  file=sys.stderr)
+            continue
+        worst = max((float(np.abs(a - b).max(initial=0.0)) for a, b in zip(got, reference)), default=0.0)
+        if not all(np.allclose(a, b, rtol=1e-3, atol=1e-4) for a, b in zip(got, reference)):
             print(f"zoo_models: {name} left out: ONNX Runtime's outputs differ from torch's (max |diff| {worst:.2g})",
                   file=sys.stderr)
             continue
-        scale = min(float(np.abs(r).max()) for r in reference if r.dtype.kind == "f")
+        scale = min((float(np.abs(r).max(initial=0.0)) for r in reference if r.dtype.kind == "f"), default=1.0)
         if scale < 1e-4:
             print(f"zoo_models: {name} left out: an output is all (near) zero (max |out| {scale:.1g})", file=sys.stderr)
             continue

@@ -426,3 +426,16 @@ def test_a_model_openvino_cannot_compile_is_one_line_for_profile_and_bench(tmp_p
             continue
         reason = res.output.partition("OpenVINO cannot compile")[2].partition(" on CPU: ")[2]
         assert reason.strip(), res.output  # OpenVINO's own words (2026.4: "... not implemented for op ...")
+
+
+def test_a_tensor_larger_than_any_memory_is_one_line(tmp_path) -> None:
+    """A declared shape of 2^65 bytes (int64 sizes cannot hold it): one line naming the tensor, not an overflow."""
+    from onnx import TensorProto, helper
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2**31, 2**31, 4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2**31, 2**31, 4])
+    model = helper.make_model(helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g", [x], [y]),
+                              opset_imports=[helper.make_opsetid("", 17)], ir_version=10)
+    onnx.save(model, tmp_path / "huge.onnx")
+    res = CliRunner().invoke(main, ["optimize", str(tmp_path / "huge.onnx"), "-o", str(tmp_path / "o.onnx")])
+    _one_line_error(res, "tensor 'x'", "more than any memory")

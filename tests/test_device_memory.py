@@ -191,6 +191,7 @@ def test_brkga_with_time_to_spare_is_the_run_without_a_deadline_and_reserve_ends
 
 def test_the_climb_does_not_start_a_round_that_would_end_past_its_deadline(monkeypatch) -> None:
     """A round of 50 moves over a 14,237-op graph takes 0.36 s: the climb stops before one it has no time for."""
+    from onnx_sched.jit import work_clock
     from onnx_sched.passes.device_memory import local_search
 
     p, _ = _er_fitness()
@@ -202,9 +203,9 @@ def test_the_climb_does_not_start_a_round_that_would_end_past_its_deadline(monke
 
     monkeypatch.setattr(local_search, "score_keys", slow)
     start = np.random.default_rng(0).random(dm.chromosome_size(p))
-    t0 = time.perf_counter()
+    t0 = work_clock()  # the deadline's clock: a first run's numba compilation is not on it
     _, _, used = local_search.climb(p, start, 10_000, 5, np.random.default_rng(0), Deadline(1.05))
-    assert used == 1 + 5 * 2 and time.perf_counter() - t0 < 1.05  # the start, two rounds; a third would end at 1.2 s
+    assert used == 1 + 5 * 2 and work_clock() - t0 < 1.05  # the start, two rounds; a third would end at 1.2 s
 
 
 def test_a_search_at_the_lower_bound_stops_once_the_bytes_moved_settle() -> None:

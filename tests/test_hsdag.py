@@ -129,8 +129,10 @@ def test_features_are_not_computed_when_their_estimate_passes_the_limit(squeeze_
                                             lambda pl, pred: pred, np.random.default_rng(0), time_limit=60.0)
     assert run().episodes_run == 1 and computed == [1]
     monkeypatch.setattr(hsdag_features, "FRACTAL_SECONDS_PER_UNIT", 1e3)
+    assert run().episodes_run == 1 and computed == [1, 1]  # remembered from the first run: free, so computed
+    hsdag_features._FRACTAL_CACHE.clear()
     late = run()
-    assert late.episodes_run == 0 and not late.candidates and computed == [1]
+    assert late.episodes_run == 0 and not late.candidates and computed == [1, 1]
 
 
 def test_settings_and_reward_are_checked(squeeze_problem) -> None:

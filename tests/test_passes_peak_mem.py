@@ -303,3 +303,20 @@ def test_xla_dfs_on_a_dag_whose_subtree_bytes_pass_the_float_range() -> None:
         warnings.simplefilter("error")
         order = xla_dfs_order(g)
     assert is_topological_order(g, order) and sorted(order.tolist()) == list(range(n))
+
+
+def test_the_graph_bound_is_computed_before_the_pass_gets_its_share_of_the_time(monkeypatch) -> None:
+    """On a 20,000-op graph the must-live bound takes a few tenths of a second.  Every method's result carries it,
+    so peak-mem's ``prepare`` computes it inside the time limit, before the pass's share is set, instead of after a
+    pass that used its whole share."""
+    import onnx_sched.api as api
+    from onnx_sched.cost import memory_bound
+    from onnx_sched.synth.onnx_writer import graph_to_onnx
+    from onnx_sched.synth.random_dags import er_graph
+
+    events: list[str] = []
+    cached, schedule = memory_bound._op_lower_bounds_cached, api.schedule_graph
+    monkeypatch.setattr(memory_bound, "_op_lower_bounds_cached", lambda *a: events.append("bound") or cached(*a))
+    monkeypatch.setattr(api, "schedule_graph", lambda *a, **k: events.append("pass") or schedule(*a, **k))
+    api.optimize_model(graph_to_onnx(er_graph(30, 4), name="g"), "peak-mem", "file", 5.0, warm_up=False)
+    assert events.index("bound") < events.index("pass")

@@ -133,7 +133,7 @@ def run_episodes(problem: lat.PlacementProblem, params: net.Params, settings: Ep
     t0 = work_clock()  # the features count too (a fractal dimension over thousands of ops takes seconds)
     g = problem.graph
     coarse = colocate(g)
-    if time_limit is not None and work_clock() - t0 + fractal_seconds(coarse.n, len(coarse.edges)) \
+    if time_limit is not None and work_clock() - t0 + fractal_seconds(coarse.n, coarse.edges) \
             + FIRST_FORWARD_SECONDS_PER_EDGE * len(coarse.edges) > time_limit:
         return EpisodeResult({}, 0, 0, 0, ())  # the features and first step would not fit: not started
     x = node_features(g, coarse, problem.op_time, problem.host).astype(np.float64)

@@ -305,7 +305,7 @@ def run_regal(problem: dm.DeviceMemoryProblem, policy: RegalPolicy | None, evalu
     warm = inputs.warm
     forward = 0.0 if policy is None else FORWARD_SECONDS_PER_ELEMENT * (len(inputs.src) + len(inputs.x))
     if deadline is not None and deadline.left() <= forward:  # a huge graph: the feature run was all the time allowed
-        best, spent, generations, action = warm, 0, 0, "none: no time left after the feature run"
+        best, spent, generations, action = warm, 0, 0, "none: no time left for the policy after the feature run"
     else:
         if policy is None:
             actions = feature_prior(inputs, problem.n_devices)

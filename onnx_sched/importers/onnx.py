@@ -83,6 +83,8 @@ def stable_op_names(nodes: Sequence[onnx.NodeProto]) -> tuple[str, ...]:
     return tuple(n if clash[n] == 1 else f"{n}#{i}" for i, n in enumerate(names))
 
 
+#: Bytes no tensor can hold: past them a declared shape is a mistake (sizes are int64).
+MAX_TENSOR_BYTES = 2**63 - 1
 #: ops that draw random values: never folded into weights (and see :func:`onnx_sched.bench.outputs.random_outputs`)
 RANDOM_OPS = frozenset(
     {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial", "Bernoulli"}
@@ -420,6 +422,10 @@ def import_onnx(
                 unknown.append(name)
             sizes[i] = 0 if kinds[i] == TensorKind.WEIGHT else -1
             continue
+        if nbytes > MAX_TENSOR_BYTES:
+            raise ModelLoadError(f"{where}: tensor {name!r} of shape {list(shape)} would hold {nbytes:,} bytes, more "
+                                 f"than any memory ({MAX_TENSOR_BYTES + 1:,}): fix its declared shape, or pin a "
+                                 f"symbolic dimension with --dim / --input-shape")
         sizes[i] = nbytes
     strings = sum(1 for i, name in enumerate(names)
                   if kinds[i] != TensorKind.WEIGHT and types.get(name, (0, None))[0] == onnx.TensorProto.STRING)
