@@ -114,6 +114,13 @@ def command(model: Path, output: Path, objective: str, method: str, time_limit: 
 
         check_plot_path(plot_path)
     shapes, dim_values = parse_input_shapes(input_shapes), parse_dims(dims)
+    if ort_graph is not None:  # ONNX Runtime's rewrite reads the model first: a missing --machines / --profiles now
+        from onnx_sched.devices import device_names
+        from onnx_sched.objectives import ProblemOptions, resolve_objective
+        from onnx_sched.objectives.objective import require_options
+
+        given = ProblemOptions(machines=machines, profiles=profiles, devices=device_names(devices, "--devices"))
+        require_options(resolve_objective(objective, given), given)
     with tempfile.TemporaryDirectory(prefix="onnx_sched_") as tmp:
         source, inline, rewrite = model, False, None
         if ort_graph is not None:
