@@ -11,8 +11,9 @@ This "must be live" bound is much stronger than counting only an op's inputs and
 outputs: on irregular graphs (RandWire, transformer blocks) it often meets the
 optimum, which turns a search result into a proof.  It needs the transitive closure,
 built as bitsets one block of ops ``v`` at a time (:data:`BLOCK_BYTES` whatever the
-graph's size, ``n (n + e) / 64`` word operations in all): on a 20,872-op layered graph
-it is 18.8 GiB in 0.3-0.45 s, against 0.36 GiB for the inputs + outputs per op it replaces.
+graph's size, ``n (n + e) / 64`` word operations in all): on a 20,292-op layered graph
+it is 18.8 GiB in 0.45 s, against 0.36 GiB for the inputs + outputs per op it replaces
+(``benchmarks/large_bounds.py``).
 A graph past :data:`MAX_BOUND_WORK` or :data:`MAX_BOUND_OPS` falls back to those.  The full closure
 (``n^2 / 8`` bytes per direction), which the cut bound and the repair keep per graph,
 is built up to :data:`MAX_CLOSURE_OPS` ops.
@@ -44,9 +45,10 @@ __all__ = ["MAX_BOUND_OPS", "MAX_BOUND_WORK", "MAX_CLOSURE_OPS", "lower_bound", 
 #: Largest graph whose full closure bitsets are built, for the cut bound and the repair (2 x 12 MB at 10,000 ops).
 MAX_CLOSURE_OPS = 10_000
 #: Most work (:func:`bound_work`) the must-live bound may take, and most ops; a bigger graph gets inputs + outputs
-#: per op.  Here 0.8-1.6 ns a unit: a 20,872-op layered graph (313 Mi) 0.30-0.45 s, a 55,559-op random graph with
-#: 2.5 million edges (4,307 Mi) 3.2 s.  The ops cap bounds what the work leaves out, adding up the sizes of
-#: every (op, live tensor) pair: a 40,000-op chain whose every op writes a tensor the last one reads took 1.6 s.
+#: per op.  Here 0.8-1.6 ns a unit: a 20,292-op layered graph (313 Mi) 0.45 s, a 55,570-op random graph with
+#: 2.5 million edges (4,307 Mi) 3.2 s (both under load).  The ops cap bounds what the work leaves out, adding up
+#: the sizes of every (op, live tensor) pair: a 40,000-op chain whose every op writes a tensor the last one reads
+#: took 1.6 s.
 MAX_BOUND_WORK, MAX_BOUND_OPS = 1 << 30, 30_000
 #: Bytes of the two closures restricted to one block of ops (a block is at least 64 ops).
 BLOCK_BYTES = 64 << 20
