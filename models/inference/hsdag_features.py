@@ -112,17 +112,22 @@ _FRACTAL_CACHE: dict[tuple[int, bytes], np.ndarray] = {}
 FRACTAL_SECONDS_PER_UNIT = 0.6e-9
 
 
+def _fractal_key(n: int, edges: np.ndarray) -> tuple[int, bytes]:
+    """What :func:`fractal_dimension` remembers a graph by."""
+    return n, np.ascontiguousarray(edges, np.int64).tobytes()
+
+
 def fractal_seconds(n: int, edges: np.ndarray, max_radius: int = 12) -> float:
     """About how long :func:`fractal_dimension` takes on ``n`` nodes and ``edges``: a breadth-first search of
     ``max_radius`` levels over every edge per 64 sources (2.8 s on a 20,993-op layered graph); 0 when remembered."""
-    if (n, np.ascontiguousarray(edges, np.int64).tobytes()) in _FRACTAL_CACHE:
+    if _fractal_key(n, edges) in _FRACTAL_CACHE:
         return 0.0
     return FRACTAL_SECONDS_PER_UNIT * -(-n // 64) * max_radius * (n + 2 * len(edges))
 
 
 def fractal_dimension(n: int, edges: np.ndarray, max_radius: int = 12) -> np.ndarray:
     """Cached :func:`_fractal_dimension` (the all-pairs hop distances dominate feature time)."""
-    key = (n, np.ascontiguousarray(edges, np.int64).tobytes())
+    key = _fractal_key(n, edges)
     if key not in _FRACTAL_CACHE:
         if len(_FRACTAL_CACHE) > 64:
             _FRACTAL_CACHE.clear()
