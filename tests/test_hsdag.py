@@ -88,9 +88,12 @@ def test_episodes_update_the_weights_and_never_lose_to_a_single_device(squeeze_p
 
     p = hn.load_params()
     before = {k: v.copy() for k, v in p.items()}
-    res = run_episodes(squeeze_problem, p, EpisodeSettings(episodes=10, rounds=2), lambda pl, pred: pred,
+    # three devices: on CPU + GPU.1 the shipped policy samples one placement only, and equal rewards teach nothing
+    three = lat.placement_problem(squeeze_problem.graph, load_profiles(EXAMPLE_PROFILES))
+    res = run_episodes(three, p, EpisodeSettings(episodes=10, rounds=2), lambda pl, pred: pred,
                        np.random.default_rng(0))
     assert res.steps == 20 and res.updates == 1  # update_timestep 20
+    assert len({v for _, v in res.candidates.values()}) > 1
     assert any(not np.array_equal(p[k], before[k]) for k in p)
     g = squeeze_problem.graph
     s = get_pass("hsdag", "latency")(g, PassContext(problem=squeeze_problem, options={"episodes": 5}))

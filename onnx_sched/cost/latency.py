@@ -37,6 +37,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numba
 import numpy as np
 
 from onnx_sched.graph import Graph, TensorKind
@@ -163,24 +164,17 @@ class TransferTable:
 
 def _transfer_table(g: Graph) -> TransferTable:
     cons = g.tensor_consumers
-    rows, src, nb, ptr, idx, out = [], [], [], [0], [], []
-    for t in range(g.n_tensors):
-        kind = int(g.tensor_kind[t])
-        if kind == TensorKind.WEIGHT:
-            continue
-        c = cons.row(t)
-        p = int(g.tensor_producer[t])
-        is_out = kind == TensorKind.OUTPUT
-        if not len(c) and not is_out:
-            continue
-        rows.append(t)
-        src.append(p)
-        nb.append(int(g.tensor_bytes[t]))
-        idx.extend(int(x) for x in c if x != p)
-        ptr.append(len(idx))
-        out.append(is_out)
-    return TransferTable(np.asarray(rows, np.int64), np.asarray(src, np.int64), np.asarray(nb, np.float64),
-                         np.asarray(ptr, np.int64), np.asarray(idx, np.int64), np.asarray(out, bool))
+    kind = np.asarray(g.tensor_kind)
+    producer = np.asarray(g.tensor_producer, np.int64)
+    owner = np.repeat(np.arange(g.n_tensors), cons.lengths())  # the tensor of each (tensor, consumer) pair
+    reader = cons.indices.astype(np.int64)
+    real = reader != producer[owner]  # an op reading its own output is no transfer
+    is_out = kind == TensorKind.OUTPUT
+    rows = np.flatnonzero((kind != TensorKind.WEIGHT) & ((cons.lengths() > 0) | is_out))
+    keep = real & np.isin(owner, rows)
+    counts = np.bincount(owner[keep], minlength=g.n_tensors)[rows]
+    return TransferTable(rows.astype(np.int64), producer[rows], np.asarray(g.tensor_bytes, np.float64)[rows],
+                         np.concatenate([[0], np.cumsum(counts)]).astype(np.int64), reader[keep], is_out[rows])
 
 
 def placement_problem(graph: Graph, profiles: Any, mode: str = "sequential",
@@ -218,27 +212,40 @@ def _check_placement(problem: PlacementProblem, placement: np.ndarray) -> np.nda
 
 
 def sequential_latency_batch(problem: PlacementProblem, placements: np.ndarray) -> np.ndarray:
-    """Sequential latency of each row of ``placements`` ``(B, n)`` (vectorized)."""
-    P = np.atleast_2d(_check_placement(problem, placements))
-    B, n = P.shape
-    k = problem.n_devices
-    total = problem.op_time[np.arange(n)[None, :], P].sum(axis=1)
+    """Sequential latency of each row of ``placements`` ``(B, n)``."""
+    P = np.ascontiguousarray(np.atleast_2d(_check_placement(problem, placements)))
     tt = problem.transfers
-    host = problem.host
-    for j in range(len(tt.tensor)):
-        u = int(tt.src_op[j])
-        src = np.full(B, host) if u < 0 else P[:, u]
-        cons = tt.cons_idx[tt.cons_ptr[j]:tt.cons_ptr[j + 1]]
-        need = np.zeros((B, k), bool)
-        if len(cons):
-            need[np.arange(B)[:, None], P[:, cons]] = True
-        if tt.to_host[j]:
-            need[:, host] = True
-        need[np.arange(B), src] = False
-        if need.any():
-            cost = problem.latency[src] + tt.nbytes[j] * problem.inv_bandwidth[src]  # (B, k)
-            total = total + (need * cost).sum(axis=1)
-    return total
+    return _sequential_kernel(P, problem.op_time, tt.src_op, tt.nbytes, tt.cons_ptr, tt.cons_idx, tt.to_host,
+                              problem.latency, problem.inv_bandwidth, problem.host)
+
+
+@numba.njit(cache=True)
+def _sequential_kernel(P: np.ndarray, op_time: np.ndarray, src_op: np.ndarray, nbytes: np.ndarray,
+                       cons_ptr: np.ndarray, cons_idx: np.ndarray, to_host: np.ndarray, latency: np.ndarray,
+                       inv_bandwidth: np.ndarray, host: int) -> np.ndarray:  # pragma: no cover - numba
+    """Per row of ``P``: op seconds on their devices, plus one move per (tensor, device other than its home that
+    reads it), plus the graph outputs' moves to the host."""
+    B, n = P.shape
+    k = latency.shape[0]
+    out = np.empty(B)
+    need = np.zeros(k, np.bool_)
+    for b in range(B):
+        total = 0.0
+        for i in range(n):
+            total += op_time[i, P[b, i]]
+        for j in range(len(src_op)):
+            src = host if src_op[j] < 0 else P[b, src_op[j]]
+            need[:] = False
+            for e in range(cons_ptr[j], cons_ptr[j + 1]):
+                need[P[b, cons_idx[e]]] = True
+            if to_host[j]:
+                need[host] = True
+            need[src] = False
+            for d in range(k):
+                if need[d]:
+                    total += latency[src, d] + nbytes[j] * inv_bandwidth[src, d]
+        out[b] = total
+    return out
 
 
 def sequential_latency(problem: PlacementProblem, placement: np.ndarray) -> float:

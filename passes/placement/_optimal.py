@@ -9,6 +9,7 @@ always judged by one definition.
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import numpy as np
 
@@ -18,9 +19,12 @@ from onnx_sched.flow import min_cut
 
 __all__ = ["cpsat_build_seconds", "cpsat_placement", "mincut_placement"]
 
-#: Seconds to add one constraint or variable to :func:`cpsat_placement`'s model through CP-SAT's Python API
-#: (measured: 1.2 million in about 6 s on a generated 8,000-op sbm graph, three devices).
+#: Seconds to add one variable, constraint or hint to :func:`cpsat_placement`'s model through CP-SAT's Python API
+#: (measured 2.7-4.7 us on generated 3,000-20,000-op graphs, three devices: sbm, layered, ws, er, transformer).
 BUILD_SECONDS_PER_TERM = 5e-6
+#: Seconds per term CP-SAT spends loading the model before its time limit can stop it (measured 0.6-1.3 us on the
+#: same graphs: a solve limited to 10 ms took 0.15-0.67 s).
+SOLVER_START_SECONDS_PER_TERM = 1.5e-6
 #: Capacity units per second of :func:`mincut_placement`'s network.
 PICOSECONDS = 1e12
 
@@ -96,13 +100,19 @@ def mincut_placement(problem: PlacementProblem) -> tuple[np.ndarray, float]:
     return placement, sequential_latency(problem, placement)
 
 
-def cpsat_build_seconds(problem: PlacementProblem) -> float:
-    """About how long :func:`cpsat_placement` takes to build its model (before any solving): its variables and
-    constraints -- per op and device, per consumer and device, per tensor and device pair -- at
-    :data:`BUILD_SECONDS_PER_TERM` each."""
+def model_terms(problem: PlacementProblem) -> int:
+    """About how many variables, constraints and hints :func:`cpsat_placement` adds: per op and device a variable
+    and a hint, per op a choice, per consumer and device an implication, per tensor and device a variable, and per
+    produced tensor and device pair a variable and a clause."""
     k, tt = problem.n_devices, problem.transfers
-    terms = problem.graph.n_ops * k + len(tt.cons_idx) * k + len(tt.tensor) * k * k
-    return terms * BUILD_SECONDS_PER_TERM
+    produced = int(np.count_nonzero(tt.src_op >= 0))
+    return (2 * k + 1) * problem.graph.n_ops + len(tt.cons_idx) * k + len(tt.tensor) * k + 2 * produced * k * (k - 1)
+
+
+def cpsat_build_seconds(problem: PlacementProblem) -> float:
+    """About how long :func:`cpsat_placement` takes before CP-SAT searches at all: building its model
+    (:data:`BUILD_SECONDS_PER_TERM` a term) and the solver loading it (:data:`SOLVER_START_SECONDS_PER_TERM`)."""
+    return model_terms(problem) * (BUILD_SECONDS_PER_TERM + SOLVER_START_SECONDS_PER_TERM)
 
 
 def cpsat_placement(problem: PlacementProblem, time_limit: float = 10.0, hint: np.ndarray | None = None,
@@ -114,7 +124,7 @@ def cpsat_placement(problem: PlacementProblem, time_limit: float = 10.0, hint: n
     carrying the transfer cost; costs in integer nanoseconds.  Returns
     ``(placement, latency, proven_optimal)``; ``stats`` (a dict), when given, receives
     ``lower_bound`` (seconds, CP-SAT's best objective bound) and ``status``.  ``time_limit`` covers
-    building the model too (thousands of ops take a noticeable part of a second).
+    building the model and the solver's start too (about :func:`cpsat_build_seconds`: 2-3 s at 20,000 ops).
     """
     from ortools.sat.python import cp_model
 
@@ -124,49 +134,56 @@ def cpsat_placement(problem: PlacementProblem, time_limit: float = 10.0, hint: n
     n, k = g.n_ops, problem.n_devices
     scale = 1e9
     m = cp_model.CpModel()
-    x = [[m.NewBoolVar(f"x{i}_{d}") for d in range(k)] for i in range(n)]
-    obj = []
-    for i in range(n):
-        allowed = [d for d in range(k) if np.isfinite(problem.op_time[i, d])]
-        m.AddExactlyOne(x[i][d] for d in allowed)
+    x = [[m.new_bool_var(f"x{i}_{d}") for d in range(k)] for i in range(n)]
+    terms: list[Any] = []  # the objective: sum of coefficient * Boolean
+    coefs: list[int] = []
+    runs = np.isfinite(problem.op_time)
+    op_cost = np.rint(np.where(runs, problem.op_time, 0.0) * scale).astype(np.int64).tolist()
+    for i, row in enumerate(runs.tolist()):
+        m.add_exactly_one(x[i][d] for d in range(k) if row[d])
         for d in range(k):
-            if d not in allowed:
-                m.Add(x[i][d] == 0)
-            else:
-                obj.append(int(round(problem.op_time[i, d] * scale)) * x[i][d])
+            if not row[d]:
+                m.add(x[i][d] == 0)
+            elif op_cost[i][d]:
+                terms.append(x[i][d])
+                coefs.append(op_cost[i][d])
     tt = problem.transfers
     host = problem.host
-    for j in range(len(tt.tensor)):
-        u = int(tt.src_op[j])
-        cons = np.unique(tt.cons_idx[tt.cons_ptr[j]:tt.cons_ptr[j + 1]])
+    move_cost = np.rint((problem.latency[None] + tt.nbytes[:, None, None] * problem.inv_bandwidth[None])
+                        * scale).astype(np.int64).tolist()  # (tensor, from, to)
+    src_op, to_host, cons_ptr, cons_idx = (a.tolist() for a in (tt.src_op, tt.to_host, tt.cons_ptr, tt.cons_idx))
+    for j, u in enumerate(src_op):
+        cons = sorted(set(cons_idx[cons_ptr[j]:cons_ptr[j + 1]]))
         for d in range(k):
-            needed_fixed = bool(tt.to_host[j]) and d == host
-            if not len(cons) and not needed_fixed:
+            needed_fixed = to_host[j] and d == host
+            if not cons and not needed_fixed:
                 continue
-            y = m.NewBoolVar(f"y{j}_{d}")
+            y = m.new_bool_var(f"y{j}_{d}")
             if needed_fixed:
-                m.Add(y == 1)
+                m.add(y == 1)
             for c in cons:
-                m.AddImplication(x[int(c)][d], y)
+                m.add_implication(x[c][d], y)
             for a in range(k):
-                if a == d:
-                    continue
-                cost = int(round((problem.latency[a, d] + tt.nbytes[j] * problem.inv_bandwidth[a, d]) * scale))
-                if cost <= 0:
+                cost = move_cost[j][a][d]
+                if a == d or cost <= 0:
                     continue
                 if u < 0:
                     if a == host:
-                        obj.append(cost * y)
+                        terms.append(y)
+                        coefs.append(cost)
                     continue
-                z = m.NewBoolVar(f"z{j}_{a}_{d}")
-                m.AddBoolOr([x[u][a].Not(), y.Not(), z])
-                obj.append(cost * z)
-    m.Minimize(sum(obj))
+                z = m.new_bool_var(f"z{j}_{a}_{d}")
+                m.add_bool_or([x[u][a].Not(), y.Not(), z])
+                terms.append(z)
+                coefs.append(cost)
+    m.minimize(cp_model.LinearExpr.weighted_sum(terms, coefs))
     if hint is not None:
-        for i in range(n):
+        for i, h in enumerate(np.asarray(hint, np.int64).tolist()):
             for d in range(k):
-                m.AddHint(x[i][d], int(int(hint[i]) == d))
-    solver = cp_solver(time_limit, seed, workers, started=started)
+                m.add_hint(x[i][d], int(h == d))
+    # the solver's start, which its own limit does not stop, counts against the search's time
+    solver = cp_solver(time_limit - model_terms(problem) * SOLVER_START_SECONDS_PER_TERM, seed, workers,
+                       started=started)
     status = solver.Solve(m)
     if stats is not None:
         stats["status"] = solver.StatusName(status)
@@ -176,7 +193,8 @@ def cpsat_placement(problem: PlacementProblem, time_limit: float = 10.0, hint: n
             raise ValueError("CP-SAT found no placement within the time limit")
         p = np.asarray(hint, np.int64)
         return p, sequential_latency(problem, p), False
-    p = np.array([int(np.argmax([solver.Value(x[i][d]) for d in range(k)])) for i in range(n)], np.int64)
+    values = np.asarray(solver.response_proto.solution, np.int64)  # by variable index, read back at once
+    p = values[np.array([[v.index for v in row] for row in x], np.int64).reshape(n, k)].argmax(axis=1)
     lat = sequential_latency(problem, p)
     if hint is not None:
         hl = sequential_latency(problem, hint)

@@ -34,8 +34,8 @@ def cpsat(graph: Graph, ctx: PassContext) -> Schedule:
     hint = _best_single(problem)
     if cpsat_build_seconds(problem) > ctx.time_limit:  # the model alone would not be built in time: the hint
         return make_placement_schedule(problem, hint, "cpsat-place", cpsat_status=(
-            f"not built: its model would take about {cpsat_build_seconds(problem):.0f} s to build, more than the "
-            f"{ctx.time_limit:.1f} s time limit; the best single device"))
+            f"not built: its model would take about {cpsat_build_seconds(problem):.0f} s to build and load, more "
+            f"than the {ctx.time_limit:.1f} s time limit; the best single device"))
     p, value, optimal = cpsat_placement(problem, ctx.time_limit, hint=hint, seed=ctx.seed)
     seq_opt = optimal and problem.mode == "sequential"
     return make_placement_schedule(problem, p, "cpsat-place", optimal=seq_opt, sequential_latency=value,
