@@ -266,6 +266,42 @@ def test_exact_equals_brute_force(g, inplace):
     assert peak_memory(g, wide, inplace) == best
 
 
+def greedy_by_definition(g: Graph, inplace: bool) -> list[int]:
+    """The greedy rule spelled out: each step scores every ready op by (memory after it, -bytes it frees, its
+    step's peak, id) and runs the smallest."""
+    from onnx_sched.cost.memory import memory_arrays, peek_kernel, step_kernel
+
+    a = memory_arrays(g, inplace)
+    args = (a.in_ptr, a.in_idx, a.out_ptr, a.out_idx, a.size, a.n_consumers, a.keep, a.param, a.inplace_ptr,
+            a.inplace_idx)
+    remaining, live, done, order = a.n_consumers.copy(), a.base, set(), []
+    preds = [set(g.op_preds.row(v).tolist()) for v in range(g.n_ops)]
+    while len(order) < g.n_ops:
+        ready = [v for v in range(g.n_ops) if v not in done and preds[v] <= done]
+
+        def key(v: int) -> tuple[int, int, int, int]:
+            m_t, after, freed = peek_kernel(v, remaining, live, *args)
+            return after, -freed, m_t, v
+
+        v = min(ready, key=key)
+        _, live = step_kernel(v, remaining, live, *args)
+        done.add(v)
+        order.append(v)
+    return order
+
+
+@pytest.mark.parametrize("inplace", [False, True])
+@pytest.mark.parametrize(("n", "p"), [(12, 0.3), (30, 0.1), (40, 0.05)])
+def test_greedy_runs_the_ready_op_its_rule_ranks_first(n, p, inplace):
+    """The kernel keeps ready ops in a heap re-keyed when an input is left with one reader: the same order as
+    scoring every ready op at every step."""
+    from onnx_sched.passes.order.greedy import greedy_order
+
+    for seed in range(20):
+        g = random_dag(n, seed, p, shuffle=True, types=True)
+        assert greedy_order(g, inplace).tolist() == greedy_by_definition(g, inplace), seed
+
+
 @pytest.mark.parametrize("seed", range(3))
 def test_wide_beam_equals_exact_on_small_graphs(seed):
     g = random_dag(16, seed, p=0.2, types=True)

@@ -14,7 +14,7 @@ import numpy as np
 from onnx_sched.graph import Graph
 from onnx_sched.passes import PassContext, register
 from onnx_sched.passes.order._common import make_schedule
-from onnx_sched.passes.order._kernels import greedy_kernel, kernel_graph
+from onnx_sched.passes.order._list_kernels import greedy_kernel, list_args
 from onnx_sched.schedule import Schedule
 
 __all__ = ["greedy_order", "run"]
@@ -22,8 +22,7 @@ __all__ = ["greedy_order", "run"]
 
 def greedy_order(graph: Graph, inplace: bool) -> np.ndarray:
     """The greedy list-scheduling order."""
-    kg = kernel_graph(graph, inplace)
-    return greedy_kernel(kg.n, np.int64(kg.base), kg.pred_ptr, kg.succ_ptr, kg.succ_idx, *kg.mem_args())
+    return greedy_kernel(graph.n_ops, *list_args(graph, inplace))
 
 
 @register("greedy", objective="peak-mem")

@@ -15,7 +15,7 @@ from onnx_sched.graph import Graph
 from onnx_sched.jit import work_clock
 from onnx_sched.passes import PassContext, register
 from onnx_sched.passes.order._common import make_schedule
-from onnx_sched.passes.order._kernels import kernel_graph, random_orders_kernel
+from onnx_sched.passes.order._list_kernels import list_args, random_orders_kernel
 from onnx_sched.schedule import Schedule
 
 __all__ = ["best_random_order", "run"]
@@ -27,14 +27,13 @@ def best_random_order(graph: Graph, samples: int, *, inplace: bool, seed: int = 
     """(best order, its peak, samples drawn).  Samples are drawn in batches so a time limit can stop them."""
     if samples < 1:
         raise ValueError(f"samples must be >= 1, got {samples}")
-    kg = kernel_graph(graph, inplace)
-    args = (kg.base, kg.pred_ptr, kg.succ_ptr, kg.succ_idx, *kg.mem_args())
+    args = list_args(graph, inplace)
     t0 = work_clock()
     best_order, best_peak, drawn, batch = None, None, 0, 1
     rng = np.random.default_rng(seed)
     while drawn < samples:
         k = min(batch, samples - drawn)
-        order, peak = random_orders_kernel(kg.n, k, int(rng.integers(0, 2**31 - 1)), *args)
+        order, peak = random_orders_kernel(graph.n_ops, k, int(rng.integers(0, 2**31 - 1)), *args)
         drawn += k
         if best_peak is None or peak < best_peak:
             best_order, best_peak = order, int(peak)
