@@ -193,8 +193,8 @@ def _first_population(fitness: Callable[[np.ndarray], np.ndarray], dist: GeneDis
     """The first population and its fitness: ``size`` chromosomes drawn from ``dist``, the known good ``seeds`` in
     front.  With ``deadline`` they are drawn and scored in chunks, and when it passes (a population of a huge graph
     takes seconds to draw and to score) the rest is neither: the seeds and as many more as the time allowed.  Chunks
-    are sized by the last chunk's speed, so a run with time to spare does the rest in one go; the draws are the same
-    as one draw of the whole population."""
+    are sized by the last chunk's speed, at most doubling, so a run with time to spare does the rest in a few; the
+    draws are the same as one draw of the whole population."""
     rows: list[np.ndarray] = []
     fits: list[np.ndarray] = []
     done, chunk = 0, size if deadline is None else min(size, max(FIRST_CHUNK, len(seeds)))
@@ -210,5 +210,7 @@ def _first_population(fitness: Callable[[np.ndarray], np.ndarray], dist: GeneDis
         left = 0.0 if deadline is None else deadline.left()  # without one, the first chunk was all of them
         if done == size or left <= 0:
             break
-        chunk = min(size - done, max(1, int(left / max(per_chromosome, 1e-9))))
+        # at most twice the last chunk: the known good chromosomes in front of the first one may score much
+        # faster than random ones (all ops on one device: no transfers to schedule)
+        chunk = min(size - done, 2 * chunk, max(1, int(left / max(per_chromosome, 1e-9))))
     return np.vstack(rows), np.concatenate(fits)

@@ -150,6 +150,20 @@ def test_brkga_stops_inside_its_first_population_at_the_deadline_and_keeps_the_k
     assert result.best_fitness == 0.0 and np.array_equal(result.best_keys, good)
 
 
+def test_brkga_first_population_chunks_at_most_double_after_fast_known_good_keys() -> None:
+    """Known good chromosomes can score far faster than random ones (one device: no transfers); sizing the next
+    chunk by their speed alone scored the whole rest of the population, seconds past the deadline."""
+    n, target = 12, np.linspace(0, 1, 12)
+    good = np.repeat(target[None, :], 10, axis=0)
+
+    def fast_on_good(keys):  # the known good keys cost nothing, any other 20 ms
+        time.sleep(0.02 * int((np.abs(keys - target).sum(axis=1) > 0).sum()))
+        return np.abs(keys - target).sum(axis=1)
+
+    result = brkga(fast_on_good, n, BrkgaParams(), seed=0, initial=good, deadline=Deadline(0.3))
+    assert result.evaluations == 10 + 20 and result.generations == 0  # the seeds, then twice as many
+
+
 def test_brkga_draws_only_the_first_population_it_has_time_to_score() -> None:
     """Drawing a population of a huge graph takes as long as scoring it (0.9 s for 100 chromosomes of a 20,000-op
     graph): past the deadline the rest of the first population is not drawn either."""
@@ -428,6 +442,22 @@ def test_tidy_moves_fewer_bytes_at_the_same_peak(method: str) -> None:
     assert info0["tidy_evaluations"] == 0 and 0 < info["tidy_evaluations"] <= 3000
     assert info["evaluations"] == info0["evaluations"]  # the search itself is the same run
     assert peak <= peak0 and moved < moved0
+
+
+def test_tidy_skips_its_brkga_when_the_time_left_would_not_cover_its_start_keys(monkeypatch) -> None:
+    """Building the start keys decodes each partition step by step (0.7 s at 20,000 ops): with less time left
+    than twice its estimate, ``tidy`` goes straight to its climb."""
+    from onnx_sched.passes.device_memory import local_search
+
+    g = er_graph(60, 100_023)
+    p = dm.DeviceMemoryProblem.build(g, ("CPU", "GPU"))
+    keys = local_search.start_keys(p, 0)[0]
+    built = []
+    monkeypatch.setattr(local_search, "start_keys", lambda *a: built.append(1) or np.zeros((0, len(keys))))
+    monkeypatch.setattr(local_search, "START_KEYS_SECONDS_PER_OP", 1.0)  # 120 s "needed"
+    tidied, used = local_search.tidy_transfers(p, keys, PassContext(seed=0, problem=p), Deadline(5.0))
+    assert not built and used > 0
+    assert dm.fitness(p, dm.evaluate_keys(p, tidied[None]))[0] <= dm.fitness(p, dm.evaluate_keys(p, keys[None]))[0]
 
 
 def test_a_split_that_one_device_matches_in_the_same_order_becomes_that_device(tmp_path) -> None:

@@ -30,6 +30,9 @@ __all__ = ["TIDY_EVALUATIONS", "climb", "one_device_evaluations", "peak_or_bytes
 #: Evaluations ``brkga``, ``tuned-brkga`` and ``regal`` spend after their search on moving fewer bytes between
 #: devices at the same peak (their option ``tidy``; 0 turns it off).
 TIDY_EVALUATIONS = 10_000
+#: Seconds per op that :func:`start_keys` takes (measured 5-54 us on graphs of 122-20,001 ops: it decodes each
+#: partition step by step); ``tidy``'s BRKGA, which starts from them, runs only when twice that is left.
+START_KEYS_SECONDS_PER_OP = 60e-6
 
 
 def start_keys(problem: dm.DeviceMemoryProblem, seed: int) -> np.ndarray:
@@ -188,16 +191,17 @@ def tidy_transfers(problem: dm.DeviceMemoryProblem, keys: np.ndarray, ctx: PassC
     whichever came first, often one that ships tensors back and forth for nothing (REGAL on the corpus, 3 devices:
     five times the bytes ``auto`` moves at the same peaks).  Half the budget goes to a BRKGA on (peak, bytes)
     whose first population holds ``keys`` and the simple solutions of :func:`start_keys` (other splits can reach
-    the same peak with far fewer crossings), the rest to hill climbing with the moves of :func:`peak_or_bytes`;
-    last, :func:`prefer_one_device`.  Returns the keys and the evaluations
-    spent (option ``tidy``, default :data:`TIDY_EVALUATIONS`; 0, or no time left: ``keys`` unchanged).
+    the same peak with far fewer crossings; skipped when the time left would hardly cover building them), the
+    rest to hill climbing with the moves of :func:`peak_or_bytes`; last, :func:`prefer_one_device`.  Returns the
+    keys and the evaluations spent (option ``tidy``, default :data:`TIDY_EVALUATIONS`; 0, or no time left: ``keys`` unchanged).
     """
     budget = int(ctx.option("tidy", TIDY_EVALUATIONS))
     if budget <= 0 or (deadline is not None and deadline.expired()):
         return keys, 0
     used = 0
     params = BrkgaParams(evaluations=budget // 2)
-    if params.evaluations >= params.population:
+    starts = 2 * START_KEYS_SECONDS_PER_OP * problem.graph.n_ops
+    if params.evaluations >= params.population and (deadline is None or deadline.left() > starts):
         result = solve(problem, params, seed=ctx.seed, deadline=deadline, fewer_transfers=True,
                        initial=np.vstack([keys, start_keys(problem, ctx.seed)]))
         keys, used = result.best_keys, result.evaluations
