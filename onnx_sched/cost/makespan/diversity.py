@@ -64,14 +64,15 @@ def diversity(chains: Chains, start: np.ndarray, n_lanes: int) -> dict[str, floa
         return {"ged": 0.0, "d_inv": 0.0, "d_sen": 0.0}
     edges = chain_edges(chains)
     start = np.asarray(start, np.float64)
-    onehot = np.eye(n_lanes)[chains.lane].reshape(k_count, -1)
-    sen = np.hstack([start, onehot])
-    inv, sens = [], []
+    lane = np.asarray(chains.lane)
+    squares, moved = [], []  # per pair: squared start-time distance; ops on different lanes
     for i in range(k_count):
-        inv.append(np.linalg.norm(start[i + 1:] - start[i], axis=1))
-        sens.append(np.linalg.norm(sen[i + 1:] - sen[i], axis=1))
-    return {"ged": float(np.mean(_pairwise_ged(edges))), "d_inv": float(np.concatenate(inv).mean()),
-            "d_sen": float(np.concatenate(sens).mean())}
+        squares.append(np.square(start[i + 1:] - start[i]).sum(axis=1))
+        moved.append(np.count_nonzero(lane[i + 1:] != lane[i], axis=1))
+    squares, moved = np.concatenate(squares), np.concatenate(moved)
+    # an op on another lane differs in two entries of its one-hot placement: d_sen^2 = d_inv^2 + 2 * moved
+    return {"ged": float(np.mean(_pairwise_ged(edges))), "d_inv": float(np.sqrt(squares).mean()),
+            "d_sen": float(np.sqrt(squares + 2.0 * moved).mean())}
 
 
 def _pairwise_ged(edges: list[np.ndarray]) -> np.ndarray:
