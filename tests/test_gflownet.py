@@ -197,6 +197,8 @@ def test_diversity_metrics_on_hand_made_schedules() -> None:
     # chains {0-1, 1-3} vs {0-2, 2-1, 1-3}: 1 shared edge of 5 -> 3 differing entries / 5 edges
     assert d2["ged"] == pytest.approx(60.0)
     assert d2["d_inv"] == pytest.approx(math.sqrt(3.0**2 + 2.0**2))
+    with pytest.raises(ValueError, match="lanes must lie in"):  # a lane past n_lanes has no one-hot row
+        diversity(c, start, n_lanes=1)
 
 
 def test_every_sampled_trajectory_is_a_valid_schedule() -> None:

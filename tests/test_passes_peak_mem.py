@@ -278,12 +278,11 @@ def greedy_by_definition(g: Graph, inplace: bool) -> list[int]:
     preds = [set(g.op_preds.row(v).tolist()) for v in range(g.n_ops)]
     while len(order) < g.n_ops:
         ready = [v for v in range(g.n_ops) if v not in done and preds[v] <= done]
-
-        def key(v: int) -> tuple[int, int, int, int]:
+        keys = {}
+        for v in ready:
             m_t, after, freed = peek_kernel(v, remaining, live, *args)
-            return after, -freed, m_t, v
-
-        v = min(ready, key=key)
+            keys[v] = (after, -freed, m_t, v)
+        v = min(ready, key=keys.__getitem__)
         _, live = step_kernel(v, remaining, live, *args)
         done.add(v)
         order.append(v)

@@ -166,6 +166,12 @@ def test_problem_validation_messages() -> None:
     problem = lat.PlacementProblem(g, ("a", "b"), np.ones((2, 2)), np.zeros((2, 2)), np.zeros((2, 2)))
     with pytest.raises(ValueError, match="outside"):
         lat.sequential_latency(problem, np.array([0, 2]))
+    # an infinite link would read as free in CP-SAT's integer costs (and as NaN in the model): refused
+    for bad in (np.inf, np.nan, -1.0):
+        with pytest.raises(ValueError, match="latency must be finite and >= 0"):
+            lat.PlacementProblem(g, ("a", "b"), np.ones((2, 2)), np.array([[0.0, bad], [1e-6, 0.0]]), np.zeros((2, 2)))
+        with pytest.raises(ValueError, match="finite latency >= 0"):
+            TransferModel(bad, 1e10)
 
 
 # ----------------------------------------------------------------- profiles

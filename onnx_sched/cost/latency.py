@@ -64,7 +64,7 @@ class PlacementProblem:
 
     ``op_time[i, d]``: seconds of op ``i`` on device ``d`` (``inf`` = cannot run);
     ``latency[a, b]`` / ``inv_bandwidth[a, b]``: seconds and seconds per byte to
-    move a tensor from device ``a`` to ``b`` (0 on the diagonal); ``host``: index of
+    move a tensor from device ``a`` to ``b`` (finite; 0 on the diagonal); ``host``: index of
     the device holding graph inputs and outputs; ``mode``: ``sequential`` or
     ``concurrent``.
     """
@@ -93,6 +93,8 @@ class PlacementProblem:
                 raise ValueError(f"{name} has shape {arr.shape}, expected ({k}, {k})")
             arr = arr.copy()
             np.fill_diagonal(arr, 0.0)
+            if not (np.isfinite(arr) & (arr >= 0)).all():
+                raise ValueError(f"{name} must be finite and >= 0 between every two devices")
             object.__setattr__(self, name, arr)
         object.__setattr__(self, "op_time", t)
         if not 0 <= self.host < k:

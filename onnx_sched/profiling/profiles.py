@@ -88,8 +88,8 @@ class TransferModel:
         return self.latency_s + np.asarray(nbytes, dtype=np.float64) / self.bandwidth_Bps
 
     def __post_init__(self) -> None:
-        if self.latency_s < 0 or not self.bandwidth_Bps > 0:
-            raise ValueError(f"transfer model needs latency >= 0 and bandwidth > 0, got {self}")
+        if not 0 <= self.latency_s < math.inf or not self.bandwidth_Bps > 0:
+            raise ValueError(f"transfer model needs a finite latency >= 0 and bandwidth > 0, got {self}")
 
 
 @dataclass(frozen=True)

@@ -191,10 +191,10 @@ def tidy_transfers(problem: dm.DeviceMemoryProblem, keys: np.ndarray, ctx: PassC
     whichever came first, often one that ships tensors back and forth for nothing (REGAL on the corpus, 3 devices:
     five times the bytes ``auto`` moves at the same peaks).  Half the budget goes to a BRKGA on (peak, bytes)
     whose first population holds ``keys`` and the simple solutions of :func:`start_keys` (other splits can reach
-    the same peak with far fewer crossings; skipped when the time left would hardly cover building them), the
-    rest to hill climbing with the moves of :func:`peak_or_bytes`; last, :func:`prefer_one_device`.  Returns the
-    keys and the evaluations spent (option ``tidy``, default :data:`TIDY_EVALUATIONS`; 0, or no time left:
-    ``keys`` unchanged).
+    the same peak with far fewer crossings; skipped, its half going to the climb, when the time left would
+    hardly cover building them), the rest to hill climbing with the moves of :func:`peak_or_bytes`; last,
+    :func:`prefer_one_device`.  Returns the keys and the evaluations spent (option ``tidy``, default
+    :data:`TIDY_EVALUATIONS`; 0, or no time left: ``keys`` unchanged).
     """
     budget = int(ctx.option("tidy", TIDY_EVALUATIONS))
     if budget <= 0 or (deadline is not None and deadline.expired()):

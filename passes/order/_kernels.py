@@ -15,8 +15,8 @@ candidate input that dies at this op.  Tests check both agree with
 
 from __future__ import annotations
 
-import weakref
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numba
 import numpy as np
@@ -80,19 +80,17 @@ class KernelGraph:
         return (self.pred_ptr, self.pred_idx, self.succ_ptr, self.succ_idx)
 
 
-#: Each graph's kernel arrays per in-place setting, alive as long as the graph.
-_KERNEL_GRAPHS: weakref.WeakKeyDictionary[Graph, dict[bool, KernelGraph]] = weakref.WeakKeyDictionary()
-
-
 def kernel_graph(g: Graph, inplace: bool) -> KernelGraph:
-    """The arrays the search kernels need (memory model from :func:`memory_arrays`), built once per graph and
-    in-place setting: every beam width and exact round reuses them, and on a graph whose tensors have thousands
-    of readers their live-bytes tables take seconds (71 million pairs on a 14,237-op sbm graph)."""
-    per_graph = _KERNEL_GRAPHS.setdefault(g, {})
-    kg = per_graph.get(bool(inplace))
-    if kg is None:
-        kg = per_graph[bool(inplace)] = _build_kernel_graph(g, inplace)
-    return kg
+    """The arrays the search kernels need (memory model from :func:`memory_arrays`).  The last two (graph,
+    in-place) pairs' are kept: every beam width and exact round of one search reuses them, and on a graph whose
+    tensors have thousands of readers their live-bytes tables take seconds and gigabytes (71 million pairs, 1.1 GB,
+    on a 14,237-op sbm graph), so no more are held."""
+    return _kernel_graph_cached(g, bool(inplace))
+
+
+@lru_cache(maxsize=2)
+def _kernel_graph_cached(g: Graph, inplace: bool) -> KernelGraph:
+    return _build_kernel_graph(g, inplace)
 
 
 def _build_kernel_graph(g: Graph, inplace: bool) -> KernelGraph:

@@ -128,7 +128,7 @@ def greedy_kernel(n, base, pred_ptr, succ_ptr, succ_idx, in_ptr, in_idx, out_ptr
                 break
         order[step] = v
         state[v] = 2
-        m_t, live = step_kernel(v, remaining, live, in_ptr, in_idx, out_ptr, out_idx, size, n_consumers, keep, param, ip_ptr, ip_idx)
+        _, live = step_kernel(v, remaining, live, in_ptr, in_idx, out_ptr, out_idx, size, n_consumers, keep, param, ip_ptr, ip_idx)
         for k in range(in_ptr[v], in_ptr[v + 1]):  # an input left with one consumer: that consumer's key changed
             t = in_idx[k]
             if remaining[t] == 1:

@@ -65,6 +65,8 @@ def diversity(chains: Chains, start: np.ndarray, n_lanes: int) -> dict[str, floa
     edges = chain_edges(chains)
     start = np.asarray(start, np.float64)
     lane = np.asarray(chains.lane)
+    if lane.size and not 0 <= lane.min() <= lane.max() < n_lanes:
+        raise ValueError(f"diversity: lanes must lie in [0, {n_lanes}), got {lane.min()}..{lane.max()}")
     squares, moved = [], []  # per pair: squared start-time distance; ops on different lanes
     for i in range(k_count):
         squares.append(np.square(start[i + 1:] - start[i]).sum(axis=1))
