@@ -56,9 +56,10 @@ class KernelGraph:
     sure_free: np.ndarray  # per op, bytes of inputs only it reads (freed after it in any order)
     grp_ptr: np.ndarray  # per op, groups = its other inputs that die at it iff all other readers ran
     grp_size: np.ndarray
-    grp_mptr: np.ndarray  # per group, (word, mask) pairs of the other readers
+    grp_mptr: np.ndarray  # per group, its copied (word, mask) pairs of the other readers
     grp_word: np.ndarray
     grp_mask: np.ndarray
+    grp_tensor: np.ndarray  # per group, -1 (pairs copied) or the tensor whose readers ``cons_*`` hold
     base: int
 
     def mem_args(self) -> tuple:
@@ -74,7 +75,8 @@ class KernelGraph:
 
     def live_args(self) -> tuple:
         """Graph arguments of :func:`_child_live` (and the kernels that call it)."""
-        return (self.kept_out, self.sure_free, self.grp_ptr, self.grp_size, self.grp_mptr, self.grp_word, self.grp_mask)
+        return (self.kept_out, self.sure_free, self.grp_ptr, self.grp_size, self.grp_mptr, self.grp_word,
+                self.grp_mask, self.grp_tensor, self.cons_ptr, self.cons_word, self.cons_mask)
 
     def adj_args(self) -> tuple:
         return (self.pred_ptr, self.pred_idx, self.succ_ptr, self.succ_idx)
@@ -82,9 +84,7 @@ class KernelGraph:
 
 def kernel_graph(g: Graph, inplace: bool) -> KernelGraph:
     """The arrays the search kernels need (memory model from :func:`memory_arrays`).  The last two (graph,
-    in-place) pairs' are kept: every beam width and exact round of one search reuses them, and on a graph whose
-    tensors have thousands of readers their live-bytes tables take seconds and gigabytes (71 million pairs, 1.1 GB,
-    on a 14,237-op sbm graph), so no more are held."""
+    in-place) pairs' are kept: every beam width and exact round of one search reuses them."""
     return _kernel_graph_cached(g, bool(inplace))
 
 
@@ -112,6 +112,12 @@ def _build_kernel_graph(g: Graph, inplace: bool) -> KernelGraph:
     )
 
 
+#: A group copies its tensor's reader pairs (without the op's bit) when there are at most this many; past it, it
+#: refers to the tensor's own pairs.  Copies are the faster test (the beam's hottest loop), references keep a
+#: tensor read by thousands of ops from being copied for each of them.
+COPIED_PAIRS_MAX = 8
+
+
 def _live_groups(g: Graph, a, cons_ptr: np.ndarray, cons_word: np.ndarray,
                  cons_mask: np.ndarray) -> dict[str, np.ndarray]:
     """Per-op tables for the live bytes after an op, given the set already run.
@@ -120,33 +126,30 @@ def _live_groups(g: Graph, a, cons_ptr: np.ndarray, cons_word: np.ndarray,
     any other), so after op ``v``: ``live + kept_out[v] - sure_free[v]`` minus every
     other input whose other readers are all in the set.  Each such input is a
     group of (word, mask) pairs over its other readers: its readers' pairs
-    (:func:`_consumer_masks`) without ``v``'s bit."""
+    (:func:`_consumer_masks`) without ``v``'s bit, copied when there are at most :data:`COPIED_PAIRS_MAX`, else
+    read from the tensor's own with ``v``'s bit taken as set.  Copying them all took 71 million pairs (1.1 GB,
+    2 s) on a 14,237-op sbm graph whose largest tensor has 10,250 readers, and 12 GB on a 53,101-op one."""
     i64 = lambda x: np.ascontiguousarray(x, dtype=np.int64)  # noqa: E731
-    kept_out, sure_free, grp_ptr, grp_size, grp_mptr, grp_word, grp_mask = _live_group_tables(
+    kept_out, sure_free, grp_ptr, grp_size, grp_mptr, grp_word, grp_mask, grp_tensor = _live_group_tables(
         g.n_ops, i64(a.in_ptr), i64(a.in_idx), i64(a.out_ptr), i64(a.out_idx), i64(a.size), i64(a.n_consumers),
-        np.ascontiguousarray(a.keep, dtype=np.bool_), cons_ptr, cons_word, cons_mask)
+        np.ascontiguousarray(a.keep, dtype=np.bool_), cons_ptr, cons_word, cons_mask, COPIED_PAIRS_MAX)
     return {"kept_out": kept_out, "sure_free": sure_free, "grp_ptr": grp_ptr, "grp_size": grp_size,
-            "grp_mptr": grp_mptr, "grp_word": grp_word, "grp_mask": grp_mask}
+            "grp_mptr": grp_mptr, "grp_word": grp_word, "grp_mask": grp_mask, "grp_tensor": grp_tensor}
 
 
 @numba.njit(cache=True)
 def _live_group_tables(n, in_ptr, in_idx, out_ptr, out_idx, size, n_consumers, keep, cons_ptr, cons_word,  # noqa: ANN001, ANN202
-                       cons_mask):
+                       cons_mask, copied_max):
     """The arrays of :func:`_live_groups`: a counting pass, then a filling pass."""
     n_groups = n_pairs = 0
     for v in range(n):
-        w_v, bit_v = v >> 6, _ONE << np.uint64(v & 63)
         for i in range(in_ptr[v], in_ptr[v + 1]):
             t = in_idx[i]
-            if keep[t] or size[t] == 0:
+            if keep[t] or size[t] == 0 or n_consumers[t] <= 1:
                 continue
-            k = 0
-            for j in range(cons_ptr[t], cons_ptr[t + 1]):
-                if cons_word[j] != w_v or cons_mask[j] & ~bit_v:
-                    k += 1
-            if k:
-                n_groups += 1
-                n_pairs += k
+            n_groups += 1
+            if cons_ptr[t + 1] - cons_ptr[t] <= copied_max:
+                n_pairs += cons_ptr[t + 1] - cons_ptr[t]
     kept_out = np.zeros(n, np.int64)
     sure_free = np.zeros(n, np.int64)
     grp_ptr = np.zeros(n + 1, np.int64)
@@ -154,6 +157,7 @@ def _live_group_tables(n, in_ptr, in_idx, out_ptr, out_idx, size, n_consumers, k
     grp_mptr = np.zeros(n_groups + 1, np.int64)
     grp_word = np.empty(n_pairs, np.int64)
     grp_mask = np.empty(n_pairs, np.uint64)
+    grp_tensor = np.full(n_groups, -1, np.int64)
     gi = pi = 0
     for v in range(n):
         w_v, bit_v = v >> 6, _ONE << np.uint64(v & 63)
@@ -165,20 +169,22 @@ def _live_group_tables(n, in_ptr, in_idx, out_ptr, out_idx, size, n_consumers, k
             t = in_idx[i]
             if keep[t] or size[t] == 0:
                 continue
-            first = pi
-            for j in range(cons_ptr[t], cons_ptr[t + 1]):
-                mask = cons_mask[j] & ~bit_v if cons_word[j] == w_v else cons_mask[j]
-                if mask:
-                    grp_word[pi], grp_mask[pi] = cons_word[j], mask
-                    pi += 1
-            if pi == first:
+            if n_consumers[t] <= 1:  # read by v alone (each reader counted once): it dies at v in any order
                 sure_free[v] += size[t]
                 continue
+            if cons_ptr[t + 1] - cons_ptr[t] > copied_max:
+                grp_tensor[gi] = t
+            else:
+                for j in range(cons_ptr[t], cons_ptr[t + 1]):
+                    mask = cons_mask[j] & ~bit_v if cons_word[j] == w_v else cons_mask[j]
+                    if mask:
+                        grp_word[pi], grp_mask[pi] = cons_word[j], mask
+                        pi += 1
             grp_size[gi] = size[t]
             gi += 1
             grp_mptr[gi] = pi
         grp_ptr[v + 1] = gi
-    return kept_out, sure_free, grp_ptr, grp_size, grp_mptr, grp_word, grp_mask
+    return kept_out, sure_free, grp_ptr, grp_size, grp_mptr, grp_word[:pi].copy(), grp_mask[:pi].copy(), grp_tensor
 
 
 def _consumer_masks(g: Graph) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -247,16 +253,28 @@ def _reused(row, v, ip_ptr, ip_idx, cons_ptr, cons_word, cons_mask):
 
 
 @numba.njit(cache=True)
-def _child_live(S, p, v, live, kept_out, sure_free, grp_ptr, grp_size, grp_mptr, grp_word, grp_mask):
+def _child_live(S, p, v, live, kept_out, sure_free, grp_ptr, grp_size, grp_mptr, grp_word, grp_mask, grp_tensor,
+                cons_ptr, cons_word, cons_mask):
     """``I_t`` (live bytes) after running ``v`` after the set ``S[p]`` (same model as ``step_kernel``)."""
     after = live + kept_out[v] - sure_free[v]
     for g in range(grp_ptr[v], grp_ptr[v + 1]):
         dies = True
-        for q in range(grp_mptr[g], grp_mptr[g + 1]):
-            m = grp_mask[q]
-            if (S[p, grp_word[q]] & m) != m:
-                dies = False
-                break
+        t = grp_tensor[g]
+        if t < 0:
+            for q in range(grp_mptr[g], grp_mptr[g + 1]):
+                m = grp_mask[q]
+                if (S[p, grp_word[q]] & m) != m:
+                    dies = False
+                    break
+        else:  # a tensor with many readers: its own pairs, ``v``'s bit taken as set
+            vw, vbit = v >> 6, _ONE << np.uint64(v & 63)
+            for k in range(cons_ptr[t], cons_ptr[t + 1]):
+                w = cons_word[k]
+                m = cons_mask[k]
+                r = S[p, w] | vbit if w == vw else S[p, w]
+                if (r & m) != m:
+                    dies = False
+                    break
         if dies:
             after -= grp_size[g]
     return after
@@ -371,20 +389,22 @@ def select_children(idx: np.ndarray, cpar: np.ndarray, cop: np.ndarray, cpeak: n
 
 
 @numba.njit(cache=True)
-def _tie_live(pos, cpar, cop, S, live, kept_out, sure_free, grp_ptr, grp_size, grp_mptr, grp_word, grp_mask):
+def _tie_live(pos, cpar, cop, S, live, kept_out, sure_free, grp_ptr, grp_size, grp_mptr, grp_word, grp_mask,
+              grp_tensor, cons_ptr, cons_word, cons_mask):
     """Live bytes after each candidate ``pos[i]`` (its parent's set plus its op)."""
     out = np.empty(len(pos), np.int64)
     for i in range(len(pos)):
         j = pos[i]
         p = cpar[j]
         out[i] = _child_live(S, p, np.int64(cop[j]), live[p], kept_out, sure_free, grp_ptr, grp_size, grp_mptr,
-                             grp_word, grp_mask)
+                             grp_word, grp_mask, grp_tensor, cons_ptr, cons_word, cons_mask)
     return out
 
 
 @numba.njit(cache=True)
 def materialize_kernel(sel, S, F, live, cpar, cop, cpeak, ch1, ch2, pred_ptr, pred_idx, succ_ptr, succ_idx,
-                       kept_out, sure_free, grp_ptr, grp_size, grp_mptr, grp_word, grp_mask):
+                       kept_out, sure_free, grp_ptr, grp_size, grp_mptr, grp_word, grp_mask, grp_tensor, cons_ptr,
+                       cons_word, cons_mask):
     """Build the selected children: set and frontier bitsets, peak, live, hashes, back-pointers."""
     m = len(sel)
     words = S.shape[1]
@@ -400,7 +420,8 @@ def materialize_kernel(sel, S, F, live, cpar, cop, cpeak, ch1, ch2, pred_ptr, pr
         i = sel[j]
         p = cpar[i]
         v = np.int64(cop[i])
-        live2[j] = _child_live(S, p, v, live[p], kept_out, sure_free, grp_ptr, grp_size, grp_mptr, grp_word, grp_mask)
+        live2[j] = _child_live(S, p, v, live[p], kept_out, sure_free, grp_ptr, grp_size, grp_mptr, grp_word,
+                               grp_mask, grp_tensor, cons_ptr, cons_word, cons_mask)
         for w in range(words):
             S2[j, w] = S[p, w]
             F2[j, w] = F[p, w]
