@@ -301,6 +301,22 @@ def test_greedy_runs_the_ready_op_its_rule_ranks_first(n, p, inplace):
         assert greedy_order(g, inplace).tolist() == greedy_by_definition(g, inplace), seed
 
 
+@pytest.mark.parametrize("inplace", [False, True])
+def test_beam_tables_that_refer_to_a_tensors_readers_match_copied_ones(inplace, monkeypatch):
+    """A group past ``COPIED_PAIRS_MAX`` reader pairs refers to its tensor's own pairs instead of a copy without
+    the op's bit: with every group referring, beams keep the same states and the search's peak is the order's."""
+    from onnx_sched.passes.order import _kernels
+
+    graphs = [random_dag(n, seed, p, shuffle=True, types=True) for seed in range(6) for n, p in ((40, 0.15), (90, 0.05))]
+    copied = [beam_search(g, 50, inplace=inplace) for g in graphs]
+    _kernels._kernel_graph_cached.cache_clear()
+    monkeypatch.setattr(_kernels, "COPIED_PAIRS_MAX", -1)
+    for g, (order, res) in zip(graphs, copied, strict=True):
+        again, res2 = beam_search(g, 50, inplace=inplace)
+        assert again.tolist() == order.tolist() and res2.peak == res.peak == peak_memory(g, list(again), inplace)
+    _kernels._kernel_graph_cached.cache_clear()
+
+
 @pytest.mark.parametrize("seed", range(3))
 def test_wide_beam_equals_exact_on_small_graphs(seed):
     g = random_dag(16, seed, p=0.2, types=True)
