@@ -307,7 +307,8 @@ def test_beam_tables_that_refer_to_a_tensors_readers_match_copied_ones(inplace, 
     the op's bit: with every group referring, beams keep the same states and the search's peak is the order's."""
     from onnx_sched.passes.order import _kernels
 
-    graphs = [random_dag(n, seed, p, shuffle=True, types=True) for seed in range(6) for n, p in ((40, 0.15), (90, 0.05))]
+    graphs = [random_dag(n, seed, p, shuffle=True, types=True)
+              for seed in range(6) for n, p in ((40, 0.15), (90, 0.05))]
     copied = [beam_search(g, 50, inplace=inplace) for g in graphs]
     _kernels._kernel_graph_cached.cache_clear()
     monkeypatch.setattr(_kernels, "COPIED_PAIRS_MAX", -1)
