@@ -19,13 +19,13 @@ __all__ = ["greedy_kernel", "list_args", "random_orders_kernel"]
 
 def list_args(g: Graph, inplace: bool) -> tuple:
     """``(base, pred_ptr, succ_ptr, succ_idx, *step_kernel arguments)`` of the list-scheduling kernels (greedy,
-    random orders): the adjacency and the memory model, without the search tables of :func:`kernel_graph`."""
+    random orders): the adjacency and the memory model, without the search tables of
+    :func:`onnx_sched.passes.order._kernels.kernel_graph`."""
     a = memory_arrays(g, inplace)
     i64 = lambda x: np.ascontiguousarray(x, dtype=np.int64)  # noqa: E731
     return (np.int64(a.base), i64(g.op_preds.indptr), i64(g.op_succs.indptr), i64(g.op_succs.indices),
             i64(a.in_ptr), i64(a.in_idx), i64(a.out_ptr), i64(a.out_idx), i64(a.size), i64(a.n_consumers),
             np.ascontiguousarray(a.keep, dtype=np.bool_), i64(a.param), i64(a.inplace_ptr), i64(a.inplace_idx))
-
 
 
 @numba.njit(cache=True, inline="always")
