@@ -172,8 +172,9 @@ def _transfer_table(g: Graph) -> TransferTable:
     reader = cons.indices.astype(np.int64)
     real = reader != producer[owner]  # an op reading its own output is no transfer
     is_out = kind == TensorKind.OUTPUT
-    rows = np.flatnonzero((kind != TensorKind.WEIGHT) & ((cons.lengths() > 0) | is_out))
-    keep = real & np.isin(owner, rows)
+    movable = (kind != TensorKind.WEIGHT) & ((cons.lengths() > 0) | is_out)
+    rows = np.flatnonzero(movable)
+    keep = real & movable[owner]
     counts = np.bincount(owner[keep], minlength=g.n_tensors)[rows]
     return TransferTable(rows.astype(np.int64), producer[rows], np.asarray(g.tensor_bytes, np.float64)[rows],
                          np.concatenate([[0], np.cumsum(counts)]).astype(np.int64), reader[keep], is_out[rows])
