@@ -266,9 +266,9 @@ def test_exact_equals_brute_force(g, inplace):
     assert peak_memory(g, wide, inplace) == best
 
 
-def greedy_by_definition(g: Graph, inplace: bool) -> list[int]:
+def greedy_by_definition(g: Graph, inplace: bool, prefix: tuple[int, ...] = ()) -> list[int]:
     """The greedy rule spelled out: each step scores every ready op by (memory after it, -bytes it frees, its
-    step's peak, id) and runs the smallest."""
+    step's peak, id) and runs the smallest; the ops of ``prefix`` run first."""
     from onnx_sched.cost.memory import memory_arrays, peek_kernel, step_kernel
 
     a = memory_arrays(g, inplace)
@@ -282,7 +282,8 @@ def greedy_by_definition(g: Graph, inplace: bool) -> list[int]:
         for v in ready:
             m_t, after, freed = peek_kernel(v, remaining, live, *args)
             keys[v] = (after, -freed, m_t, v)
-        v = min(ready, key=keys.__getitem__)
+        v = prefix[len(order)] if len(order) < len(prefix) else min(ready, key=keys.__getitem__)
+        assert v in ready
         _, live = step_kernel(v, remaining, live, *args)
         done.add(v)
         order.append(v)
@@ -299,6 +300,47 @@ def test_greedy_runs_the_ready_op_its_rule_ranks_first(n, p, inplace):
     for seed in range(20):
         g = random_dag(n, seed, p, shuffle=True, types=True)
         assert greedy_order(g, inplace).tolist() == greedy_by_definition(g, inplace), seed
+
+
+@pytest.mark.parametrize("inplace", [False, True])
+def test_greedy_finishes_a_given_prefix_by_its_rule(inplace):
+    """``prefix`` ops run first, in their order (the heap entries of those ops go stale); the rule then
+    completes the order from that state."""
+    from onnx_sched.passes.order.greedy import greedy_order
+
+    changed = 0
+    for seed in range(20):
+        g = random_dag(30, seed, 0.1, shuffle=True, types=True)
+        rng = np.random.default_rng(seed)
+        start = list(nx.lexicographical_topological_sort(g.to_networkx(), key=lambda v: rng.random()))
+        prefix = tuple(start[: int(rng.integers(1, 20))])
+        order = greedy_order(g, inplace, prefix=np.array(prefix))
+        assert order.tolist()[: len(prefix)] == list(prefix)
+        assert order.tolist() == greedy_by_definition(g, inplace, prefix), seed
+        changed += order.tolist() != greedy_order(g, inplace).tolist()
+    assert changed >= 10  # random prefixes are not the rule's own start
+
+
+@pytest.mark.parametrize("inplace", [False, True])
+def test_a_beam_out_of_time_at_width_one_is_finished_by_the_greedy_rule(inplace):
+    """With no time left the width drops to 1 and then the search stops: its best state's ops so far are
+    completed by ``greedy``, so the order is complete and valid, and no better than the cutoff it must beat is
+    never returned."""
+    from onnx_sched.passes.order.greedy import greedy_order
+
+    for seed in range(6):
+        g = random_dag(40, seed, 0.1, shuffle=True, types=True)
+        order, res = beam_search(g, 1, inplace=inplace, time_limit=0.0, contract=False)
+        assert not res.complete and res.shrunk and 0 < len(res.order) < g.n_ops
+        assert order.tolist() == greedy_order(g, inplace, prefix=res.order).tolist()
+        assert is_topological_order(g, order)
+        peak = peak_memory(g, order, inplace)
+        assert beam_search(g, 1, inplace=inplace, time_limit=0.0, contract=False, cutoff=peak)[0] is None
+        again, _ = beam_search(g, 1, inplace=inplace, time_limit=0.0, contract=False, cutoff=peak + 1)
+        assert again.tolist() == order.tolist()
+    sched = run("beam", g, inplace=inplace, time_limit=0.0, beam_width=1)
+    assert sched.info["greedy_finish_after_steps"] > 0
+    assert "greedy_finish_after_steps" not in run("beam", g, inplace=inplace, beam_width=4).info
 
 
 @pytest.mark.parametrize("inplace", [False, True])

@@ -67,9 +67,10 @@ def _greedy_push(v, stamp, remaining, nh, ha, hb, hc, hv, hs, in_ptr, in_idx, ou
 
 
 @numba.njit(cache=True)
-def greedy_kernel(n, base, pred_ptr, succ_ptr, succ_idx, in_ptr, in_idx, out_ptr, out_idx, size, n_consumers, keep, param, ip_ptr, ip_idx):
+def greedy_kernel(n, prefix, base, pred_ptr, succ_ptr, succ_idx, in_ptr, in_idx, out_ptr, out_idx, size, n_consumers, keep, param, ip_ptr, ip_idx):
     """List scheduler: run the ready op with the least memory after its step, then most
-    freed bytes, then lowest M_t, then lowest id (XLA ListMemoryScheduler style).
+    freed bytes, then lowest M_t, then lowest id (XLA ListMemoryScheduler style).  The ops of ``prefix`` (a
+    valid start of a topological order, possibly empty) run first, in its order; the rule completes it.
 
     Every term of that key is the live bytes plus what the op's own tensors add or free, which changes only
     when one of its inputs is left with one consumer to run (it).  So ready ops sit in a heap keyed relative to
@@ -108,7 +109,10 @@ def greedy_kernel(n, base, pred_ptr, succ_ptr, succ_idx, in_ptr, in_idx, out_ptr
     live = base
     order = np.empty(n, np.int64)
     for step in range(n):
-        while True:  # pop the best current entry
+        if step < len(prefix):
+            v = prefix[step]
+            stamp[v] += 1  # its heap entries go stale
+        while step >= len(prefix):  # pop the best current entry
             v = hv[0]
             current = hs[0] == stamp[v]
             nh -= 1

@@ -45,7 +45,8 @@ class Layer:
 @dataclass(frozen=True)
 class SearchResult:
     """``order``: ops added after the start state by the best complete state (``None`` when
-    every state was pruned or the search stopped).  ``peak``: its peak (clamped below by the
+    every state was pruned or the search stopped; a beam that not even width 1 lets finish in
+    time hands back its best state's ops so far, not ``complete``).  ``peak``: its peak (clamped below by the
     floor).  ``complete``: all layers were expanded without a width cap being hit
     (``exhaustive``) or with one (beam).  ``bound``: for exhaustive runs, a proven lower bound
     on the best peak reachable from the start (capped at the cutoff)."""
@@ -122,7 +123,8 @@ def layered_search(
     layer is predicted to end past the deadline).  With
     a width: beam search; with ``shrink_to_fit`` the width shrinks whenever the
     projected time of the remaining layers passes the deadline, down to 1 (greedy by
-    (peak, live)), so the search always finishes with a complete order.
+    (peak, live)); when width 1 is still projected past it the search stops and returns the
+    best state's ops so far (``complete`` false) for the caller to finish.
     """
     layer = start
     bps: list[tuple[np.ndarray, np.ndarray]] = []
@@ -174,10 +176,20 @@ def layered_search(
                     per_state = (now - t1) / max(expanded, 1)
                     left_layers = steps - t - 1
                     fit = 0.8 * max(deadline - now, 0.0) / left_layers / max(per_state, 1e-9)
+                    if fit < 1 and cur_width == 1:  # not even width 1 fits: hand back the best state's prefix
+                        return _prefix(layer, bps, biggest, widths)
                     cur_width = int(max(1, min(width, fit)))
                     shrunk = shrunk or cur_width < width
     if len(layer) == 0:
         return SearchResult(None, None, True, cur_width is None, int(cutoff), len(bps), biggest, tuple(widths))
+    best, order = _best_path(layer, bps)
+    best_peak = int(layer.peak[best])
+    exhaustive = cur_width is None
+    return SearchResult(order, best_peak, True, exhaustive, best_peak if exhaustive else 0, len(bps), biggest, tuple(widths), shrunk)
+
+
+def _best_path(layer: Layer, bps: list[tuple[np.ndarray, np.ndarray]]) -> tuple[int, np.ndarray]:
+    """The best state of ``layer`` by (peak, live) and the ops that led to it, rebuilt from the back-pointers."""
     best = int(np.lexsort((layer.live, layer.peak))[0])
     order = np.empty(len(bps), dtype=np.int64)
     j = best
@@ -185,9 +197,14 @@ def layered_search(
         bp_par, bp_op = bps[t]
         order[t] = bp_op[j]
         j = int(bp_par[j])
-    best_peak = int(layer.peak[best])
-    exhaustive = cur_width is None
-    return SearchResult(order, best_peak, True, exhaustive, best_peak if exhaustive else 0, len(bps), biggest, tuple(widths), shrunk)
+    return best, order
+
+
+def _prefix(layer: Layer, bps: list[tuple[np.ndarray, np.ndarray]], biggest: int, widths: list[int]) -> SearchResult:
+    """A beam stopped for time at width 1: the best state's ops so far, ``complete`` false (the caller
+    finishes the order)."""
+    best, order = _best_path(layer, bps)
+    return SearchResult(order, int(layer.peak[best]), False, False, 0, len(bps), biggest, tuple(widths), True)
 
 
 def _could_have_children(layer: Layer, max_cand: int) -> bool:

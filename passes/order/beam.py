@@ -7,8 +7,10 @@ with the lowest (peak, live bytes).  With an unbounded width this is exact.
 
 States are bitsets (uint64 words) hashed with two Zobrist keys; all per-layer
 work runs in numba kernels (:mod:`onnx_sched.passes.order._kernels`).  When the
-projected time passes ``ctx.time_limit`` the width shrinks (down to 1), so the
-pass always returns a complete order.  The search runs on the graph with its chains contracted
+projected time passes ``ctx.time_limit`` the width shrinks (down to 1); when even
+width 1 would end past it (a graph with thousands of ops ready at once) the greedy
+rule of :mod:`~onnx_sched.passes.order.greedy` finishes the best state's order, so the
+pass always returns a complete order in time.  The search runs on the graph with its chains contracted
 (:mod:`onnx_sched.cost.memory_chains`: same peaks, 25-45 % fewer ops on the corpus networks).
 
 Options: ``beam_width`` (default 1000).
@@ -22,7 +24,7 @@ from onnx_sched.cost.memory_chains import Contraction, contract_chains
 from onnx_sched.graph import Graph
 from onnx_sched.jit import work_clock
 from onnx_sched.passes import PassContext, register
-from onnx_sched.passes.order._common import make_schedule
+from onnx_sched.passes.order._common import make_schedule, peak_of
 from onnx_sched.passes.order._kernels import kernel_graph
 from onnx_sched.passes.order._search import (
     SearchResult,
@@ -30,6 +32,7 @@ from onnx_sched.passes.order._search import (
     start_layer,
     zobrist_keys,
 )
+from onnx_sched.passes.order.greedy import greedy_order
 from onnx_sched.schedule import Schedule
 
 __all__ = ["beam_search", "run"]
@@ -59,7 +62,14 @@ def beam_search(
                          shrink_to_fit=True)
     if res.order is None and cutoff is None:  # impossible without a cutoff; kept as a guard
         raise RuntimeError(f"beam search on {graph.name!r} ended without a complete order")
-    return (None if res.order is None else chains.expand(res.order)), res
+    if res.order is None:
+        return None, res
+    if not res.complete:  # stopped for time at width 1: the greedy rule finishes the order
+        short = greedy_order(chains.graph, inplace, prefix=res.order)
+        if peak_of(chains.graph, short, inplace) >= limit:
+            return None, res
+        return chains.expand(short), res
+    return chains.expand(res.order), res
 
 
 @register("beam", objective="peak-mem")
@@ -67,8 +77,9 @@ def run(graph: Graph, ctx: PassContext) -> Schedule:
     width = int(ctx.option("beam_width", DEFAULT_WIDTH))
     t0 = work_clock()
     order, res = beam_search(graph, width, inplace=ctx.inplace, seed=ctx.seed, time_limit=ctx.time_limit)
+    finish = {} if res.complete else {"greedy_finish_after_steps": res.layers_done}
     return make_schedule(
-        graph, order, "beam", ctx.inplace,
+        graph, order, "beam", ctx.inplace, **finish,
         beam_width=width, max_states=res.max_states, width_shrunk_for_time=res.shrunk,
         seconds=round(work_clock() - t0, 4),
     )

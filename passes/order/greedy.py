@@ -20,9 +20,11 @@ from onnx_sched.schedule import Schedule
 __all__ = ["greedy_order", "run"]
 
 
-def greedy_order(graph: Graph, inplace: bool) -> np.ndarray:
-    """The greedy list-scheduling order."""
-    return greedy_kernel(graph.n_ops, *list_args(graph, inplace))
+def greedy_order(graph: Graph, inplace: bool, prefix: np.ndarray | None = None) -> np.ndarray:
+    """The greedy list-scheduling order; with ``prefix`` (a valid start of a topological order) the order that
+    runs those ops first and lets the rule complete it."""
+    start = np.zeros(0, np.int64) if prefix is None else np.ascontiguousarray(prefix, dtype=np.int64)
+    return greedy_kernel(graph.n_ops, start, *list_args(graph, inplace))
 
 
 @register("greedy", objective="peak-mem")
