@@ -119,6 +119,31 @@ def test_no_episode_starts_whose_first_step_would_end_past_the_limit(squeeze_pro
     assert s.info["episodes_run"] == 0 and s.info["latency"] == min(singles)
 
 
+def test_no_round_starts_that_a_round_like_it_says_would_end_past_the_limit(squeeze_problem, monkeypatch) -> None:
+    """A forward over thousands of ops takes seconds: a round (or a new episode's first round) is not started
+    when the last one like it, from now, would end past the limit.  Here every forward takes one second of a
+    clock that only forwards move."""
+    from onnx_sched.models.inference import hsdag_search
+
+    clock = [0.0]
+    real = hsdag_search.net.forward
+
+    def one_second(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        clock[0] += 1.0
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(hsdag_search, "work_clock", lambda: clock[0])
+    monkeypatch.setattr(hsdag_search.net, "forward", one_second)
+    p = hn.load_params()
+    res = hsdag_search.run_episodes(squeeze_problem, p, EpisodeSettings(episodes=3, rounds=3), lambda pl, pred: pred,
+                                    np.random.default_rng(0), time_limit=2.5)
+    assert res.steps == 2 and res.episodes_run == 1 and clock[0] <= 2.5  # the third round would end at 3 s
+    clock[0] = 0.0
+    res = hsdag_search.run_episodes(squeeze_problem, p, EpisodeSettings(episodes=3, rounds=1), lambda pl, pred: pred,
+                                    np.random.default_rng(0), time_limit=2.5)
+    assert res.steps == 2 and res.episodes_run == 2 and clock[0] <= 2.5  # so would a third episode
+
+
 def test_features_are_not_computed_when_their_estimate_passes_the_limit(squeeze_problem, monkeypatch) -> None:
     """The fractal dimension takes seconds on big graphs (2.8 s on a 20,993-op layered one): when its estimate
     alone ends past the limit, the features are not computed and no episode starts."""

@@ -158,7 +158,8 @@ def test_a_placeto_episode_stops_where_it_is_when_the_limit_passes() -> None:
 
 def test_an_rnn_decode_stopped_at_the_limit_places_nothing_and_the_pass_keeps_a_single_device() -> None:
     """Half a seq2seq decode is no placement: a decode stopped on the way gives no episode, one that ends after
-    the limit gives its placement without gradients, and with no time at all the pass returns a single device."""
+    the limit, or whose gradient would, gives its placement without gradients, and with no time at all the pass
+    returns a single device."""
     from onnx_sched.models.inference.lstm_search import RnnPolicy
     from onnx_sched.models.inference.placeto_search import ReinforceSettings, reinforce
     from onnx_sched.passes.placement.single import single_device
@@ -169,13 +170,16 @@ def test_an_rnn_decode_stopped_at_the_limit_places_nothing_and_the_pass_keeps_a_
     assert policy.sample(rng, stop=lambda: True) is None
     def stop_after(looks: int):  # noqa: ANN202
         seen = []
-        return lambda: len(seen.append(0) or seen) > looks
+        return lambda seconds=0.0: len(seen.append(0) or seen) > looks
 
     # 30 steps: the encoder and the decoder each look once (step 0), the episode once more after the decode
     assert policy.sample(rng, stop=stop_after(1)) is None  # stopped in the decoder
     done = policy.sample(rng, stop=stop_after(2))  # the limit passes after the decode
     assert done is not None and done.s1 is None and done.placement.shape == (30,)
     assert policy.sample(rng, stop=stop_after(3)).s1 is not None
+    # the limit has not passed, but the gradient (about as long as the decode) would end past it: skipped
+    short = policy.sample(rng, stop=lambda seconds=0.0: seconds > 0)
+    assert short is not None and short.s1 is None
     res = reinforce(problem, policy, ReinforceSettings(episodes=50), lambda p, modelled: modelled, rng, time_limit=0.0)
     assert res.episodes_run == 0 and not res.candidates and res.history == ()
     s = get_pass("rnn-placer", "latency")(problem.graph, PassContext(time_limit=1e-9, problem=problem))

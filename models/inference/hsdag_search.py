@@ -39,9 +39,9 @@ __all__ = ["EpisodeSettings", "EpisodeResult", "run_episodes"]
 UPDATE_COST = 3.0
 #: About what the first forward pass costs per directed edge of the co-location graph (it scores every edge):
 #: measured 3.7-4.4 us on 455,000-690,000 edges (generated er / sbm graphs of 6,058 / 8,369 ops), 1.0 us on
-#: 71,000 (a layered one), 3.7 us on 2,800 (swinv2_tiny).  Episodes do not start when features and this
-#: estimate would end past the time limit.
-FIRST_FORWARD_SECONDS_PER_EDGE = 4e-6
+#: 71,000 (a layered one), 3.7 us on 2,800 (swinv2_tiny); 3.9-10.7 us (median 6.2, nine runs, quiet machine) on
+#: 615,000 (sbm, 14,237 ops).  Episodes do not start when features and this estimate would end past the time limit.
+FIRST_FORWARD_SECONDS_PER_EDGE = 6e-6
 
 
 @dataclass(frozen=True)
@@ -126,7 +126,8 @@ def run_episodes(problem: lat.PlacementProblem, params: net.Params, settings: Ep
 
     ``latency_of(placement, predicted)`` returns the latency that rewards a placement
     (``predicted`` is its modelled latency).  ``mask`` zeroes node-feature columns (the
-    ablations).  Stops after ``time_limit`` seconds, inside an episode too, and before an update that would end
+    ablations).  Stops after ``time_limit`` seconds, inside an episode too (before a round as long as the last
+    would end past it), and before an update that would end
     past it (an update only serves later episodes); the first step runs unless the features and
     :data:`FIRST_FORWARD_SECONDS_PER_EDGE` say it would end past the limit (then no episode, no candidate), and
     the features are not computed when their estimate (:func:`fractal_seconds`) already says so."""
@@ -154,16 +155,24 @@ def run_episodes(problem: lat.PlacementProblem, params: net.Params, settings: Ep
     best_log: list[float] = []
     steps = updates = episodes_run = 0
     buffer_seconds = 0.0  # forward time of the steps in the buffer: an update re-runs them k_epochs times
+    # the last first-round and later-round forward times: a round's graph is the last one's, merged, so it takes
+    # about as long or less, and an episode's first round (the whole co-location graph) is the longest
+    forward_seconds = [0.0, 0.0]
     out_of_time = False
     for _ in range(max(1, settings.episodes)):
         if out_of_time or (episodes_run and time_limit is not None and work_clock() - t0 > time_limit):
             break
-        rg, inputs, first = rg0, x, True
+        rg, inputs, first, steps_before = rg0, x, True, steps
         for r in range(settings.rounds):
             started = work_clock()
+            expected = forward_seconds[min(r, 1)] or forward_seconds[0]
+            if steps and time_limit is not None and started - t0 + expected > time_limit:
+                out_of_time = True  # a forward as long as the last like it would end past the limit
+                break
             c = net.forward(params, problem, rg, inputs, first, drop=settings.dropout, rng=rng,
                             mask=mask if first else None)
-            buffer_seconds += work_clock() - started
+            forward_seconds[min(r, 1)] = work_clock() - started
+            buffer_seconds += forward_seconds[min(r, 1)]
             prob = np.exp(c.logits - c.logits.max(axis=1, keepdims=True))
             prob /= prob.sum(axis=1, keepdims=True)
             actions = (rng.random((len(prob), 1)) > prob.cumsum(axis=1)).sum(axis=1)
@@ -187,6 +196,8 @@ def run_episodes(problem: lat.PlacementProblem, params: net.Params, settings: Ep
             if last or (time_limit is not None and work_clock() - t0 > time_limit):
                 break  # an episode still running at the limit stops where it is (its placements are judged)
             rg, inputs, first = c.next_graph, c.next_state, False
+        if steps == steps_before:
+            break  # not one round fitted
         episodes_run += 1
         best_log.append(min(v for _, v in candidates.values()))
     return EpisodeResult(candidates, steps, episodes_run, updates,

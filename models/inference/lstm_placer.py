@@ -68,17 +68,30 @@ def _cell(wx: np.ndarray, wh: np.ndarray, b: np.ndarray, x: np.ndarray, h: np.nd
     return o * tc, c2, (x, h, c, i, f, g, o, tc)
 
 
-def _cell_back(wx: np.ndarray, wh: np.ndarray, saved: tuple[np.ndarray, ...], dh: np.ndarray, dc: np.ndarray,
-               gwx: np.ndarray, gwh: np.ndarray, gb: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Backward of :func:`_cell`: accumulates weight gradients, returns ``(dx, dh_prev, dc_prev)``."""
-    x, h, c, i, f, g, o, tc = saved
+def _cell_dz(wh: np.ndarray, saved: tuple[np.ndarray, ...], dh: np.ndarray,
+             dc: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Backward of :func:`_cell` through time: ``(dz, dh_prev, dc_prev)``, with ``dz`` the gradient of the gate
+    pre-activations (the weights' gradients are ``x^T dz``, ``h^T dz`` summed over steps, taken all at once)."""
+    _, _, c, i, f, g, o, tc = saved
     do = dh * tc
     dc = dc + dh * o * (1.0 - tc * tc)
     dz = np.concatenate([dc * g * i * (1 - i), dc * c * f * (1 - f), dc * i * (1 - g * g), do * o * (1 - o)])
-    gwx += np.outer(x, dz)
-    gwh += np.outer(h, dz)
-    gb += dz
-    return wx @ dz, wh @ dz, dc * f
+    return dz, wh @ dz, dc * f
+
+
+def _lstm_back(wx: np.ndarray, wh: np.ndarray, saved: list[tuple[np.ndarray, ...]], dh_out: np.ndarray,
+               dh: np.ndarray, dc: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Backward of an LSTM run over ``len(saved)`` steps, given the gradient reaching each step's output
+    (``dh_out`` (T, H)) and the final state's ``dh, dc``: ``(dx (T, in), gWx, gWh, gb, dh_0, dc_0)``, the last
+    two for the state it started from.  Only the
+    recurrence runs step by step; the weight and input gradients are one product each."""
+    T = len(saved)
+    dz = np.empty((T, wh.shape[1]))
+    for t in range(T - 1, -1, -1):
+        dz[t], dh, dc = _cell_dz(wh, saved[t], dh_out[t] + dh, dc)
+    xs = np.array([s[0] for s in saved]).reshape(T, wx.shape[0])
+    hs = np.array([s[1] for s in saved]).reshape(T, wh.shape[0])
+    return dz @ wx.T, xs.T @ dz, hs.T @ dz, dz.sum(axis=0), dh, dc
 
 
 @dataclass(frozen=True, eq=False)
@@ -93,7 +106,6 @@ class LstmCache:
     henc: np.ndarray
     dec: list[tuple[np.ndarray, ...]]
     hdec: np.ndarray
-    alpha: np.ndarray
     ctx: np.ndarray
 
 
@@ -122,7 +134,7 @@ def forward(p: Params, x: np.ndarray, allowed: np.ndarray, choose: Callable[[int
         enc.append(saved)
         henc[t] = h
     dec, hdec = [], np.zeros((T, H))
-    alpha, ctx = np.zeros((T, T)), np.zeros((T, H))
+    ctx = np.zeros((T, H))  # the attention weights are not kept: T x T (backward recomputes them in blocks)
     logits, actions = np.zeros((T, k)), np.zeros(T, np.int64)
     prev = k  # the start symbol
     for t in range(T):
@@ -136,8 +148,7 @@ def forward(p: Params, x: np.ndarray, allowed: np.ndarray, choose: Callable[[int
         hdec[t] = h
         s = henc @ (p["att.W"].T @ h)
         a = np.exp(s - s.max())
-        alpha[t] = a / a.sum()
-        ctx[t] = alpha[t] @ henc
+        ctx[t] = (a / a.sum()) @ henc
         lt = np.concatenate([h, ctx[t]]) @ p["out.W"] + p["out.b"]
         lt[~allowed[t]] = -np.inf
         logits[t] = lt
@@ -145,42 +156,46 @@ def forward(p: Params, x: np.ndarray, allowed: np.ndarray, choose: Callable[[int
         if not 0 <= prev < k or not allowed[t, prev]:
             raise ValueError(f"lstm placer: device {prev} chosen for node {t}, allowed {np.flatnonzero(allowed[t])}")
         actions[t] = prev
-    return LstmCache(logits, actions, x, e, enc, henc, dec, hdec, alpha, ctx)
+    return LstmCache(logits, actions, x, e, enc, henc, dec, hdec, ctx)
+
+
+#: Attention rows whose (rows, T) gradients are formed at once in :func:`backward` (bounds its memory at large T).
+ATTENTION_ROWS = 256
 
 
 def backward(p: Params, cache: LstmCache, dlogits: np.ndarray) -> Params:
     """Gradient of ``sum(dlogits * logits)`` with respect to every weight, actions held fixed
-    (entries of ``dlogits`` at forbidden devices are ignored)."""
+    (entries of ``dlogits`` at forbidden devices are ignored).
+
+    The output layer and the attention do not feed the recurrence back, so their gradients for all steps are
+    matrix products (attention weights recomputed and differentiated in blocks of :data:`ATTENTION_ROWS` rows);
+    only the two LSTMs go step by step."""
     g = {n: np.zeros_like(v) for n, v in p.items()}
     T, k = cache.logits.shape
     H = p["enc.Wh"].shape[0]
     dl = np.where(np.isfinite(cache.logits), dlogits, 0.0)
-    dhenc = np.zeros((T, H))
-    dh, dc = np.zeros(H), np.zeros(H)
-    for t in range(T - 1, -1, -1):
-        feat = np.concatenate([cache.hdec[t], cache.ctx[t]])
-        g["out.W"] += np.outer(feat, dl[t])
-        g["out.b"] += dl[t]
-        dfeat = p["out.W"] @ dl[t]
-        dhd = dfeat[:H] + dh
-        dctx = dfeat[H:]
-        al = cache.alpha[t]
-        dalpha = cache.henc @ dctx
-        dhenc += np.outer(al, dctx)
-        ds = al * (dalpha - al @ dalpha)
-        q = p["att.W"].T @ cache.hdec[t]
-        dhenc += np.outer(ds, q)
-        dq = cache.henc.T @ ds
-        g["att.W"] += np.outer(cache.hdec[t], dq)
-        dhd = dhd + p["att.W"] @ dq
-        du, dh, dc = _cell_back(p["dec.Wx"], p["dec.Wh"], cache.dec[t], dhd, dc, g["dec.Wx"], g["dec.Wh"], g["dec.b"])
-        dhenc[t] += du[k + 1:]
-    de = np.zeros_like(cache.e)
-    for t in range(T - 1, -1, -1):
-        dx, dh, dc = _cell_back(p["enc.Wx"], p["enc.Wh"], cache.enc[t], dhenc[t] + dh, dc,
-                                g["enc.Wx"], g["enc.Wh"], g["enc.b"])
-        de[t] = dx
+    g["out.W"] = np.concatenate([cache.hdec, cache.ctx], axis=1).T @ dl
+    g["out.b"] = dl.sum(axis=0)
+    dfeat = dl @ p["out.W"].T
+    dctx = dfeat[:, H:]
+    q = cache.hdec @ p["att.W"]  # row t: the attention query W_att^T h^dec_t
+    dhenc, dq = np.zeros((T, H)), np.zeros((T, H))
+    for lo in range(0, T, ATTENTION_ROWS):
+        rows = slice(lo, min(T, lo + ATTENTION_ROWS))
+        s = q[rows] @ cache.henc.T  # the forward's attention scores, recomputed
+        al = np.exp(s - s.max(axis=1, keepdims=True))
+        al /= al.sum(axis=1, keepdims=True)
+        dalpha = dctx[rows] @ cache.henc.T
+        ds = al * (dalpha - (al * dalpha).sum(axis=1, keepdims=True))  # through the softmax
+        dhenc += al.T @ dctx[rows] + ds.T @ q[rows]
+        dq[rows] = ds @ cache.henc
+    g["att.W"] = cache.hdec.T @ dq
+    du, g["dec.Wx"], g["dec.Wh"], g["dec.b"], dh, dc = _lstm_back(
+        p["dec.Wx"], p["dec.Wh"], cache.dec, dfeat[:, :H] + dq @ p["att.W"].T, np.zeros(H), np.zeros(H))
+    dhenc += du[:, k + 1:]
+    # the decoder starts from the encoder's final (h, c)
+    de, g["enc.Wx"], g["enc.Wh"], g["enc.b"], _, _ = _lstm_back(p["enc.Wx"], p["enc.Wh"], cache.enc, dhenc, dh, dc)
     da = de * (1.0 - cache.e * cache.e)
-    g["emb.W"] += cache.x.T @ da
-    g["emb.b"] += da.sum(axis=0)
+    g["emb.W"] = cache.x.T @ da
+    g["emb.b"] = da.sum(axis=0)
     return g

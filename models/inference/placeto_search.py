@@ -86,10 +86,11 @@ class Policy(Protocol):
 
     def sample(self, rng: np.random.Generator, greedy: bool = False,
                state_reward: Callable[[np.ndarray], float] | None = None,
-               stop: Callable[[], bool] | None = None) -> Episode | None:
+               stop: Callable[..., bool] | None = None) -> Episode | None:
         """One episode (no gradients when ``greedy``); ``state_reward(placement)`` scores intermediate placements;
         once ``stop()`` is true a policy whose partial episodes are placements may end the episode early, and
-        one whose are not may return ``None`` (no episode) or an episode without gradients (``s1`` None)."""
+        one whose are not may return ``None`` (no episode) or an episode without gradients (``s1`` None).
+        ``stop(seconds)`` says whether that much more work would end past the limit."""
         ...
 
 
@@ -145,8 +146,8 @@ def reinforce(problem: lat.PlacementProblem, policy: Policy, settings: Reinforce
         used = work_clock() - t0
         return time_limit is not None and used + used / max(episodes, 1) > time_limit
 
-    def out_of_time_now() -> bool:  # the limit has passed (a long first episode stops where it is)
-        return time_limit is not None and work_clock() - t0 > time_limit
+    def out_of_time_now(seconds: float = 0.0) -> bool:  # the limit has passed, or would in ``seconds`` more
+        return time_limit is not None and work_clock() - t0 + seconds > time_limit
 
     for _ in range(max(1, settings.episodes)):
         if episodes and out_of_time():
