@@ -39,9 +39,10 @@ __all__ = ["EpisodeSettings", "EpisodeResult", "run_episodes"]
 UPDATE_COST = 3.0
 #: About what the first forward pass costs per directed edge of the co-location graph (it scores every edge):
 #: measured 3.7-4.4 us on 455,000-690,000 edges (generated er / sbm graphs of 6,058 / 8,369 ops), 1.0 us on
-#: 71,000 (a layered one), 3.7 us on 2,800 (swinv2_tiny); 3.9-10.7 us (median 6.2, nine runs, quiet machine) on
-#: 615,000 (sbm, 14,237 ops).  Episodes do not start when features and this estimate would end past the time limit.
-FIRST_FORWARD_SECONDS_PER_EDGE = 6e-6
+#: 71,000 (a layered one), 3.7 us on 2,800 (swinv2_tiny); 1.9-5.4 us (median 3.1, nine runs, quiet machine) on
+#: 1,230,802 (sbm, 14,237 ops).  Episodes do not start when features and this estimate would end past the time
+#: limit.
+FIRST_FORWARD_SECONDS_PER_EDGE = 4e-6
 
 
 @dataclass(frozen=True)
