@@ -166,6 +166,30 @@ def test_cpsat_proves_optimum_and_list_never_beats_it(seed: int, demand_max: int
     assert ms.lower_bound(problem) <= opt + 1e-9
 
 
+def test_cpsat_models_past_the_symmetry_cap_are_solved_without_looking_for_symmetries(monkeypatch) -> None:
+    """Presolve's symmetry search runs seconds past the time limit on large models, so a model past
+    ``SYMMETRY_MAX_VARIABLES`` is solved without it, to the same proven optimum on a small one."""
+    from onnx_sched import cp_sat
+
+    problem = wide_problem(20, 0, capacities=(1, 2, 4))
+    with_symmetry = get_pass("cpsat", "makespan")(problem.graph, ctx_for(problem, time_limit=20))
+    levels = []
+    real = cp_sat.cp_solver
+
+    def recorded(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        solver = real(*args, **kwargs)
+        levels.append(solver.parameters.symmetry_level)
+        return solver
+
+    monkeypatch.setattr("onnx_sched.passes.makespan.cpsat.cp_solver", recorded)
+    get_pass("cpsat", "makespan")(problem.graph, ctx_for(problem, time_limit=20))
+    monkeypatch.setattr(cp_sat, "SYMMETRY_MAX_VARIABLES", 10)
+    without = get_pass("cpsat", "makespan")(problem.graph, ctx_for(problem, time_limit=20))
+    assert levels == [2, 0]  # CP-SAT's default, then off
+    assert with_symmetry.optimal and without.optimal
+    assert without.info["makespan"] == pytest.approx(with_symmetry.info["makespan"])
+
+
 def test_cpsat_on_synthetic_families_small() -> None:
     for family, seed in (("layered", 0), ("er", 1), ("sbm", 2)):
         problem = synth_problem(family, 30, seed)

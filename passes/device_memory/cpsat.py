@@ -145,7 +145,7 @@ def solve(problem: dm.DeviceMemoryProblem, hint: tuple[dm.Step, ...], *, time_li
             m.Add(cap + base <= int(problem.capacity[d]))
     m.Minimize(peak)
     _add_hint(m, problem, hint, x, pos, tpos)
-    solver = cp_solver(time_limit, seed, workers)
+    solver = cp_solver(time_limit, seed, workers, model=m)
     status = solver.Solve(m)
     name = solver.StatusName(status)
     if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):

@@ -166,7 +166,7 @@ def solve(problem: ms.MakespanProblem, hint: Schedule, time_limit: float, worker
             if lit is not None:
                 m.AddHint(lit, int(hplace[v] == p))
     m.AddHint(mk, hint_end)
-    solver = cp_solver(time_limit, seed, workers, started=started)
+    solver = cp_solver(time_limit, seed, workers, started=started, model=m)
     status = solver.Solve(m)
     info = {"status": solver.StatusName(status), "scale": scale, "exact": exact,
             "cp_objective": None, "cp_bound": None, "wall_s": solver.WallTime()}

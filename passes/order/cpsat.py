@@ -115,7 +115,7 @@ def solve_cpsat(
     where[hint] = np.arange(n)
     for v in range(n):
         m.AddHint(pos[v], int(where[v]))
-    solver = cp_solver(time_limit, seed, workers)
+    solver = cp_solver(time_limit, seed, workers, model=m)
     status = solver.Solve(m)
     name = solver.StatusName(status)
     bound = a.base + max(0, math.ceil(solver.BestObjectiveBound() - 1e-9)) if status in (cp_model.OPTIMAL, cp_model.FEASIBLE) else 0

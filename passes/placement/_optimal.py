@@ -184,7 +184,7 @@ def cpsat_placement(problem: PlacementProblem, time_limit: float = 10.0, hint: n
                 m.add_hint(x[i][d], int(h == d))
     # the solver's start, which its own limit does not stop, counts against the search's time
     solver = cp_solver(time_limit - model_terms(problem) * SOLVER_START_SECONDS_PER_TERM, seed, workers,
-                       started=started)
+                       started=started, model=m)
     status = solver.Solve(m)
     if stats is not None:
         stats["status"] = solver.StatusName(status)
