@@ -223,6 +223,26 @@ def test_cut_bound_is_the_least_memory_of_any_order_at_each_op(inplace: bool) ->
     assert raised >= 3  # the cut sees what the must-live bound does not
 
 
+def test_cut_networks_are_kept_within_their_count_and_bytes(monkeypatch) -> None:
+    """Every cut, probe and repair of a graph shares its network; the cache keeps at most
+    ``NETWORK_CACHE_SIZE`` of them and, past the newest, no more than ``NETWORK_CACHE_BYTES``."""
+    from onnx_sched.cost import memory_cut_bound as mcb
+
+    rng = np.random.default_rng(5)
+    graphs = [_random_dag(rng, 6) for _ in range(5)]
+    expected = [mcb.least_memory_at(g).tolist() for g in graphs]
+    monkeypatch.setattr(mcb, "_networks", type(mcb._networks)())
+    monkeypatch.setattr(mcb, "NETWORK_CACHE_SIZE", 3)
+    for g in graphs:
+        assert mcb._network(g, False) is mcb._network(g, False)
+    assert [k[0] for k in mcb._networks] == graphs[2:]
+    mcb._network(graphs[2], False)  # used: now the newest
+    assert [k[0] for k in mcb._networks] == [graphs[3], graphs[4], graphs[2]]
+    monkeypatch.setattr(mcb, "NETWORK_CACHE_BYTES", 1)  # no room but for the newest
+    assert [mcb.least_memory_at(g).tolist() for g in graphs] == expected
+    assert [k[0] for k in mcb._networks] == [graphs[-1]]
+
+
 def test_kahn_order_takes_the_smallest_priority_then_the_lower_id() -> None:
     """Ready ops: 0 and 3 first (both sources), then by priority; equal priorities go to the lower id."""
     g = Graph.from_edges(6, [(0, 1), (0, 2), (3, 4), (3, 5)], output_bytes=[1] * 6)

@@ -59,3 +59,25 @@ def test_a_rebuild_that_moves_the_peak_is_rebuilt_again() -> None:
     assert profile(g, repair(g, order, False, lookahead=0), False).peak == 70
     fixed = repair(g, order, False)
     assert is_topological_order(g, fixed) and profile(g, fixed, False).peak == 60
+
+
+def test_no_rebuild_starts_that_the_last_ones_time_says_would_end_past_the_deadline(monkeypatch) -> None:
+    """A rebuild is a max-flow over the whole graph (0.3-0.7 s at 20,000 ops), the lookahead's too.  With a
+    clock that only rebuilds move, one second each, and 1.5 s to the deadline, the order of the lookahead test
+    gets its first rebuild (the peak moves, not lower) and no second one."""
+    from onnx_sched.passes.order import _repair
+
+    clock = [0.0]
+    real = _repair._rebuilt
+
+    def one_second(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        clock[0] += 1.0
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(_repair, "work_clock", lambda: clock[0])
+    monkeypatch.setattr(_repair, "_rebuilt", one_second)
+    g = Graph.from_edges(6, [(0, 1), (0, 2), (0, 3), (3, 5)], output_bytes=[20, 40, 10, 10, 1, 40])
+    order = np.array([4, 0, 3, 5, 2, 1])
+    assert repair(g, order, False, deadline=1.5).tolist() == order.tolist() and clock[0] == 1.0
+    clock[0] = 0.0
+    assert profile(g, repair(g, order, False, deadline=2.5), False).peak == 60 and clock[0] == 2.0

@@ -42,8 +42,8 @@ from onnx_sched.graph import Graph, TensorKind
 
 __all__ = ["MAX_BOUND_OPS", "MAX_BOUND_WORK", "MAX_CLOSURE_OPS", "lower_bound", "op_lower_bounds"]
 
-#: Largest graph whose full closure bitsets are built, for the cut bound and the repair (2 x 12 MB at 10,000 ops).
-MAX_CLOSURE_OPS = 10_000
+#: Largest graph whose full closure bitsets are built, for the cut bound and the repair (2 x 112 MB at 30,000 ops).
+MAX_CLOSURE_OPS = 30_000
 #: Most work (:func:`bound_work`) the must-live bound may take, and most ops; a bigger graph gets inputs + outputs
 #: per op.  Here 0.8-1.6 ns a unit: a 20,292-op layered graph (313 Mi) 0.45 s, a 55,570-op random graph with
 #: 2.5 million edges (4,307 Mi) 3.2 s (both under load).  The ops cap bounds what the work leaves out, adding up

@@ -34,9 +34,9 @@ Example:
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass
-from functools import lru_cache
 
 import numba
 import numpy as np
@@ -83,60 +83,91 @@ class _Network:
     anc: np.ndarray  # per op, its ancestors as bitsets (pinned into D)
     desc: np.ndarray  # per op, its descendants as bitsets (pinned out of D, with the op)
 
+    def nbytes(self) -> int:
+        """Bytes of its arrays."""
+        return sum(int(a.nbytes) for a in (self.adj_ptr, self.adj_edge, self.head, self.cap, self.src_edge,
+                                           self.sink_edge, self.own, self.anc, self.desc))
+
     def cut_args(self) -> tuple:
         """The network's arrays in the order the cut kernels take them (after any pins)."""
         return (self.n_nodes, self.adj_ptr, self.adj_edge, self.head, self.cap, self.src_edge, self.sink_edge,
                 self.own, np.int64(self.refund), np.int64(self.inf))
 
 
-@lru_cache(maxsize=16)
+#: Networks kept for reuse (every cut, probe and repair of a graph shares one): at most this many, and past the
+#: first, no more than :data:`NETWORK_CACHE_BYTES` of them (a 30,000-op graph's closures alone are 225 MB).
+NETWORK_CACHE_SIZE, NETWORK_CACHE_BYTES = 16, 1 << 30
+_networks: OrderedDict[tuple[Graph, bool], _Network] = OrderedDict()
+
+
 def _network(g: Graph, inplace: bool) -> _Network:
+    """:func:`_build_network`, remembered for the last graphs (module constants above)."""
+    key = (g, bool(inplace))
+    net = _networks.get(key)
+    if net is not None:
+        _networks.move_to_end(key)
+        return net
+    net = _networks[key] = _build_network(g, bool(inplace))
+    while len(_networks) > NETWORK_CACHE_SIZE or (
+            len(_networks) > 1 and sum(n.nbytes() for n in _networks.values()) > NETWORK_CACHE_BYTES):
+        _networks.popitem(last=False)
+    return net
+
+
+def _build_network(g: Graph, inplace: bool) -> _Network:
+    """The closure network of ``g``, built with numpy.  Its edges, each stored with its reverse: per freeable
+    tensor that is no graph output (in tensor order) ``s -> tensor`` (its size), ``tensor -> producer`` and
+    ``tensor -> reader`` for each reader (infinite: freed only if produced and read by all of them); per op
+    ``op -> predecessor`` (infinite: ``D`` is closed under predecessors); per op ``s -> op`` (0: raised to pin it
+    into ``D``), then per op ``op -> t`` (its output bytes)."""
     a = memory_arrays(g, inplace)
     n = g.n_ops
-    producer = g.tensor_producer
-    readers = g.tensor_consumers
+    producer = np.asarray(g.tensor_producer, np.int64)
+    size = np.asarray(a.size, np.int64)
+    freeable = (producer >= 0) & (size > 0)
     out_bytes = np.zeros(n, np.int64)
-    tails: list[int] = []
-    heads: list[int] = []
-    caps: list[int] = []
-
-    def edge(u: int, w: int, c: int) -> int:
-        tails.extend((u, w))
-        heads.extend((w, u))
-        caps.extend((c, 0))
-        return len(caps) - 2
-
-    freeable = [t for t in range(g.n_tensors) if producer[t] >= 0 and a.size[t] > 0]
-    for t in freeable:
-        out_bytes[producer[t]] += a.size[t]
+    np.add.at(out_bytes, producer[freeable], size[freeable])
     inf = int(out_bytes.sum()) + 1
-    node = _FIRST_OP + n
-    refund = 0
-    for t in freeable:
-        if a.keep[t]:
-            continue  # a graph output stays live once produced
-        edge(_SOURCE, node, int(a.size[t]))
-        refund += int(a.size[t])
-        edge(node, _FIRST_OP + int(producer[t]), inf)  # freed only if produced ...
-        for c in readers.row(t).tolist():
-            edge(node, _FIRST_OP + c, inf)  # ... and read by every reader
-        node += 1
-    for u in range(n):
-        for p in g.preds(u).tolist():
-            edge(_FIRST_OP + u, _FIRST_OP + p, inf)  # D is closed under predecessors
-    src_edge = np.array([edge(_SOURCE, _FIRST_OP + u, 0) for u in range(n)], np.int64)
-    sink_edge = np.array([edge(_FIRST_OP + u, _SINK, int(out_bytes[u])) for u in range(n)], np.int64)
-    tail = np.asarray(tails, np.int64)
-    order = np.argsort(tail, kind="stable")
-    adj_ptr = np.zeros(node + 1, np.int64)
-    np.cumsum(np.bincount(tail, minlength=node), out=adj_ptr[1:])
+    tensors = np.flatnonzero(freeable & ~np.asarray(a.keep, bool))  # a graph output stays live once produced
+    node = _FIRST_OP + n + np.arange(len(tensors), dtype=np.int64)
+    readers = g.tensor_consumers
+    n_read = np.diff(readers.indptr)[tensors]
+    read_by = readers.indices[np.repeat(freeable & ~np.asarray(a.keep, bool), np.diff(readers.indptr))]
+    # the tensors' edges, 2 + readers each: s -> tensor, tensor -> producer, tensor -> every reader
+    first = np.concatenate([[0], np.cumsum(2 + n_read)[:-1]]).astype(np.int64)
+    per = 2 + n_read
+    t_tail = np.repeat(node, per)
+    t_head = np.empty(int(per.sum()), np.int64)
+    t_cap = np.full(len(t_head), inf, np.int64)
+    t_tail[first] = _SOURCE
+    t_head[first] = node
+    t_cap[first] = size[tensors]
+    t_head[first + 1] = _FIRST_OP + producer[tensors]
+    is_reader = np.ones(len(t_head), bool)
+    is_reader[first] = is_reader[first + 1] = False
+    t_head[is_reader] = _FIRST_OP + read_by
+    preds = g.op_preds
+    ops = np.arange(n, dtype=np.int64)
+    tail = np.concatenate([t_tail, _FIRST_OP + np.repeat(ops, np.diff(preds.indptr)), np.full(n, _SOURCE, np.int64),
+                           _FIRST_OP + ops])
+    head = np.concatenate([t_head, _FIRST_OP + np.asarray(preds.indices, np.int64), _FIRST_OP + ops,
+                           np.full(n, _SINK, np.int64)])
+    cap = np.concatenate([t_cap, np.full(len(preds.indices), inf, np.int64), np.zeros(n, np.int64), out_bytes])
+    sink_edge = 2 * (len(tail) - n + ops)
+    src_edge = sink_edge - 2 * n
+    n_nodes = _FIRST_OP + n + len(tensors)
+    tails = np.stack([tail, head], axis=1).ravel()  # edge e and its reverse e ^ 1, which starts empty
+    heads = np.stack([head, tail], axis=1).ravel()
+    caps = np.stack([cap, np.zeros_like(cap)], axis=1).ravel()
+    adj_ptr = np.zeros(n_nodes + 1, np.int64)
+    np.cumsum(np.bincount(tails, minlength=n_nodes), out=adj_ptr[1:])
     reuse = np.zeros(n, np.int64)
     rows = np.flatnonzero(np.diff(a.inplace_ptr) > 0)
     if len(rows):
         reuse[rows] = np.maximum.reduceat(a.size[a.inplace_idx], a.inplace_ptr[rows])
     own = a.base + out_bytes + a.param - reuse
-    return _Network(node, adj_ptr, order.astype(np.int64), np.asarray(heads, np.int64), np.asarray(caps, np.int64),
-                    src_edge, sink_edge, refund, own, inf, reachability(g, reverse=True), reachability(g))
+    return _Network(n_nodes, adj_ptr, np.argsort(tails, kind="stable").astype(np.int64), heads, caps, src_edge,
+                    sink_edge, int(size[tensors].sum()), own, inf, reachability(g, reverse=True), reachability(g))
 
 
 @numba.njit(cache=True, inline="always")
@@ -283,19 +314,20 @@ _CHUNK_SECONDS = 0.05
 
 
 def chunks(n: int, deadline: float | None) -> Iterator[slice]:
-    """Consecutive slices of ``range(n)`` to cut one after another, each sized by the speed of the one before
-    to take about :data:`_CHUNK_SECONDS` (1 to :data:`_CHUNK` ops); none once ``deadline`` (a
-    :func:`onnx_sched.jit.work_clock` value) has passed, so the caller sees how far it got.
+    """Consecutive slices of ``range(n)`` to cut one after another, the first one op, each next sized by the
+    speed of the one before to take about :data:`_CHUNK_SECONDS` (1 to :data:`_CHUNK` ops); none once
+    ``deadline`` (a :func:`onnx_sched.jit.work_clock` value) has passed or one more cut at that speed would
+    end past it (a cut takes 0.3 s on a 20,000-op graph), so the caller sees how far it got.
 
     >>> parts = list(chunks(10, None))
     >>> parts[0], parts[-1].stop, sum(p.stop - p.start for p in parts)
-    (slice(0, 4, None), 10, 10)
+    (slice(0, 1, None), 10, 10)
     >>> list(chunks(10, deadline=0.0))  # already past
     []
     """
-    lo, size = 0, 4
+    lo, size, per_op = 0, 1, 0.0
     while lo < n:
-        if deadline is not None and work_clock() >= deadline:
+        if deadline is not None and work_clock() + per_op >= deadline:
             return
         hi = min(lo + size, n)
         t0 = work_clock()
