@@ -142,6 +142,20 @@ def test_no_round_starts_that_a_round_like_it_says_would_end_past_the_limit(sque
     res = hsdag_search.run_episodes(squeeze_problem, p, EpisodeSettings(episodes=3, rounds=1), lambda pl, pred: pred,
                                     np.random.default_rng(0), time_limit=2.5)
     assert res.steps == 2 and res.episodes_run == 2 and clock[0] <= 2.5  # so would a third episode
+    # rounds of 3, 2, 1, 1 s: a new episode's second round is estimated by its first, not by the last round
+    cost = [3.0, 2.0, 1.0, 1.0]
+    ran: list[float] = []
+
+    def by_round(params, problem, rg, inputs, first, **kwargs):  # noqa: ANN001, ANN003, ANN202
+        ran.append(cost[0] if first else cost[len(ran) - max(i for i, c in enumerate(ran) if c == cost[0])])
+        clock[0] += ran[-1]
+        return real(params, problem, rg, inputs, first, **kwargs)
+
+    monkeypatch.setattr(hsdag_search.net, "forward", by_round)
+    clock[0] = 0.0
+    res = hsdag_search.run_episodes(squeeze_problem, p, EpisodeSettings(episodes=5, rounds=4, update_timestep=1000),
+                                    lambda pl, pred: pred, np.random.default_rng(0), time_limit=11.5)
+    assert ran == [3.0, 2.0, 1.0, 1.0, 3.0] and clock[0] <= 11.5  # a second round from 10 s would end at 12
 
 
 def test_features_are_not_computed_when_their_estimate_passes_the_limit(squeeze_problem, monkeypatch) -> None:

@@ -85,7 +85,9 @@ def test_options_are_checked(method: str) -> None:
                                                                                         "run_devices": "CPU,CPUB"}))
 
 
-def test_lstm_backward_matches_finite_differences() -> None:
+@pytest.mark.parametrize("rows", [lp.ATTENTION_ROWS, 4])  # one block of attention rows, or two (4 + 2)
+def test_lstm_backward_matches_finite_differences(rows: int, monkeypatch) -> None:
+    monkeypatch.setattr(lp, "ATTENTION_ROWS", rows)
     rng = np.random.default_rng(0)
     T, F, H, k = 6, 5, 4, 3
     p = {n: rng.standard_normal(v.shape) * 0.5 for n, v in lp.init_params(F, H, k, rng).items()}

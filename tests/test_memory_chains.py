@@ -9,7 +9,7 @@ import pytest
 from onnx_sched.cost.memory import profile
 from onnx_sched.cost.memory_chains import contract_chains
 from onnx_sched.dag import is_topological_order
-from onnx_sched.graph import Graph
+from onnx_sched.graph import Csr, Graph, TensorKind
 
 
 def _dag_with_chains(rng: np.random.Generator, n: int) -> Graph:
@@ -69,3 +69,18 @@ def test_a_shrinking_op_is_not_delayed_past_a_high_point() -> None:
     orders = list(nx.all_topological_sorts(c.graph.to_networkx()))
     assert min(profile(c.graph, np.asarray(o), False).peak for o in orders) == _best(g, False) == 65
     assert not any(2 in m.tolist() and 3 in m.tolist() for m in c.members)
+
+
+@pytest.mark.parametrize("inplace", [False, True])
+def test_ops_without_outputs_contract_too(inplace: bool) -> None:
+    """An op may write nothing (a graph built through the API; the last op here): it allocates nothing and the
+    contraction keeps every peak."""
+    g = Graph(name="sink_writes_nothing", op_names=("a", "b", "c"), op_types=("Relu", "Relu", "Op"),
+              op_inputs=Csr.from_lists([[], [0], [1]]), op_outputs=Csr.from_lists([[0], [1], []]),
+              tensor_names=("t0", "t1"), tensor_bytes=np.array([8, 4], np.int64),
+              tensor_kind=np.array([TensorKind.ACTIVATION] * 2, np.int8), tensor_producer=np.array([0, 1], np.int64),
+              op_param_bytes=np.zeros(3, np.int64))
+    chains = contract_chains(g, inplace)
+    order = chains.expand(np.arange(chains.graph.n_ops))
+    assert order.tolist() == [0, 1, 2]
+    assert profile(chains.graph, np.arange(chains.graph.n_ops), inplace).peak == profile(g, order, inplace).peak

@@ -223,6 +223,19 @@ def test_cut_bound_is_the_least_memory_of_any_order_at_each_op(inplace: bool) ->
     assert raised >= 3  # the cut sees what the must-live bound does not
 
 
+def test_cut_bound_and_repair_on_graphs_with_nothing_to_free() -> None:
+    """When every tensor is a graph output or empty, the cut network has no tensor nodes: an op's least memory
+    is its own step (run first), the bound what stays live at the end, and the repair keeps the order."""
+    from onnx_sched.cost.memory_cut_bound import cut_lower_bound, least_memory_at
+    from onnx_sched.passes.order._repair import repair
+
+    outputs = Graph.from_edges(3, [], output_bytes=[4, 5, 7], sinks_are_outputs=True)
+    empty = Graph.from_edges(4, [(0, 1), (1, 2), (2, 3)], output_bytes=[0, 0, 0, 0])
+    assert least_memory_at(outputs).tolist() == [4, 5, 7] and least_memory_at(empty).tolist() == [0, 0, 0, 0]
+    assert cut_lower_bound(outputs).bound == 16 and cut_lower_bound(empty).bound == 0
+    assert repair(empty, np.arange(4), False).tolist() == [0, 1, 2, 3]
+
+
 def test_cut_networks_are_kept_within_their_count_and_bytes(monkeypatch) -> None:
     """Every cut, probe and repair of a graph shares its network; the cache keeps at most
     ``NETWORK_CACHE_SIZE`` of them and, past the newest, no more than ``NETWORK_CACHE_BYTES``."""

@@ -338,6 +338,9 @@ def test_a_beam_out_of_time_at_width_one_is_finished_by_the_greedy_rule(inplace)
         assert beam_search(g, 1, inplace=inplace, time_limit=0.0, contract=False, cutoff=peak)[0] is None
         again, _ = beam_search(g, 1, inplace=inplace, time_limit=0.0, contract=False, cutoff=peak + 1)
         assert again.tolist() == order.tolist()
+    fan = Graph.from_edges(4, [(0, 1), (0, 2), (0, 3)], output_bytes=[10, 50, 50, 50])  # 0 -> {1, 2, 3}
+    for cutoff in (11, 56):  # every state pruned by the cutoff just as the time runs out: no order, no error
+        assert beam_search(fan, 1, inplace=inplace, time_limit=0.0, contract=False, cutoff=cutoff)[0] is None
     sched = run("beam", g, inplace=inplace, time_limit=0.0, beam_width=1)
     assert sched.info["greedy_finish_after_steps"] > 0
     assert "greedy_finish_after_steps" not in run("beam", g, inplace=inplace, beam_width=4).info

@@ -156,14 +156,16 @@ def run_episodes(problem: lat.PlacementProblem, params: net.Params, settings: Ep
     best_log: list[float] = []
     steps = updates = episodes_run = 0
     buffer_seconds = 0.0  # forward time of the steps in the buffer: an update re-runs them k_epochs times
-    # the last first-round and later-round forward times: a round's graph is the last one's, merged, so it takes
-    # about as long or less, and an episode's first round (the whole co-location graph) is the longest
+    # the last first-round and (this episode's) later-round forward times: a round's graph is the last one's,
+    # merged, so it takes about as long or less, and an episode's first round (the whole co-location graph) is the
+    # longest
     forward_seconds = [0.0, 0.0]
     out_of_time = False
     for _ in range(max(1, settings.episodes)):
         if out_of_time or (episodes_run and time_limit is not None and work_clock() - t0 > time_limit):
             break
         rg, inputs, first, steps_before = rg0, x, True, steps
+        forward_seconds[1] = 0.0  # the last episode's last round is its smallest: round 1 is estimated by round 0
         for r in range(settings.rounds):
             started = work_clock()
             expected = forward_seconds[min(r, 1)] or forward_seconds[0]

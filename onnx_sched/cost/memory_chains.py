@@ -104,11 +104,11 @@ def _contract_cached(g: Graph, inplace: bool) -> Contraction:
     n = g.n_ops
     n_in = np.diff(a.in_ptr)
     n_out = np.diff(a.out_ptr)
-    alloc = np.add.reduceat(a.size[a.out_idx], a.out_ptr[:-1]) if len(a.out_idx) else np.zeros(n, np.int64)
-    alloc = np.where(n_out > 0, alloc, 0)
+    op_of = np.repeat(np.arange(n), n_out)  # per output slot, its op (an op may have none, the last one too)
+    alloc, rest = np.zeros(n, np.int64), np.zeros(n, np.int64)
+    np.add.at(alloc, op_of, a.size[a.out_idx])
     stays = np.where((a.n_consumers > 0) | a.keep, a.size, 0)
-    rest = np.add.reduceat(stays[a.out_idx], a.out_ptr[:-1]) if len(a.out_idx) else np.zeros(n, np.int64)
-    rest = np.where(n_out > 0, rest, 0)
+    np.add.at(rest, op_of, stays[a.out_idx])
     has_ip = np.diff(a.inplace_ptr) > 0
     n_readers = g.tensor_consumers.lengths()
 

@@ -134,8 +134,8 @@ def _build_network(g: Graph, inplace: bool) -> _Network:
     n_read = np.diff(readers.indptr)[tensors]
     read_by = readers.indices[np.repeat(freeable & ~np.asarray(a.keep, bool), np.diff(readers.indptr))]
     # the tensors' edges, 2 + readers each: s -> tensor, tensor -> producer, tensor -> every reader
-    first = np.concatenate([[0], np.cumsum(2 + n_read)[:-1]]).astype(np.int64)
-    per = 2 + n_read
+    per = (2 + n_read).astype(np.int64)
+    first = np.cumsum(per) - per
     t_tail = np.repeat(node, per)
     t_head = np.empty(int(per.sum()), np.int64)
     t_cap = np.full(len(t_head), inf, np.int64)

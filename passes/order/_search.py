@@ -176,7 +176,7 @@ def layered_search(
                     per_state = (now - t1) / max(expanded, 1)
                     left_layers = steps - t - 1
                     fit = 0.8 * max(deadline - now, 0.0) / left_layers / max(per_state, 1e-9)
-                    if fit < 1 and cur_width == 1:  # not even width 1 fits: hand back the best state's prefix
+                    if fit < 1 and cur_width == 1 and len(layer):  # not even width 1 fits: the best state's prefix
                         return _prefix(layer, bps, biggest, widths)
                     cur_width = int(max(1, min(width, fit)))
                     shrunk = shrunk or cur_width < width
