@@ -156,26 +156,29 @@ def run_episodes(problem: lat.PlacementProblem, params: net.Params, settings: Ep
     best_log: list[float] = []
     steps = updates = episodes_run = 0
     buffer_seconds = 0.0  # forward time of the steps in the buffer: an update re-runs them k_epochs times
-    # the last first-round and (this episode's) later-round forward times: a round's graph is the last one's,
-    # merged, so it takes about as long or less, and an episode's first round (the whole co-location graph) is the
-    # longest
-    forward_seconds = [0.0, 0.0]
+    # forward times: the last first round's (the whole co-location graph, the longest) and this episode's last
+    # later round's (a round's graph is the last one's, merged: about as long or less)
+    first_forward = later_forward = 0.0
     out_of_time = False
     for _ in range(max(1, settings.episodes)):
         if out_of_time or (episodes_run and time_limit is not None and work_clock() - t0 > time_limit):
             break
         rg, inputs, first, steps_before = rg0, x, True, steps
-        forward_seconds[1] = 0.0  # the last episode's last round is its smallest: round 1 is estimated by round 0
+        later_forward = 0.0  # the last episode's last round is its smallest: round 1 is estimated by round 0
         for r in range(settings.rounds):
             started = work_clock()
-            expected = forward_seconds[min(r, 1)] or forward_seconds[0]
+            expected = first_forward if r == 0 else later_forward or first_forward
             if steps and time_limit is not None and started - t0 + expected > time_limit:
                 out_of_time = True  # a forward as long as the last like it would end past the limit
                 break
             c = net.forward(params, problem, rg, inputs, first, drop=settings.dropout, rng=rng,
                             mask=mask if first else None)
-            forward_seconds[min(r, 1)] = work_clock() - started
-            buffer_seconds += forward_seconds[min(r, 1)]
+            took = work_clock() - started
+            if r == 0:
+                first_forward = took
+            else:
+                later_forward = took
+            buffer_seconds += took
             prob = np.exp(c.logits - c.logits.max(axis=1, keepdims=True))
             prob /= prob.sum(axis=1, keepdims=True)
             actions = (rng.random((len(prob), 1)) > prob.cumsum(axis=1)).sum(axis=1)

@@ -128,11 +128,12 @@ def _build_network(g: Graph, inplace: bool) -> _Network:
     out_bytes = np.zeros(n, np.int64)
     np.add.at(out_bytes, producer[freeable], size[freeable])
     inf = int(out_bytes.sum()) + 1
-    tensors = np.flatnonzero(freeable & ~np.asarray(a.keep, bool))  # a graph output stays live once produced
+    refundable = freeable & ~np.asarray(a.keep, bool)  # a graph output stays live once produced
+    tensors = np.flatnonzero(refundable)
     node = _FIRST_OP + n + np.arange(len(tensors), dtype=np.int64)
     readers = g.tensor_consumers
     n_read = np.diff(readers.indptr)[tensors]
-    read_by = readers.indices[np.repeat(freeable & ~np.asarray(a.keep, bool), np.diff(readers.indptr))]
+    read_by = readers.indices[np.repeat(refundable, np.diff(readers.indptr))]
     # the tensors' edges, 2 + readers each: s -> tensor, tensor -> producer, tensor -> every reader
     per = (2 + n_read).astype(np.int64)
     first = np.cumsum(per) - per

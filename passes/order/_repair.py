@@ -50,15 +50,16 @@ def repair(graph: Graph, order: np.ndarray, inplace: bool, *, deadline: float | 
     order = np.asarray(order, dtype=np.int64)
     if graph.n_ops < 2 or graph.n_ops > MAX_CLOSURE_OPS:
         return order
-    last = [0.0]  # the last rebuild's seconds: a rebuild that would end past the deadline does not start
+    last = 0.0  # the last rebuild's seconds: a rebuild that would end past the deadline does not start
 
     def late() -> bool:
-        return deadline is not None and work_clock() + last[0] >= deadline
+        return deadline is not None and work_clock() + last >= deadline
 
     def rebuild(o: np.ndarray, k: int, peak: int) -> np.ndarray | None:
+        nonlocal last
         began = work_clock()
         out = _rebuilt(graph, o, k, inplace, peak)
-        last[0] = work_clock() - began
+        last = work_clock() - began
         return out
 
     score, step = _score(graph, order, inplace)

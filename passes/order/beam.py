@@ -66,7 +66,7 @@ def beam_search(
         return None, res
     if not res.complete:  # stopped for time at width 1: the greedy rule finishes the order
         short = greedy_order(chains.graph, inplace, prefix=res.order)
-        if peak_of(chains.graph, short, inplace) >= limit:
+        if cutoff is not None and peak_of(chains.graph, short, inplace) >= cutoff:
             return None, res
         return chains.expand(short), res
     return chains.expand(res.order), res
