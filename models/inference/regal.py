@@ -18,10 +18,10 @@ Dequantisation (A.2): ``mu = (m+1)/(k+1)``, ``sigma^2 = mu (1-mu) (v+1)/(k+1)``,
 BRKGA (Beta(1, 1), rho 0.7).  Transfer genes of graph inputs (no producer op) keep
 standard BRKGA's uniform distribution and rho 0.7.
 
-REGAL with ``K`` evaluations (A.1): the feature run (uniform BRKGA, at most 400
-evaluations, :mod:`onnx_sched.models.inference.regal_features`) then BRKGA with the
-predicted distributions for the other ``K - 400``, its first population seeded with the
-feature run's elites.  Inference takes the most likely level of every head (the mode
+REGAL with ``K`` evaluations (A.1): the feature run (uniform BRKGA for ``F`` evaluations: the paper's 400, or the
+one population of the checkpoint's ``feature_evaluations`` metadata and of the feature prior,
+:mod:`onnx_sched.models.inference.regal_features`) then BRKGA with the predicted distributions for the other
+``K - F``, its first population seeded with the feature run's elites.  Inference takes the most likely level of every head (the mode
 action); ``sample=True`` draws one action from the policy instead.
 """
 
@@ -40,6 +40,7 @@ from onnx_sched.deadline import Deadline
 from onnx_sched.models import CHECKPOINTS
 from onnx_sched.models.inference.regal_features import (
     FEATURE_EVALUATIONS,
+    PAPER_FEATURE_EVALUATIONS,
     RegalInputs,
     fix_symmetry,
     position_column,
@@ -198,10 +199,11 @@ def solve_with_actions(problem: dm.DeviceMemoryProblem, inputs: RegalInputs, act
     """BRKGA with the dequantised ``actions`` (``levels`` per head) for what the feature run left of
     ``evaluations``, seeded with the feature run's elites."""
     params = BrkgaParams()
-    left = evaluations - inputs.warm.evaluations
+    features = inputs.warm.evaluations
+    left = evaluations - features
     if left < params.population:
-        raise ValueError(f"regal needs at least {FEATURE_EVALUATIONS + params.population} evaluations "
-                         f"({FEATURE_EVALUATIONS} for its features, then one population), got {evaluations}")
+        raise ValueError(f"regal needs at least {features + params.population} evaluations "
+                         f"({features} for its features, then one population), got {evaluations}")
     dist = gene_distributions(problem, actions, inputs.symmetry_op if inputs.pinned else None, levels)
     return brkga(lambda keys: dm.fitness(problem, dm.evaluate_keys(problem, keys)), dm.chromosome_size(problem),
                  BrkgaParams(evaluations=left), dist, seed=seed, initial=inputs.warm.population[:params.elites],
@@ -230,6 +232,8 @@ class RegalPolicy:
         self.devices = int(meta.get("devices", 2))
         self.levels = int(meta.get("levels", LEVELS))
         self.pin = meta.get("pin", "true").lower() == "true"  # trained with the symmetry pin (older files: yes)
+        #: the feature run the policy was trained on (files before session 50: the paper's 400)
+        self.feature_evaluations = int(meta.get("feature_evaluations", PAPER_FEATURE_EVALUATIONS))
 
     def logits(self, inputs: RegalInputs) -> np.ndarray:
         """(n, heads, k) logits of the per-op categorical actions."""
@@ -301,7 +305,7 @@ def run_regal(problem: dm.DeviceMemoryProblem, policy: RegalPolicy | None, evalu
                          f"{problem.n_devices}")
     pin = (policy is not None and policy.pin) if pin is None else pin
     inputs = prepare(problem, seed, None if deadline is None else Deadline(max(deadline.left(), 0.0) * FEATURE_SHARE),
-                     pin)
+                     pin, FEATURE_EVALUATIONS if policy is None else policy.feature_evaluations)
     warm = inputs.warm
     forward = 0.0 if policy is None else FORWARD_SECONDS_PER_ELEMENT * (len(inputs.src) + len(inputs.x))
     if deadline is not None and deadline.left() <= forward:  # a huge graph: the feature run was all the time allowed

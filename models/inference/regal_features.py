@@ -7,7 +7,8 @@ reads two tensors of the same producer gets two parallel edges.  Node features:
 * the sum of the op's input tensor sizes, of its output sizes, and its extra
   internal memory (transient parameter bytes of the memory model);
 * a node aggregation of the population found by BRKGA with uniform distributions
-  in :data:`FEATURE_EVALUATIONS` evaluations: the expected placement per device
+  in a few evaluations (paper 003: 400, :data:`PAPER_FEATURE_EVALUATIONS`; the policies trained since
+  session 50 and the feature prior: one population, :data:`FEATURE_EVALUATIONS`): the expected placement per device
   (share of chromosomes putting the op there) and the expected schedule position
   (rank among the ops of the decoded schedule, 0 = first, 1 = last);
 * the symmetry-breaking flag: 1 for the op with the most memory (inputs + outputs
@@ -36,6 +37,7 @@ from onnx_sched.passes.device_memory._common import keys_for
 
 __all__ = [
     "FEATURE_EVALUATIONS",
+    "PAPER_FEATURE_EVALUATIONS",
     "RegalInputs",
     "edge_list",
     "feature_run",
@@ -47,8 +49,15 @@ __all__ = [
     "prepare",
 ]
 
-#: Evaluations of the uniform BRKGA whose population gives the node aggregation (paper 003, A.1).
-FEATURE_EVALUATIONS = 400
+#: Evaluations of the uniform BRKGA whose population gives the node aggregation in paper 003 (A.1), and in every
+#: checkpoint whose metadata names no other count (``feature_evaluations``).
+PAPER_FEATURE_EVALUATIONS = 400
+#: The feature run of the policies trained since session 50 and of the feature prior alone: one population (the
+#: host-only chromosome and 99 uniform ones), so the positions are those of random schedules rather than of three
+#: generations' poor early elites, and REGAL's own BRKGA keeps 300 more evaluations.  The prior with it, on the
+#: validation problems, seeds 0-7: +3.90 % over BRKGA 5K, ties or beats 85 %, against +3.02 %, 76 % with 400
+#: (docs/results.md 14.4, session 50).
+FEATURE_EVALUATIONS = 100
 
 #: Beta parameters that pin the symmetry op's affinity: ~0.98 for device 0, ~0.02 for the others.
 _PIN = 50.0
@@ -134,8 +143,8 @@ def population_statistics(problem: dm.DeviceMemoryProblem, population: np.ndarra
 
 
 def prepare(problem: dm.DeviceMemoryProblem, seed: int = 0, deadline: Deadline | None = None,
-            pin: bool = True) -> RegalInputs:
-    """Features of ``problem`` (runs the feature BRKGA with ``seed``).  ``pin=False`` keeps the
+            pin: bool = True, evaluations: int = FEATURE_EVALUATIONS) -> RegalInputs:
+    """Features of ``problem`` (runs the feature BRKGA with ``seed`` for ``evaluations``).  ``pin=False`` keeps the
     symmetry flag but does not hold that op on device 0: here the devices are not interchangeable
     (graph inputs live on the host), so the paper's symmetry breaking can exclude the optimum."""
     in_b, out_b, param = op_memory(problem)
@@ -144,7 +153,7 @@ def prepare(problem: dm.DeviceMemoryProblem, seed: int = 0, deadline: Deadline |
     scale = max(float(np.max(in_b, initial=0)), float(np.max(out_b, initial=0)), float(np.max(param, initial=0)),
                 float(np.max(edge_bytes, initial=0)), 1.0)
     symmetry_op = int(np.argmax(in_b + out_b + param))
-    warm = feature_run(problem, symmetry_op if pin else None, seed, deadline=deadline)
+    warm = feature_run(problem, symmetry_op if pin else None, seed, evaluations, deadline)
     share, position = population_statistics(problem, warm.population)
     flag = np.zeros(problem.graph.n_ops)
     flag[symmetry_op] = 1.0

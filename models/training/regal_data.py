@@ -30,7 +30,7 @@ import numpy as np
 from onnx_sched.brkga import BrkgaParams
 from onnx_sched.cost import device_memory as dm
 from onnx_sched.graph import Graph
-from onnx_sched.models.inference.regal_features import RegalInputs, prepare
+from onnx_sched.models.inference.regal_features import FEATURE_EVALUATIONS, RegalInputs, prepare
 from onnx_sched.passes.device_memory.brkga import solve
 from onnx_sched.synth import TEST_SEED_BASE, generate
 
@@ -124,12 +124,12 @@ def corpus_variants(models: Iterable[str], copies: int, seed: int) -> list[Graph
 
 
 def make_instance(graph: Graph, evaluations: int = 5000, feature_seed: int = 0, pin: bool = True,
-                  seeds: int = 1, n_devices: int = 2) -> Instance:
-    """The problem of ``graph`` on :func:`training_devices` (``n_devices``), its features, and ``o_s`` for seeds
-    ``0 .. seeds - 1``."""
+                  seeds: int = 1, n_devices: int = 2, feature_evaluations: int = FEATURE_EVALUATIONS) -> Instance:
+    """The problem of ``graph`` on :func:`training_devices` (``n_devices``), its features (a feature run of
+    ``feature_evaluations``), and ``o_s`` for seeds ``0 .. seeds - 1``."""
     problem = dm.DeviceMemoryProblem.build(graph, training_devices(n_devices))
     standards = tuple(solve(problem, BrkgaParams(evaluations=evaluations), seed=s).best_fitness for s in range(seeds))
-    return Instance(name=graph.name, problem=problem, inputs=prepare(problem, feature_seed, pin=pin),
+    return Instance(name=graph.name, problem=problem, inputs=prepare(problem, feature_seed, pin=pin, evaluations=feature_evaluations),
                     standards=standards)
 
 
@@ -146,10 +146,12 @@ def split_graphs(split: str, synthetic: int, copies: int, min_ops: int, max_ops:
 
 
 def make_instances(graphs: list[Graph], evaluations: int, echo: Callable[[str], None] = print,
-                   pin: bool = True, seeds: int = 1, n_devices: int = 2) -> list[Instance]:
+                   pin: bool = True, seeds: int = 1, n_devices: int = 2,
+                   feature_evaluations: int = FEATURE_EVALUATIONS) -> list[Instance]:
     out = []
     for i, g in enumerate(graphs):
-        out.append(make_instance(g, evaluations, pin=pin, seeds=seeds, n_devices=n_devices))
+        out.append(make_instance(g, evaluations, pin=pin, seeds=seeds, n_devices=n_devices,
+                                 feature_evaluations=feature_evaluations))
         if (i + 1) % 25 == 0:
             echo(f"  {i + 1}/{len(graphs)} instances")
     return out

@@ -29,6 +29,7 @@ from onnx import TensorProto, helper, numpy_helper
 from torch import nn
 
 from onnx_sched.models.inference.regal import LEVELS, STANDARD_LEVELS, n_heads
+from onnx_sched.models.inference.regal_features import FEATURE_EVALUATIONS
 
 __all__ = ["BaselineNet", "Gnn", "Mlp", "PolicyNet", "export_policy"]
 
@@ -131,10 +132,11 @@ class _Graph:
         return self.linear(self.op("Relu", [self.linear(x, m.l1, f"{name}.l1")]), m.l2, f"{name}.l2")
 
 
-def export_policy(net: PolicyNet, path: str | Path, pin: bool = True) -> Path:
+def export_policy(net: PolicyNet, path: str | Path, pin: bool = True,
+                  feature_evaluations: int = FEATURE_EVALUATIONS) -> Path:
     """Write ``net`` as ONNX: inputs ``x`` (n, F), ``edge_x`` (E, 1), ``src``, ``dst`` (E,) int64;
     output ``logits`` (n, heads, k); metadata ``devices``, ``levels``, ``rounds``, ``hidden``, ``pin``
-    (whether it was trained with the symmetry op held on device 0)."""
+    (whether it was trained with the symmetry op held on device 0), ``feature_evaluations`` (its feature run)."""
     g = _Graph()
     gnn = net.gnn
     h = g.mlp("x", gnn.node, "node")
@@ -159,7 +161,8 @@ def export_policy(net: PolicyNet, path: str | Path, pin: bool = True) -> Path:
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8,
                               producer_name="onnx-sched regal_train")
     helper.set_model_props(model, {"devices": str(net.n_devices), "levels": str(net.levels),
-                                   "rounds": str(gnn.rounds), "hidden": str(gnn.hidden), "pin": str(bool(pin)).lower()})
+                                   "rounds": str(gnn.rounds), "hidden": str(gnn.hidden), "pin": str(bool(pin)).lower(),
+                                   "feature_evaluations": str(int(feature_evaluations))})
     onnx.checker.check_model(model)
     path = Path(path)
     onnx.save(model, str(path))

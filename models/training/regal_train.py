@@ -54,7 +54,11 @@ import torch
 from onnx_sched.brkga import BrkgaParams
 from onnx_sched.cost import device_memory as dm
 from onnx_sched.models.inference.regal import LEVELS, feature_prior, solution_action, solve_with_actions
-from onnx_sched.models.inference.regal_features import n_node_features
+from onnx_sched.models.inference.regal_features import (
+    FEATURE_EVALUATIONS,
+    PAPER_FEATURE_EVALUATIONS,
+    n_node_features,
+)
 from onnx_sched.models.training import distributed
 from onnx_sched.models.training.regal_data import Instance, make_instances, split_graphs
 from onnx_sched.models.training.regal_net import BaselineNet, PolicyNet, export_policy
@@ -104,6 +108,7 @@ class RegalTrainConfig:
     reference_evaluations: int = 50_000
     references: int = 1  # best-known solutions per problem (seeds seed + 1000 ..); several: consensus_action
     devices: int = 2  # devices of every problem (the first is the host); the checkpoint serves only this count
+    feature_evaluations: int = FEATURE_EVALUATIONS  # the feature run (paper 003: 400); stored in the ONNX metadata
 
     def __post_init__(self) -> None:
         if self.advantage not in ("learned", "leave-one-out"):
@@ -232,11 +237,11 @@ def train(cfg: RegalTrainConfig, echo: Callable[[str], None] = print) -> dict[st
     echo("building training problems (features + standard BRKGA per problem)")
     graphs = split_graphs("train", cfg.synthetic, cfg.copies, cfg.min_ops, cfg.max_ops, cfg.seed)
     train_set = make_instances(distributed.shard(graphs) or graphs, cfg.evaluations, echo, cfg.pin, cfg.seed_pool,
-                               cfg.devices)
+                               cfg.devices, cfg.feature_evaluations)
     val_evaluations = cfg.validation_evaluations or cfg.evaluations
     val_set = make_instances(split_graphs("validation", cfg.synthetic // 4, max(1, cfg.copies // 3), cfg.min_ops,
                                           cfg.max_ops, cfg.seed), val_evaluations, echo, cfg.pin,
-                             cfg.validation_seeds, cfg.devices) if main else []
+                             cfg.validation_seeds, cfg.devices, cfg.feature_evaluations) if main else []
     prep_s = time.time() - start
     echo(f"{len(graphs)} training, {len(val_set)} validation problems in {prep_s:.0f} s")
     nf = n_node_features(cfg.devices)
@@ -306,7 +311,9 @@ def export(result: dict[str, Any], stem: str | Path) -> tuple[Path, Path, Path]:
     """Write STEM.onnx (policy), STEM.pt (both state dicts + config) and STEM_train_log.json."""
     stem = Path(stem)
     stem.parent.mkdir(parents=True, exist_ok=True)
-    onnx_path = export_policy(result["policy"], stem.with_suffix(".onnx"), pin=result["summary"]["config"].get("pin", True))
+    config = result["summary"]["config"]
+    onnx_path = export_policy(result["policy"], stem.with_suffix(".onnx"), pin=config.get("pin", True),
+                              feature_evaluations=config.get("feature_evaluations", PAPER_FEATURE_EVALUATIONS))
     pt_path = stem.with_suffix(".pt")
     torch.save({"policy": result["policy"].state_dict(), "baseline": result["baseline"].state_dict(),
                 "config": result["summary"]["config"]}, pt_path)

@@ -200,6 +200,9 @@ def peak_mem(out_dir: str, variant: str, encoder: str, resume: bool, export_stem
 @click.option("--devices", type=click.IntRange(2, 8), default=2, show_default=True,
               help="Devices of every training problem; the checkpoint serves this count (the pass looks for "
                    "regal.onnx for 2, regal_d3.onnx for 3, ...).")
+@click.option("--feature-evaluations", type=click.IntRange(min=1), default=100, show_default=True,
+              help="Evaluations of the uniform BRKGA whose population gives the node features (paper 003: 400; "
+                   "100 = one population); stored in the ONNX metadata, the pass runs the same.")
 @click.option("--export", "export_stem", default="runs/regal/regal", show_default=True,
               help="Write STEM.onnx, STEM.pt and STEM_train_log.json.")
 def regal(export_stem: str, **options: object) -> None:

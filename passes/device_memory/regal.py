@@ -1,7 +1,8 @@
 """``regal``: BRKGA with per-op distributions predicted by a trained graph network (paper 003, REGAL).
 
 The network (``models/checkpoints/regal.onnx``, ONNX Runtime, no torch) reads the op
-graph with node features from a 400-evaluation uniform BRKGA run and predicts, per op,
+graph with node features from a short uniform BRKGA run (the checkpoint's ``feature_evaluations``: 100, one
+population; paper 003: 400) and predicts, per op,
 Beta distributions for its affinity, priority and transfer genes and an elite bias
 (:mod:`onnx_sched.models.inference.regal`); BRKGA then spends the rest of the budget
 with them.  Option ``evaluations`` (default 5,000) is the whole budget, feature run
