@@ -44,7 +44,8 @@ def main(argv: list[str] | None = None) -> int:
     agree, corr, light = [], [], []
     for graphs in held_out_sets(args.synthetic, args.corpus).values():
         for g in graphs:
-            inputs = prepare(dm.DeviceMemoryProblem.build(g, DEVICES), 0, pin=False)
+            inputs = prepare(dm.DeviceMemoryProblem.build(g, DEVICES), 0, pin=False,
+                             evaluations=policy.feature_evaluations)
             a, prior = policy.actions(inputs), feature_prior(inputs, ND)
             for h in range(len(HEADS)):
                 counts[h] += np.bincount(a[:, h], minlength=LEVELS)

@@ -55,7 +55,7 @@ from rich.table import Table
 from onnx_sched import brkga
 from onnx_sched.models import CHECKPOINTS
 from onnx_sched.models.inference.regal import solve_with_actions
-from onnx_sched.models.inference.regal_features import n_node_features
+from onnx_sched.models.inference.regal_features import PAPER_FEATURE_EVALUATIONS, n_node_features
 from onnx_sched.models.training.checkpoint_io import load_checkpoint
 from onnx_sched.models.training.regal_data import make_instances, split_graphs
 from onnx_sched.models.training.regal_net import PolicyNet
@@ -202,7 +202,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     graphs = split_graphs("train", args.synthetic, args.copies, 50, 150, 0)
     instances = make_instances(graphs, args.evaluations, echo=lambda s: None, pin=trained.get("pin", False),
-                               seeds=args.seed_pool, n_devices=trained.get("devices", 2))
+                               seeds=args.seed_pool, n_devices=trained.get("devices", 2),
+                               feature_evaluations=trained.get("feature_evaluations", PAPER_FEATURE_EVALUATIONS))
     real, null, rewards, strayed = [], [], [], []
     for _ in track(range(args.steps), description="policy gradients"):
         inst = instances[int(rng.integers(len(instances)))]

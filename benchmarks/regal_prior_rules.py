@@ -28,6 +28,11 @@ the same seed.  Rules:
   at the bottom, variance level 1: does the order that minimises one device's peak lead the split's search?
 
     python benchmarks/regal_prior_rules.py --seeds 3 --out benchmarks/regal_prior_rules.json
+
+``--feature-evaluations`` sets the feature run (default the paper's 400, with which the rules above were compared;
+session 50 chose one population, 100, on these problems) and ``--rules`` a comma list of the rules to run:
+
+    python benchmarks/regal_prior_rules.py --seeds 8 --rules prior --feature-evaluations 100 --out /tmp/prior100.json
 """
 
 from __future__ import annotations
@@ -51,7 +56,12 @@ from onnx_sched.models.inference.regal import (
     solve_with_actions,
     standard_action,
 )
-from onnx_sched.models.inference.regal_features import RegalInputs, position_column, prepare
+from onnx_sched.models.inference.regal_features import (
+    PAPER_FEATURE_EVALUATIONS,
+    RegalInputs,
+    position_column,
+    prepare,
+)
 from onnx_sched.models.training.regal_data import DEVICES, split_graphs
 from onnx_sched.passes.device_memory.brkga import solve
 
@@ -134,18 +144,24 @@ RULES: dict[str, Callable[[dm.DeviceMemoryProblem, RegalInputs], np.ndarray]] = 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seeds", type=int, default=3)
+    ap.add_argument("--feature-evaluations", type=int, default=PAPER_FEATURE_EVALUATIONS,
+                    help="the feature run (default: the paper's 400, with which the prior was chosen; session 50: 100)")
+    ap.add_argument("--rules", default=",".join(RULES), help="comma list of rules (default: all)")
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args(argv)
+    if unknown := set(args.rules.split(",")) - set(RULES) - {""}:
+        ap.error(f"unknown rules {sorted(unknown)}; known: {', '.join(RULES)}")
+    rules = {name: RULES[name] for name in args.rules.split(",") if name}
     graphs = split_graphs("validation", 30, 2, 50, 150, 0)  # as onnx-sched train regal's defaults build them
-    peaks: dict[str, list[list[float]]] = {name: [] for name in ("brkga-5k", *RULES)}
+    peaks: dict[str, list[list[float]]] = {name: [] for name in ("brkga-5k", *rules)}
     t0 = time.perf_counter()
     for g in graphs:
         problem = dm.DeviceMemoryProblem.build(g, DEVICES)
         row: dict[str, list[float]] = {name: [] for name in peaks}
         for seed in range(args.seeds):
             row["brkga-5k"].append(solve(problem, BrkgaParams(evaluations=5000), seed=seed).best_fitness)
-            inputs = prepare(problem, seed, pin=False)
-            for name, rule in RULES.items():
+            inputs = prepare(problem, seed, pin=False, evaluations=args.feature_evaluations)
+            for name, rule in rules.items():
                 result = solve_with_actions(problem, inputs, rule(problem, inputs), 5000, seed)
                 row[name].append(min(result.best_fitness, inputs.warm.best_fitness))
         for name, values in row.items():
@@ -155,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
     base = np.array(peaks["brkga-5k"])
     summary = {}
     print(f"\nvalidation problems: {len(graphs)}, seeds 0-{args.seeds - 1}; vs BRKGA 5K of the same seed")
-    for name in RULES:
+    for name in rules:
         p = np.array(peaks[name])
         summary[name] = {"improvement_pct": float(np.mean((base - p) / base) * 100),
                          "ties_or_beats": float(np.mean(p <= base))}

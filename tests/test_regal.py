@@ -34,7 +34,31 @@ def test_feature_shapes_and_scale() -> None:
     np.testing.assert_allclose(inp.x[:, 3:5].sum(axis=1), 1.0, rtol=1e-6)  # expected placement sums to 1
     assert inp.x[:, 6].sum() == 1.0 and inp.x[inp.symmetry_op, 6] == 1.0
     assert inp.x[inp.symmetry_op, 3] == 1.0  # pinned to device 0 in every chromosome
-    assert inp.warm.evaluations <= 400
+    assert inp.warm.evaluations == 100  # one population: the host-only chromosome and 99 uniform ones
+    assert prepare(p, seed=0, evaluations=400).warm.evaluations == 370  # the paper's: 100 + 3 generations of 90
+
+
+def test_the_feature_run_is_the_one_the_checkpoint_was_trained_with(tmp_path) -> None:
+    pytest.importorskip("torch")
+    import onnx
+
+    from onnx_sched.models.training.regal_net import PolicyNet, export_policy
+
+    _, p = _problem(30, 1)
+    net = PolicyNet(n_node_features(2), 2, hidden=8, rounds=2)
+    runs = {}
+    for name, features in (("one_population", 100), ("paper", 400)):
+        policy = rg.RegalPolicy(export_policy(net, tmp_path / f"{name}.onnx", pin=False, feature_evaluations=features))
+        assert policy.feature_evaluations == features
+        runs[name] = rg.run_regal(p, policy, 1000, seed=0).info["feature_evaluations"]
+    assert runs == {"one_population": 100, "paper": 370}
+    old = onnx.load(tmp_path / "paper.onnx")  # a checkpoint from before the key: the paper's feature run
+    kept = [prop for prop in old.metadata_props if prop.key != "feature_evaluations"]
+    del old.metadata_props[:]
+    old.metadata_props.extend(kept)
+    onnx.save(old, tmp_path / "old.onnx")
+    assert rg.RegalPolicy(tmp_path / "old.onnx").feature_evaluations == 400
+    assert rg.run_regal(p, None, 1000, seed=0).info["feature_evaluations"] == 100  # the feature prior alone
 
 
 def test_solution_action_encodes_the_solution_in_its_modes() -> None:

@@ -54,9 +54,9 @@ __all__ = [
 PAPER_FEATURE_EVALUATIONS = 400
 #: The feature run of the policies trained since session 50 and of the feature prior alone: one population (the
 #: host-only chromosome and 99 uniform ones), so the positions are those of random schedules rather than of three
-#: generations' poor early elites, and REGAL's own BRKGA keeps 300 more evaluations.  The prior with it, on the
-#: validation problems, seeds 0-7: +3.90 % over BRKGA 5K, ties or beats 85 %, against +3.02 %, 76 % with 400
-#: (docs/results.md 14.4, session 50).
+#: generations' poor early elites, and REGAL's own BRKGA keeps 270 more evaluations.  The feature prior with it, on
+#: the validation problems, seeds 0-7: +3.91 % over BRKGA 5K, ties or beats 85 %, against +3.02 %, 77 % with 400
+#: (``benchmarks/regal_prior_rules.py --feature-evaluations``; docs/results.md 14.4, session 50).
 FEATURE_EVALUATIONS = 100
 
 #: Beta parameters that pin the symmetry op's affinity: ~0.98 for device 0, ~0.02 for the others.
