@@ -13,7 +13,9 @@ share the decoder's priority scale), at the lowest variance level.  If even this
 Rows, each against BRKGA 5K of the same seed on the held-out synthetic problems of
 ``regal_eval.py``: the reference solution itself, the oracle action with ``k = 5`` (the paper's
 levels) at the standard elite bias (0.7) and at 0.5, with ``k = 9`` and ``k = 17`` (finer means,
-not in the paper) at 0.5, the shipped network, its feature prior, and BRKGA 50K.
+not in the paper) at 0.5, the shipped network, its feature prior, and BRKGA 50K.  The oracle rows read the
+paper's 400-evaluation feature run (``--feature-evaluations``, as the results were measured); the network and prior
+rows go through the pass, which since session 50 reads the checkpoint's own count (100) and 100 for the prior.
 
     python benchmarks/regal_ceiling.py --seeds 3 --out benchmarks/regal_ceiling.json
 """

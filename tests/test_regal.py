@@ -58,6 +58,10 @@ def test_the_feature_run_is_the_one_the_checkpoint_was_trained_with(tmp_path) ->
     old.metadata_props.extend(kept)
     onnx.save(old, tmp_path / "old.onnx")
     assert rg.RegalPolicy(tmp_path / "old.onnx").feature_evaluations == 400
+    old.metadata_props.add(key="feature_evaluations", value="0")
+    onnx.save(old, tmp_path / "bad.onnx")
+    with pytest.raises(ValueError, match="feature_evaluations='0' is not a positive integer"):
+        rg.RegalPolicy(tmp_path / "bad.onnx")
     assert rg.run_regal(p, None, 1000, seed=0).info["feature_evaluations"] == 100  # the feature prior alone
 
 
@@ -407,3 +411,11 @@ def test_shipped_three_device_checkpoint_serves_three_devices() -> None:
     s = get_pass("regal", "peak-mem-devices")(g, PassContext(seed=0, options={"evaluations": 500}, problem=p))
     host = dm.walk(p, [dm.Step("op", j, 0) for j in range(g.n_ops)]).peak
     assert s.info["action"] == "mode" and dm.walk(p, s.steps).peak <= host
+
+
+def test_train_regal_defaults_to_the_inference_feature_run() -> None:
+    from onnx_sched.cli.train import command
+    from onnx_sched.models.inference.regal_features import FEATURE_EVALUATIONS
+
+    option = next(p for p in command.commands["regal"].params if p.name == "feature_evaluations")
+    assert option.default == FEATURE_EVALUATIONS  # the CLI keeps its own literal so it imports nothing heavy

@@ -233,7 +233,11 @@ class RegalPolicy:
         self.levels = int(meta.get("levels", LEVELS))
         self.pin = meta.get("pin", "true").lower() == "true"  # trained with the symmetry pin (older files: yes)
         #: the feature run the policy was trained on (files before session 50: the paper's 400)
-        self.feature_evaluations = int(meta.get("feature_evaluations", PAPER_FEATURE_EVALUATIONS))
+        features = meta.get("feature_evaluations", str(PAPER_FEATURE_EVALUATIONS))
+        if not features.isdigit() or int(features) < 1:
+            raise ValueError(f"{path}: REGAL checkpoint metadata feature_evaluations={features!r} is not a positive "
+                             "integer")
+        self.feature_evaluations = int(features)
 
     def logits(self, inputs: RegalInputs) -> np.ndarray:
         """(n, heads, k) logits of the per-op categorical actions."""
