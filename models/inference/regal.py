@@ -21,8 +21,8 @@ standard BRKGA's uniform distribution and rho 0.7.
 REGAL with ``K`` evaluations (A.1): the feature run (uniform BRKGA for ``F`` evaluations: the paper's 400, or the
 one population of the checkpoint's ``feature_evaluations`` metadata and of the feature prior,
 :mod:`onnx_sched.models.inference.regal_features`) then BRKGA with the predicted distributions for the other
-``K - F``, its first population seeded with the feature run's elites.  Inference takes the most likely level of every head (the mode
-action); ``sample=True`` draws one action from the policy instead.
+``K - F``, its first population seeded with the feature run's elites.  Inference takes the most likely level of
+every head (the mode action); ``sample=True`` draws one action from the policy instead.
 """
 
 from __future__ import annotations

@@ -129,8 +129,8 @@ def make_instance(graph: Graph, evaluations: int = 5000, feature_seed: int = 0, 
     ``feature_evaluations``), and ``o_s`` for seeds ``0 .. seeds - 1``."""
     problem = dm.DeviceMemoryProblem.build(graph, training_devices(n_devices))
     standards = tuple(solve(problem, BrkgaParams(evaluations=evaluations), seed=s).best_fitness for s in range(seeds))
-    return Instance(name=graph.name, problem=problem, inputs=prepare(problem, feature_seed, pin=pin, evaluations=feature_evaluations),
-                    standards=standards)
+    inputs = prepare(problem, feature_seed, pin=pin, evaluations=feature_evaluations)
+    return Instance(name=graph.name, problem=problem, inputs=inputs, standards=standards)
 
 
 def split_graphs(split: str, synthetic: int, copies: int, min_ops: int, max_ops: int, seed: int) -> list[Graph]:
