@@ -5,12 +5,10 @@ seeds (>= 10,000) and the held-out corpus models (``TEST_CORPUS`` of
 :mod:`onnx_sched.models.training.regal_data`, as they are) -- every method runs once with
 seed 0 at 5,000 evaluations: BRKGA 5K, tuned BRKGA, local search, graph partitioning + DFS,
 CP-SAT (``--cpsat-seconds`` per problem, hinted with the best of host-only and partition +
-DFS, every graph size modelled; the paper ran it 24 hours), REGAL (the
-``regal`` pass: the checkpoint's feature run (100 evaluations since session 50; the paper's 400 before) and the
-rest of the 5,000 with the predicted distributions, mode action; ``regal-prior``: the same pipeline with the
-hand-written feature prior's action
-instead of the network's, the ablation that shows what training added),
-plus BRKGA 50K for the best known.  Best known = the lowest peak any method found;
+DFS, every graph size modelled; the paper ran it 24 hours), REGAL (the ``regal`` pass: the checkpoint's feature
+run, 100 evaluations since session 50 and the paper's 400 before, then the rest of the 5,000 with the predicted
+distributions, mode action; ``regal-prior``: the same pipeline with the hand-written feature prior's action instead
+of the network's, the ablation that shows what training added), plus BRKGA 50K for the best known.  Best known = the lowest peak any method found;
 "proven" when it equals the lower bound of :func:`onnx_sched.cost.device_memory.lower_bound`.
 
 Prints Table 1 (average % improvement over BRKGA 5K, average % gap from best known),
